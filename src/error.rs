@@ -1,0 +1,46 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong while configuring the layer. Logging itself never returns
+/// errors to the training code: failures after start-up are counted in the [`crate::Report`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The MLLOG output file cannot be created or written.
+    #[error("cannot write the MLLOG output {}: {source}", path.display())]
+    Output {
+        /// The path that was asked for.
+        path: PathBuf,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An environment variable has a value we cannot use.
+    #[error("environment variable {name}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// A benchmark name that no ruleset knows.
+    #[error("unknown benchmark {0:?}")]
+    UnknownBenchmark(String),
+    /// Contradictory or incomplete builder settings.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The worker thread could not be started.
+    #[error("cannot start the MLLOG worker thread: {0}")]
+    Worker(#[source] std::io::Error),
+}
+
+impl Error {
+    pub(crate) fn env(name: &str, value: &str, reason: impl Into<String>) -> Error {
+        Error::Env {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! Configuration of [`MllogLayer`]: builder first, the environment (`MLLOG_*`) as an overlay.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{IntervalSpec, MllogLayer, Shared};
+use crate::keys::{self, Benchmark};
+use crate::pipeline::{Guard, Overflow, Pipeline};
+use crate::sink::{MllogFileSink, Sink};
+use crate::submission::{Division, Submission, SystemStatus};
+use crate::Error;
+
+/// The intervals the layer knows by default, each from a span of the same (configurable) name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Interval {
+    /// span `init` → `init_start` / `init_stop` (and `cache_clear` first, when enabled)
+    Init,
+    /// span `run` → `run_start` / `run_stop` with `status`
+    Run,
+    /// span `block` → `block_start` / `block_stop`
+    Block,
+    /// span `epoch` → `epoch_start` / `epoch_stop`
+    Epoch,
+    /// span `eval` → `eval_start` / `eval_stop`
+    Eval,
+    /// Any other interval added with [`Builder::interval`].
+    Custom,
+}
+
+impl Interval {
+    fn defaults() -> [(Interval, &'static str, &'static str, &'static str); 5] {
+        [
+            (Interval::Init, "init", keys::INIT_START, keys::INIT_STOP),
+            (Interval::Run, "run", keys::RUN_START, keys::RUN_STOP),
+            (
+                Interval::Block,
+                "block",
+                keys::BLOCK_START,
+                keys::BLOCK_STOP,
+            ),
+            (
+                Interval::Epoch,
+                "epoch",
+                keys::EPOCH_START,
+                keys::EPOCH_STOP,
+            ),
+            (Interval::Eval, "eval", keys::EVAL_START, keys::EVAL_STOP),
+        ]
+    }
+}
+
+enum Output {
+    Stdout,
+    File(PathBuf),
+    Writer(Box<dyn Write + Send>),
+    Nowhere,
+}
+
+/// Configures and builds an [`MllogLayer`] and its [`Guard`].
+///
+/// Every setting has an `MLLOG_*` environment variable that overrides it at [`Builder::build`]
+/// time (see the README's table), so operators can redirect a run without recompiling.
+pub struct Builder {
+    output: Option<Output>,
+    append: bool,
+    namespace: String,
+    root_dir: Option<String>,
+    cache_clear: bool,
+    rank: Option<u32>,
+    writer_rank: u32,
+    all_ranks: bool,
+    submission: Submission,
+    span_names: Vec<(Interval, String)>,
+    custom: Vec<IntervalSpec>,
+    sinks: Vec<Box<dyn Sink>>,
+    capacity: usize,
+    overflow: Overflow,
+    shutdown_timeout: Duration,
+    environment: Option<HashMap<String, String>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            output: None,
+            append: false,
+            namespace: String::new(),
+            root_dir: None,
+            cache_clear: true,
+            rank: None,
+            writer_rank: 0,
+            all_ranks: false,
+            submission: Submission::default(),
+            span_names: Vec::new(),
+            custom: Vec::new(),
+            sinks: Vec::new(),
+            capacity: 16 * 1024,
+            overflow: Overflow::Block,
+            shutdown_timeout: Duration::from_secs(10),
+            environment: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Write the log to this file (created with its parent directories; truncated unless
+    /// [`Builder::append`]). `MLLOG_OUTPUT_FILE` overrides it.
+    pub fn output_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.output = Some(Output::File(path.into()));
+        self
+    }
+
+    /// Write the log to standard output (the default, as `mlperf_logging` does).
+    pub fn stdout(mut self) -> Self {
+        self.output = Some(Output::Stdout);
+        self
+    }
+
+    /// Write the log to any writer (owned by the worker thread).
+    pub fn writer(mut self, w: impl Write + Send + 'static) -> Self {
+        self.output = Some(Output::Writer(Box::new(w)));
+        self
+    }
+
+    /// No MLLOG text output at all; only the extra [`Builder::sink`]s receive records.
+    pub fn no_output(mut self) -> Self {
+        self.output = Some(Output::Nowhere);
+        self
+    }
+
+    /// Append to an existing file instead of truncating it (`MLLOG_APPEND`).
+    pub fn append(mut self, append: bool) -> Self {
+        self.append = append;
+        self
+    }
+
+    /// The `namespace` of every record (default `""`; `MLLOG_NAMESPACE`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Strip this directory from the start of `file` in metadata (`MLLOG_ROOT_DIR`).
+    pub fn root_dir(mut self, dir: impl Into<String>) -> Self {
+        self.root_dir = Some(dir.into());
+        self
+    }
+
+    /// Log `cache_clear` (value `true`) right before `init_start` (default on;
+    /// `MLLOG_CACHE_CLEAR`).
+    pub fn cache_clear(mut self, on: bool) -> Self {
+        self.cache_clear = on;
+        self
+    }
+
+    /// This process's global rank. Without it, the rank comes from `RANK`, `SLURM_PROCID`,
+    /// `OMPI_COMM_WORLD_RANK` or `PMI_RANK`, else 0.
+    pub fn rank(mut self, rank: u32) -> Self {
+        self.rank = Some(rank);
+        self
+    }
+
+    /// The rank that writes MLLOG records (default 0).
+    pub fn writer_rank(mut self, rank: u32) -> Self {
+        self.writer_rank = rank;
+        self
+    }
+
+    /// Every rank writes (`MLLOG_ALL_RANKS`); give each its own file or namespace.
+    pub fn all_ranks(mut self, on: bool) -> Self {
+        self.all_ranks = on;
+        self
+    }
+
+    /// All submission metadata at once.
+    pub fn submission(mut self, submission: Submission) -> Self {
+        self.submission = submission;
+        self
+    }
+
+    /// `submission_benchmark` (`MLLOG_SUBMISSION_BENCHMARK`).
+    pub fn benchmark(mut self, benchmark: Benchmark) -> Self {
+        self.submission.benchmark = Some(benchmark);
+        self
+    }
+
+    /// `submission_org` (`MLLOG_SUBMISSION_ORG`).
+    pub fn org(mut self, org: impl Into<String>) -> Self {
+        self.submission.org = Some(org.into());
+        self
+    }
+
+    /// `submission_division` (`MLLOG_SUBMISSION_DIVISION`).
+    pub fn division(mut self, division: Division) -> Self {
+        self.submission.division = Some(division);
+        self
+    }
+
+    /// `submission_status` (`MLLOG_SUBMISSION_STATUS`).
+    pub fn system_status(mut self, status: SystemStatus) -> Self {
+        self.submission.status = Some(status);
+        self
+    }
+
+    /// `submission_platform` (`MLLOG_SUBMISSION_PLATFORM`).
+    pub fn platform(mut self, platform: impl Into<String>) -> Self {
+        self.submission.platform = Some(platform.into());
+        self
+    }
+
+    /// `config_filename` (`MLLOG_CONFIG_FILENAME`).
+    pub fn config_filename(mut self, name: impl Into<String>) -> Self {
+        self.submission.config_filename = Some(name.into());
+        self
+    }
+
+    /// Use another span name for one of the default intervals, e.g. `mlperf_run` for `run`
+    /// when a dependency already has spans called `run`.
+    pub fn span_name(mut self, interval: Interval, name: impl Into<String>) -> Self {
+        self.span_names.push((interval, name.into()));
+        self
+    }
+
+    /// Map spans named `span_name` to an interval with these keys (e.g. `staging`,
+    /// `staging_start`, `staging_stop`).
+    pub fn interval(
+        mut self,
+        span_name: impl Into<String>,
+        start_key: impl Into<String>,
+        stop_key: impl Into<String>,
+    ) -> Self {
+        self.custom.push(IntervalSpec {
+            span_name: Cow::Owned(span_name.into()),
+            start_key: Cow::Owned(start_key.into()),
+            stop_key: Cow::Owned(stop_key.into()),
+            kind: Interval::Custom,
+        });
+        self
+    }
+
+    /// Also send every record to this sink.
+    pub fn sink(mut self, sink: impl Sink) -> Self {
+        self.sinks.push(Box::new(sink));
+        self
+    }
+
+    /// Records that may wait for the worker (default 16 384).
+    pub fn channel_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// What to do when the channel is full (default: wait, lossless).
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// How long the guard waits for the sinks at shutdown (default 10 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Read `MLLOG_*` and rank variables from this map instead of the process environment
+    /// (an empty map ignores the environment).
+    pub fn environment<K: Into<String>, V: Into<String>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.environment = Some(
+            vars.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        );
+        self
+    }
+
+    /// Applies the environment, opens the output and starts the worker.
+    ///
+    /// Fails with an error naming the path when the output file cannot be written, and with an
+    /// error naming the variable when an environment value is unusable.
+    pub fn build<S>(mut self) -> Result<(MllogLayer<S>, Guard), Error> {
+        let env = self.environment.take();
+        let get = |name: &str| -> Option<String> {
+            match &env {
+                Some(map) => map.get(name).cloned(),
+                None => std::env::var(name).ok(),
+            }
+        };
+        self.overlay_env(&get)?;
+
+        let rank = match self.rank {
+            Some(r) => r,
+            None => {
+                super::rank::detect_rank_from(|n| get(n).map(Into::into))?.map_or(0, |(r, _)| r)
+            }
+        };
+        let writes = self.all_ranks || rank == self.writer_rank;
+
+        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        if writes {
+            match self.output.take().unwrap_or(Output::Stdout) {
+                Output::Stdout => sinks.push(Box::new(MllogFileSink::stdout())),
+                Output::File(path) => {
+                    let sink = MllogFileSink::create(&path, self.append)
+                        .map_err(|source| Error::Output { path, source })?;
+                    sinks.push(Box::new(sink));
+                }
+                Output::Writer(w) => sinks.push(Box::new(MllogFileSink::writer(w))),
+                Output::Nowhere => {}
+            }
+        }
+        sinks.append(&mut self.sinks);
+
+        let mut intervals: Vec<IntervalSpec> = Interval::defaults()
+            .into_iter()
+            .map(|(kind, name, start, stop)| IntervalSpec {
+                span_name: Cow::Borrowed(name),
+                start_key: Cow::Borrowed(start),
+                stop_key: Cow::Borrowed(stop),
+                kind,
+            })
+            .collect();
+        for (kind, name) in self.span_names {
+            if let Some(spec) = intervals.iter_mut().find(|s| s.kind == kind) {
+                spec.span_name = Cow::Owned(name);
+            }
+        }
+        intervals.extend(self.custom);
+        let mut names: Vec<&str> = intervals.iter().map(|s| &*s.span_name).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::Config(format!(
+                "span name {:?} is mapped to two intervals",
+                w[0]
+            )));
+        }
+
+        let (pipeline, guard) =
+            Pipeline::start(sinks, self.capacity, self.overflow, self.shutdown_timeout)
+                .map_err(Error::Worker)?;
+        let shared = Arc::new(Shared {
+            pipeline,
+            intervals,
+            namespace: Cow::Owned(self.namespace),
+            root_dir: self.root_dir,
+            cache_clear: self.cache_clear,
+            after_init_start: self.submission.records(),
+            writes,
+            next_id: Default::default(),
+            run_open: Default::default(),
+        });
+        Ok((MllogLayer::new(shared), guard))
+    }
+
+    fn overlay_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
+        let flag = |name: &str| -> Result<Option<bool>, Error> {
+            let Some(raw) = get(name) else {
+                return Ok(None);
+            };
+            match raw.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(Some(true)),
+                "0" | "false" | "no" | "off" => Ok(Some(false)),
+                _ => Err(Error::env(
+                    name,
+                    &raw,
+                    "expected 1/0, true/false, yes/no or on/off",
+                )),
+            }
+        };
+        if let Some(path) = get("MLLOG_OUTPUT_FILE") {
+            if path.trim().is_empty() {
+                return Err(Error::env("MLLOG_OUTPUT_FILE", &path, "must not be empty"));
+            }
+            self.output = Some(Output::File(PathBuf::from(path)));
+        }
+        match flag("MLLOG_SAVE_TO_FILE")? {
+            Some(false) => self.output = Some(Output::Stdout),
+            Some(true) if !matches!(self.output, Some(Output::File(_))) => {
+                return Err(Error::env(
+                    "MLLOG_SAVE_TO_FILE",
+                    &get("MLLOG_SAVE_TO_FILE").unwrap_or_default(),
+                    "no file to save to: set MLLOG_OUTPUT_FILE or Builder::output_file",
+                ))
+            }
+            _ => {}
+        }
+        if let Some(v) = flag("MLLOG_APPEND")? {
+            self.append = v;
+        }
+        if let Some(v) = flag("MLLOG_CACHE_CLEAR")? {
+            self.cache_clear = v;
+        }
+        if let Some(v) = flag("MLLOG_ALL_RANKS")? {
+            self.all_ranks = v;
+        }
+        if let Some(ns) = get("MLLOG_NAMESPACE") {
+            self.namespace = ns;
+        }
+        if let Some(root) = get("MLLOG_ROOT_DIR") {
+            self.root_dir = Some(root);
+        }
+        self.submission.overlay_env(get)
+    }
+}

@@ -1,0 +1,131 @@
+//! Capturing `tracing` field values as typed [`Value`]s, without formatting anything: numbers
+//! and booleans are stored as they are; strings that are known MLLOG constants are stored as
+//! `'static` references.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use smallvec::SmallVec;
+use tracing_core::field::{Field, Visit};
+
+use crate::keys;
+use crate::record::{Str, Value};
+
+/// The field that marks an event as an MLLOG record and names its key.
+pub const KEY_FIELD: &str = "mllog.key";
+/// The field holding a record's value; `value.<name>` fields build an object value.
+pub const VALUE_FIELD: &str = "value";
+/// Overrides the namespace of one record.
+pub const NAMESPACE_FIELD: &str = "mllog.namespace";
+/// The `run` span field that decides `run_stop`'s status.
+pub const STATUS_FIELD: &str = "status";
+
+/// Field values in the order they were first recorded.
+#[derive(Default, Debug, Clone)]
+pub(crate) struct Fields {
+    pub(crate) items: SmallVec<[(&'static str, Value); 4]>,
+}
+
+impl Fields {
+    fn set(&mut self, name: &'static str, value: Value) {
+        match self.items.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.items.push((name, value)),
+        }
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Value> {
+        self.items.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+}
+
+/// A string value, borrowed when it is a known constant (no allocation), owned otherwise.
+pub(crate) fn string_value(s: &str) -> Value {
+    Value::Str(intern_str(s))
+}
+
+pub(crate) fn intern_str(s: &str) -> Str {
+    match keys::intern(s) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(s.to_owned()),
+    }
+}
+
+impl Visit for Fields {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.set(field.name(), Value::Float(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.set(field.name(), Value::Int(value.into()));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.set(field.name(), Value::Int(value.into()));
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.set(field.name(), Value::Int(value));
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.set(
+            field.name(),
+            Value::Int(value.min(i128::MAX as u128) as i128),
+        );
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.set(field.name(), Value::Bool(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set(field.name(), string_value(value));
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.set(field.name(), Value::Str(Cow::Owned(value.to_string())));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.set(field.name(), Value::Str(Cow::Owned(format!("{value:?}"))));
+    }
+}
+
+/// Splits captured fields into an MLLOG record's parts: the key, the value (built from `value`
+/// and `value.<path>` fields), an optional namespace, and the remaining metadata.
+pub(crate) struct RecordParts {
+    pub(crate) key: Option<Str>,
+    pub(crate) value: Value,
+    pub(crate) namespace: Option<Str>,
+    pub(crate) metadata: SmallVec<[(Str, Value); 3]>,
+}
+
+/// Field names that never become metadata: `message` is the human text of a `tracing` event
+/// (`info!(..., "text")`), which has no place in an MLLOG record.
+fn is_reserved(name: &str) -> bool {
+    name == "message" || name.starts_with("mllog.") || name.starts_with("otel.")
+}
+
+impl Fields {
+    pub(crate) fn into_parts(self, skip: &[&str]) -> RecordParts {
+        let mut parts = RecordParts {
+            key: None,
+            value: Value::Null,
+            namespace: None,
+            metadata: SmallVec::new(),
+        };
+        for (name, value) in self.items {
+            if name == KEY_FIELD {
+                parts.key = Some(match value {
+                    Value::Str(s) => s,
+                    other => Cow::Owned(other.to_json()),
+                });
+            } else if name == NAMESPACE_FIELD {
+                parts.namespace = Some(match value {
+                    Value::Str(s) => s,
+                    other => Cow::Owned(other.to_json()),
+                });
+            } else if name == VALUE_FIELD {
+                parts.value = value;
+            } else if let Some(path) = name.strip_prefix("value.") {
+                parts.value.set_path(path, value);
+            } else if !is_reserved(name) && !skip.contains(&name) {
+                parts.metadata.push((Cow::Borrowed(name), value));
+            }
+        }
+        parts
+    }
+}

@@ -1,0 +1,230 @@
+//! The one vocabulary every part of the crate shares: [`Record`], its [`Value`]s and
+//! [`Metadata`], the `:::MLLOG` encoder ([`Record::encode`]) and the parser ([`parse_line`],
+//! [`LogReader`]).
+
+mod encode;
+mod parse;
+mod value;
+
+pub use parse::{parse_line, parse_log, LineError, LogReader, ParsedLine};
+pub use value::Value;
+
+use std::borrow::Cow;
+
+/// The token that starts every MLLOG record, trailing space included (the checker requires it).
+pub const MLLOG_TOKEN: &str = ":::MLLOG ";
+
+/// `INTERVAL_START`, `INTERVAL_END` or `POINT_IN_TIME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// An interval opened (`init_start`, `run_start`, ...).
+    IntervalStart,
+    /// An interval closed (`init_stop`, `run_stop`, ...).
+    IntervalEnd,
+    /// A single event (hyperparameters, `eval_accuracy`, ...).
+    PointInTime,
+}
+
+impl EventType {
+    /// The spelling used in logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventType::IntervalStart => "INTERVAL_START",
+            EventType::IntervalEnd => "INTERVAL_END",
+            EventType::PointInTime => "POINT_IN_TIME",
+        }
+    }
+
+    /// Parses the log spelling.
+    pub fn from_name(name: &str) -> Option<EventType> {
+        match name {
+            "INTERVAL_START" => Some(EventType::IntervalStart),
+            "INTERVAL_END" => Some(EventType::IntervalEnd),
+            "POINT_IN_TIME" => Some(EventType::PointInTime),
+            _ => None,
+        }
+    }
+}
+
+/// When a record happened.
+///
+/// `wall_ns` is the wall clock (nanoseconds since the Unix epoch) from which `time_ms` is
+/// derived; `mono_ns` is `CLOCK_MONOTONIC`, which RPD profiles use. A record parsed from a log
+/// has only the wall clock (`mono_ns == 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp {
+    /// Wall clock, nanoseconds since the Unix epoch.
+    pub wall_ns: i64,
+    /// `CLOCK_MONOTONIC` in nanoseconds, or 0 when unknown.
+    pub mono_ns: u64,
+}
+
+impl Timestamp {
+    /// Reads both clocks now.
+    pub fn now() -> Timestamp {
+        Timestamp {
+            wall_ns: clock_ns(libc::CLOCK_REALTIME) as i64,
+            mono_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        }
+    }
+
+    /// A timestamp from integer milliseconds since the epoch (as logs carry it).
+    pub const fn from_millis(ms: i64) -> Timestamp {
+        Timestamp {
+            wall_ns: ms.saturating_mul(1_000_000),
+            mono_ns: 0,
+        }
+    }
+
+    /// `time_ms` as `mlperf_logging` writes it: `int(time.time() * 1e3)`, i.e. truncated.
+    pub const fn millis(self) -> i64 {
+        // Truncation towards zero, as Python's int() does.
+        self.wall_ns / 1_000_000
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and both clock ids exist on every Unix we
+    // build for; clock_gettime cannot fail for them.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A key or name that is usually a `'static` constant and only sometimes owned.
+pub type Str = Cow<'static, str>;
+
+/// Ordered metadata. `file` and `lineno` (the caller's source location) always come first when
+/// present, then the other fields in insertion order, as `mlperf_logging` writes them.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Metadata {
+    /// Source file of the call site (relative to the configured root).
+    pub file: Option<Str>,
+    /// Source line of the call site.
+    pub lineno: Option<u32>,
+    /// The remaining fields in order.
+    pub fields: smallvec::SmallVec<[(Str, Value); 3]>,
+}
+
+impl Metadata {
+    /// Metadata with a source location and no other fields.
+    pub fn at(file: impl Into<Str>, lineno: u32) -> Metadata {
+        Metadata {
+            file: Some(file.into()),
+            lineno: Some(lineno),
+            fields: smallvec::SmallVec::new(),
+        }
+    }
+
+    /// Sets `name` to `value`, replacing an earlier value in place (keeping its position).
+    pub fn set(&mut self, name: impl Into<Str>, value: impl Into<Value>) {
+        let name = name.into();
+        let value = value.into();
+        match self.fields.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.fields.push((name, value)),
+        }
+    }
+
+    /// Adds `name` = `value` (builder style).
+    pub fn with(mut self, name: impl Into<Str>, value: impl Into<Value>) -> Metadata {
+        self.set(name, value);
+        self
+    }
+
+    /// The value of a field other than `file`/`lineno`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// Whether there is no field at all (not even a location).
+    pub fn is_empty(&self) -> bool {
+        self.file.is_none() && self.lineno.is_none() && self.fields.is_empty()
+    }
+}
+
+/// The pairing of an interval record: its own id and its enclosing interval's id, so that sinks
+/// that need pairing (OpenTelemetry, RPD) do not have to re-derive it from keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IntervalIds {
+    /// Unique per interval within one process; the start and end records share it.
+    pub id: u64,
+    /// The enclosing interval (e.g. `run` for a `block`), if any.
+    pub parent: Option<u64>,
+}
+
+/// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// `namespace` (default `""`; no checker reads it).
+    pub namespace: Str,
+    /// When it happened.
+    pub time: Timestamp,
+    /// Interval start/end or point in time.
+    pub event_type: EventType,
+    /// The MLLOG key, e.g. `run_start` or `global_batch_size`.
+    pub key: Str,
+    /// The value (`null` for interval records without one).
+    pub value: Value,
+    /// `file`, `lineno` and the other metadata fields.
+    pub metadata: Metadata,
+    /// Interval pairing, for interval records made by the layer.
+    pub interval: Option<IntervalIds>,
+    /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
+    pub tid: u32,
+}
+
+impl Record {
+    /// A point-in-time record stamped now, without metadata.
+    pub fn event(key: impl Into<Str>, value: impl Into<Value>) -> Record {
+        Record {
+            namespace: Cow::Borrowed(""),
+            time: Timestamp::now(),
+            event_type: EventType::PointInTime,
+            key: key.into(),
+            value: value.into(),
+            metadata: Metadata::default(),
+            interval: None,
+            tid: 0,
+        }
+    }
+
+    /// Replaces the timestamp (builder style).
+    pub fn at_millis(mut self, ms: i64) -> Record {
+        self.time = Timestamp::from_millis(ms);
+        self
+    }
+
+    /// Replaces the metadata (builder style).
+    pub fn with_metadata(mut self, metadata: Metadata) -> Record {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Replaces the event type (builder style).
+    pub fn with_event_type(mut self, event_type: EventType) -> Record {
+        self.event_type = event_type;
+        self
+    }
+
+    /// `time_ms` as written in the log.
+    pub fn time_ms(&self) -> i64 {
+        self.time.millis()
+    }
+
+    /// The `:::MLLOG {...}` line without its newline, byte-identical to `mlperf_logging`.
+    pub fn to_line(&self) -> String {
+        let mut s = String::with_capacity(192);
+        self.encode(&mut s);
+        s
+    }
+}
+
+impl std::fmt::Display for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_line())
+    }
+}

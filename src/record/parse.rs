@@ -1,0 +1,571 @@
+//! Reading `:::MLLOG` lines back, with the tolerance real submission logs need: rank prefixes
+//! (`0: `, `[1,0]<stdout>:`), the token glued after other output, CRLF and stray `\r`
+//! (Python's universal newlines, which the official checker uses), noise lines, non-UTF-8
+//! bytes, and the non-standard `NaN`/`Infinity` tokens Python writes.
+
+use std::borrow::Cow;
+use std::io::BufRead;
+
+use super::{EventType, Metadata, Record, Str, Timestamp, Value, MLLOG_TOKEN};
+
+/// A record read from a log, with where it was found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedLine {
+    /// Physical line number in the file, 1-based (lines split as Python's universal newlines
+    /// split them: `\n`, `\r\n` and a lone `\r`).
+    pub lineno: usize,
+    /// 0-based position among the `:::MLLOG` lines (the number the official checker prints).
+    pub index: usize,
+    /// The record.
+    pub record: Record,
+}
+
+/// A line that holds the `:::MLLOG ` token but is not a valid record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {lineno}: {message}")]
+pub struct LineError {
+    /// Physical line number, 1-based.
+    pub lineno: usize,
+    /// 0-based position among the `:::MLLOG` lines.
+    pub index: usize,
+    /// What is wrong, in words.
+    pub message: String,
+    /// The text after the token (cut to 200 characters).
+    pub text: String,
+}
+
+/// Parses one physical line. `Ok(None)` when the line holds no `:::MLLOG ` token (noise);
+/// otherwise the record after the **last** token (as the checker's greedy regex does), or what
+/// is wrong with it.
+pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
+    let Some(pos) = line.rfind(MLLOG_TOKEN) else {
+        return Ok(None);
+    };
+    let body = line[pos + MLLOG_TOKEN.len()..].trim();
+    record_from_json(body).map(Some)
+}
+
+/// Parses a whole log held in memory: the records and the malformed lines.
+pub fn parse_log(text: &str) -> (Vec<ParsedLine>, Vec<LineError>) {
+    let mut reader = LogReader::new(text.as_bytes());
+    let records = reader.by_ref().filter_map(Result::ok).collect();
+    (records, reader.into_errors())
+}
+
+/// Streams records out of a log (a file, stdin, anything `BufRead`), one physical line at a
+/// time, so logs of any size are read in constant memory.
+///
+/// Iterates over `Result<ParsedLine, LineError>`; an I/O error ends the iteration and is kept
+/// in [`LogReader::io_error`].
+pub struct LogReader<R> {
+    input: R,
+    buf: Vec<u8>,
+    lineno: usize,
+    index: usize,
+    pending_cr: bool,
+    errors: Vec<LineError>,
+    io_error: Option<std::io::Error>,
+    done: bool,
+}
+
+impl<R: BufRead> LogReader<R> {
+    /// Reads from `input`.
+    pub fn new(input: R) -> LogReader<R> {
+        LogReader {
+            input,
+            buf: Vec::with_capacity(512),
+            lineno: 0,
+            index: 0,
+            pending_cr: false,
+            errors: Vec::new(),
+            io_error: None,
+            done: false,
+        }
+    }
+
+    /// The malformed lines seen so far.
+    pub fn errors(&self) -> &[LineError] {
+        &self.errors
+    }
+
+    /// The malformed lines seen, consuming the reader.
+    pub fn into_errors(self) -> Vec<LineError> {
+        self.errors
+    }
+
+    /// The I/O error that ended the iteration, if any.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.io_error.as_ref()
+    }
+
+    /// Physical lines read so far.
+    pub fn lines_read(&self) -> usize {
+        self.lineno
+    }
+
+    /// Reads the next physical line into `self.buf` (without terminator). Splits on `\n`, `\r\n`
+    /// and lone `\r`. Returns false at end of input.
+    fn next_physical_line(&mut self) -> std::io::Result<bool> {
+        self.buf.clear();
+        let mut got_any = false;
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok(got_any);
+            }
+            if self.pending_cr {
+                self.pending_cr = false;
+                if available[0] == b'\n' {
+                    self.input.consume(1);
+                    continue;
+                }
+            }
+            got_any = true;
+            match available.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(i) => {
+                    let was_cr = available[i] == b'\r';
+                    self.buf.extend_from_slice(&available[..i]);
+                    self.input.consume(i + 1);
+                    self.pending_cr = was_cr;
+                    return Ok(true);
+                }
+                None => {
+                    let n = available.len();
+                    self.buf.extend_from_slice(available);
+                    self.input.consume(n);
+                }
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for LogReader<R> {
+    type Item = Result<ParsedLine, LineError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.next_physical_line() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.io_error = Some(e);
+                    self.done = true;
+                    return None;
+                }
+            }
+            self.lineno += 1;
+            // The official checker reads logs as latin-1; real logs carry UTF-8 noise. Lossy
+            // UTF-8 keeps every ASCII byte of a record intact, which is all a record may hold.
+            let line = String::from_utf8_lossy(&self.buf);
+            let Some(pos) = line.rfind(MLLOG_TOKEN) else {
+                continue;
+            };
+            let index = self.index;
+            self.index += 1;
+            let body = line[pos + MLLOG_TOKEN.len()..].trim();
+            return Some(match record_from_json(body) {
+                Ok(record) => Ok(ParsedLine {
+                    lineno: self.lineno,
+                    index,
+                    record,
+                }),
+                Err(message) => {
+                    let err = LineError {
+                        lineno: self.lineno,
+                        index,
+                        message,
+                        text: body.chars().take(200).collect(),
+                    };
+                    self.errors.push(err.clone());
+                    Err(err)
+                }
+            });
+        }
+        None
+    }
+}
+
+fn record_from_json(body: &str) -> Result<Record, String> {
+    let value = parse_json(body)?;
+    let Value::Object(members) = value else {
+        return Err("the record is not a JSON object".into());
+    };
+    let mut namespace: Str = Cow::Borrowed("");
+    let mut time = None;
+    let mut event_type = EventType::PointInTime;
+    let mut key = None;
+    let mut value = None;
+    let mut metadata = None;
+    for (name, v) in members {
+        match &*name {
+            "namespace" => {
+                namespace = match v {
+                    Value::Str(s) => s,
+                    other => Cow::Owned(other.to_json()),
+                }
+            }
+            "time_ms" => time = Some(time_from(&v)?),
+            "event_type" => {
+                if let Some(t) = v.as_str().and_then(EventType::from_name) {
+                    event_type = t;
+                }
+            }
+            "key" => match v {
+                Value::Str(s) => key = Some(intern(s)),
+                _ => return Err("`key` is not a string".into()),
+            },
+            "value" => value = Some(v),
+            "metadata" => match v {
+                Value::Object(fields) => metadata = Some(metadata_from(fields)),
+                _ => return Err("`metadata` is not an object".into()),
+            },
+            _ => {}
+        }
+    }
+    let missing = |field: &str| format!("missing field `{field}`");
+    Ok(Record {
+        namespace,
+        time: time.ok_or_else(|| missing("time_ms"))?,
+        event_type,
+        key: key.ok_or_else(|| missing("key"))?,
+        value: value.ok_or_else(|| missing("value"))?,
+        metadata: metadata.ok_or_else(|| missing("metadata"))?,
+        interval: None,
+        tid: 0,
+    })
+}
+
+fn intern(s: Str) -> Str {
+    match crate::keys::intern(&s) {
+        Some(k) => Cow::Borrowed(k),
+        None => s,
+    }
+}
+
+/// `time_ms` as the checker reads it: `float(...)` of a number or a numeric string.
+fn time_from(v: &Value) -> Result<Timestamp, String> {
+    let ms = match v {
+        Value::Int(i) => return Ok(Timestamp::from_millis(*i as i64)),
+        Value::Float(f) => *f,
+        Value::Str(s) => s
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`time_ms` {s:?} is not a number"))?,
+        other => return Err(format!("`time_ms` {} is not a number", other.to_json())),
+    };
+    if !ms.is_finite() {
+        return Err("`time_ms` is not finite".into());
+    }
+    Ok(Timestamp {
+        wall_ns: (ms * 1e6) as i64,
+        mono_ns: 0,
+    })
+}
+
+fn metadata_from(fields: Vec<(Str, Value)>) -> Metadata {
+    let mut md = Metadata::default();
+    for (k, v) in fields {
+        match (&*k, v) {
+            ("file", Value::Str(s)) if md.file.is_none() => md.file = Some(s),
+            ("lineno", Value::Int(i))
+                if md.lineno.is_none() && (0..=u32::MAX as i128).contains(&i) =>
+            {
+                md.lineno = Some(i as u32)
+            }
+            (_, v) => md.set(intern(k), v),
+        }
+    }
+    md
+}
+
+/// Parses JSON as Python's `json.loads` does, `NaN`, `Infinity` and `-Infinity` included.
+/// Duplicate object keys keep the last value, as Python does.
+pub(crate) fn parse_json(text: &str) -> Result<Value, String> {
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+        depth: 0,
+    };
+    p.ws();
+    let v = p.value()?;
+    p.ws();
+    if p.i != p.s.len() {
+        return Err(format!(
+            "extra data after the JSON object at column {}",
+            p.i + 1
+        ));
+    }
+    Ok(v)
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+    depth: u32,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn err<T>(&self, what: &str) -> Result<T, String> {
+        Err(format!("invalid JSON at column {}: {what}", self.i + 1))
+    }
+
+    fn eat(&mut self, lit: &str) -> bool {
+        if self.s[self.i..].starts_with(lit.as_bytes()) {
+            self.i += lit.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn value(&mut self) -> Result<Value, String> {
+        self.depth += 1;
+        if self.depth > 256 {
+            return self.err("nested too deeply");
+        }
+        let v = match self.s.get(self.i) {
+            None => self.err("unexpected end"),
+            Some(b'{') => self.object(),
+            Some(b'[') => self.array(),
+            Some(b'"') => self.string().map(|s| Value::Str(Cow::Owned(s))),
+            Some(b't') if self.eat("true") => Ok(Value::Bool(true)),
+            Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
+            Some(b'n') if self.eat("null") => Ok(Value::Null),
+            Some(b'N') if self.eat("NaN") => Ok(Value::Float(f64::NAN)),
+            Some(b'I') if self.eat("Infinity") => Ok(Value::Float(f64::INFINITY)),
+            Some(b'-') if self.eat("-Infinity") => Ok(Value::Float(f64::NEG_INFINITY)),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => self.err("expected a value"),
+        };
+        self.depth -= 1;
+        v
+    }
+
+    fn object(&mut self) -> Result<Value, String> {
+        self.i += 1;
+        let mut members: Vec<(Str, Value)> = Vec::new();
+        self.ws();
+        if self.eat("}") {
+            return Ok(Value::Object(members));
+        }
+        loop {
+            self.ws();
+            if self.s.get(self.i) != Some(&b'"') {
+                return self.err("expected a string key");
+            }
+            let k = self.string()?;
+            self.ws();
+            if !self.eat(":") {
+                return self.err("expected ':'");
+            }
+            self.ws();
+            let v = self.value()?;
+            match members.iter_mut().find(|(name, _)| *name == k) {
+                Some(slot) => slot.1 = v,
+                None => members.push((Cow::Owned(k), v)),
+            }
+            self.ws();
+            if self.eat(",") {
+                continue;
+            }
+            if self.eat("}") {
+                return Ok(Value::Object(members));
+            }
+            return self.err("expected ',' or '}'");
+        }
+    }
+
+    fn array(&mut self) -> Result<Value, String> {
+        self.i += 1;
+        let mut items = Vec::new();
+        self.ws();
+        if self.eat("]") {
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.ws();
+            items.push(self.value()?);
+            self.ws();
+            if self.eat(",") {
+                continue;
+            }
+            if self.eat("]") {
+                return Ok(Value::Array(items));
+            }
+            return self.err("expected ',' or ']'");
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, String> {
+        let Some(h) = self.s.get(self.i..self.i + 4) else {
+            return self.err("truncated \\u escape");
+        };
+        let h = std::str::from_utf8(h).map_err(|e| e.to_string())?;
+        let v = u32::from_str_radix(h, 16).or_else(|_| self.err("bad \\u escape"))?;
+        self.i += 4;
+        Ok(v)
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.i += 1;
+        let mut out = String::new();
+        loop {
+            let start = self.i;
+            while let Some(&b) = self.s.get(self.i) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.i += 1;
+            }
+            out.push_str(&String::from_utf8_lossy(&self.s[start..self.i]));
+            match self.s.get(self.i) {
+                None => return self.err("unterminated string"),
+                Some(b'"') => {
+                    self.i += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.i += 1;
+                    let Some(&e) = self.s.get(self.i) else {
+                        return self.err("unterminated escape");
+                    };
+                    self.i += 1;
+                    match e {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let c = if (0xD800..0xDC00).contains(&hi) && self.eat("\\u") {
+                                let lo = self.hex4()?;
+                                if (0xDC00..0xE000).contains(&lo) {
+                                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                                } else {
+                                    None
+                                }
+                            } else {
+                                char::from_u32(hi)
+                            };
+                            // Lone surrogates are valid in Python strings but not in Rust ones.
+                            out.push(c.unwrap_or(char::REPLACEMENT_CHARACTER));
+                        }
+                        _ => return self.err("bad escape"),
+                    }
+                }
+                Some(_) => return self.err("control character in string"),
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<Value, String> {
+        let start = self.i;
+        if self.s[self.i] == b'-' {
+            self.i += 1;
+        }
+        let int_start = self.i;
+        while let Some(b'0'..=b'9') = self.s.get(self.i) {
+            self.i += 1;
+        }
+        if self.i == int_start {
+            return self.err("expected digits");
+        }
+        if self.s[int_start] == b'0' && self.i - int_start > 1 {
+            return self.err("leading zero");
+        }
+        let mut is_float = false;
+        if self.s.get(self.i) == Some(&b'.') {
+            is_float = true;
+            self.i += 1;
+            let frac = self.i;
+            while let Some(b'0'..=b'9') = self.s.get(self.i) {
+                self.i += 1;
+            }
+            if self.i == frac {
+                return self.err("expected digits after '.'");
+            }
+        }
+        if let Some(b'e' | b'E') = self.s.get(self.i) {
+            is_float = true;
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.s.get(self.i) {
+                self.i += 1;
+            }
+            let exp = self.i;
+            while let Some(b'0'..=b'9') = self.s.get(self.i) {
+                self.i += 1;
+            }
+            if self.i == exp {
+                return self.err("expected exponent digits");
+            }
+        }
+        let text = std::str::from_utf8(&self.s[start..self.i]).expect("ASCII digits");
+        if !is_float {
+            if let Ok(i) = text.parse::<i128>() {
+                return Ok(Value::Int(i));
+            }
+        }
+        text.parse::<f64>()
+            .map(Value::Float)
+            .or_else(|_| self.err("bad number"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_prefixed_and_glued_lines() {
+        let log = "noise\r\n0: :::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": \"seed\", \"value\": 7, \"metadata\": {\"file\": \"a.rs\", \"lineno\": 3}}\r\n\
+host:1:5:::MLLOG {\"time_ms\": \"2.5\", \"key\": \"x\", \"value\": NaN, \"metadata\": {}}\rprogress 50%\n\
+[1,0]<stdout>::::MLLOG {\"key\": \"x\"}\n";
+        let (records, errors) = parse_log(log);
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].lineno, 2);
+        assert_eq!(records[0].record.key, "seed");
+        assert_eq!(records[0].record.metadata.file.as_deref(), Some("a.rs"));
+        assert_eq!(records[1].lineno, 3);
+        assert!(records[1].record.value.as_f64().unwrap().is_nan());
+        assert_eq!(records[1].record.time.wall_ns, 2_500_000);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].lineno, 5);
+        assert_eq!(errors[0].index, 2);
+        assert!(
+            errors[0].message.contains("time_ms"),
+            "{}",
+            errors[0].message
+        );
+    }
+
+    #[test]
+    fn reports_malformed_json() {
+        let (_, errors) = parse_log(":::MLLOG {\"key\": \"a\", \"value\": 1, \n:::MLLOG{}\n");
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].message.contains("invalid JSON"));
+    }
+
+    #[test]
+    fn round_trips_encoding() {
+        let line = r#":::MLLOG {"namespace": "", "time_ms": 1767226267692, "event_type": "INTERVAL_END", "key": "run_stop", "value": 0.9243, "metadata": {"file": "/workspace/train/src/mlperf.rs", "lineno": 150, "samples_count": 3072, "status": "success", "v": [1, 2.5, {"a": null}], "big": 1180591620717411303424}}"#;
+        let rec = parse_line(line).unwrap().unwrap();
+        assert_eq!(rec.to_line(), line);
+    }
+}

@@ -1,0 +1,187 @@
+use std::borrow::Cow;
+
+use super::Str;
+
+/// A JSON value as MLLOG carries it.
+///
+/// Unlike `serde_json::Value` it keeps NaN and ±Infinity (Python writes them as bare `NaN`,
+/// `Infinity`, `-Infinity`; turning them into `null` crashes the official checker), keeps
+/// integers and floats apart (`16` and `16.0` are different spellings), holds integers up to
+/// 128 bits (Python ints are unbounded; logs contain values beyond `u64`), and keeps object keys
+/// in insertion order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Value {
+    /// `null`
+    #[default]
+    Null,
+    /// `true` / `false`
+    Bool(bool),
+    /// An integer.
+    Int(i128),
+    /// A float, written with Python's `repr` spelling.
+    Float(f64),
+    /// A string.
+    Str(Str),
+    /// A list.
+    Array(Vec<Value>),
+    /// An object with keys in insertion order.
+    Object(Vec<(Str, Value)>),
+}
+
+impl Value {
+    /// The number as `f64`, for integers and floats.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::Int(i) => Some(i as f64),
+            Value::Float(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The integer, for integers and for floats with an integral value (as Python compares
+    /// `16.0 == 16`).
+    pub fn as_i128(&self) -> Option<i128> {
+        match *self {
+            Value::Int(i) => Some(i),
+            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(f as i128),
+            _ => None,
+        }
+    }
+
+    /// The string, for strings.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The boolean, for booleans.
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// A member of an object.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Whether this is `null`.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Whether this is a number (integer or float, NaN included).
+    pub fn is_number(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Float(_))
+    }
+
+    /// The JSON text of this value, in Python's `json.dumps` spelling.
+    pub fn to_json(&self) -> String {
+        let mut s = String::new();
+        super::encode::write_value(&mut s, self);
+        s
+    }
+
+    /// Sets `path` (dot-separated, e.g. `"a.b"`) inside an object value, creating nested
+    /// objects as needed; a non-object value is replaced by an object.
+    pub fn set_path(&mut self, path: &str, value: Value) {
+        if !matches!(self, Value::Object(_)) {
+            *self = Value::Object(Vec::new());
+        }
+        let Value::Object(members) = self else {
+            unreachable!("made an object above")
+        };
+        let (head, rest) = match path.split_once('.') {
+            Some((h, r)) => (h, Some(r)),
+            None => (path, None),
+        };
+        let slot = match members.iter().position(|(k, _)| k == head) {
+            Some(i) => &mut members[i].1,
+            None => {
+                members.push((Cow::Owned(head.to_owned()), Value::Null));
+                &mut members.last_mut().expect("just pushed").1
+            }
+        };
+        match rest {
+            Some(rest) => slot.set_path(rest, value),
+            None => *slot = value,
+        }
+    }
+}
+
+macro_rules! from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(v: $t) -> Value { Value::Int(v as i128) }
+        }
+    )*};
+}
+from_int!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, usize);
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::Float(v)
+    }
+}
+
+/// Widening an `f32` keeps its binary value, which prints as e.g. `0.10000000149011612` and
+/// fails rules such as `opt_adamw_weight_decay == 0.1`. We convert through the shortest decimal
+/// spelling instead, so `0.1f32` logs as `0.1`.
+impl From<f32> for Value {
+    fn from(v: f32) -> Value {
+        if v.is_finite() {
+            Value::Float(v.to_string().parse().unwrap_or(v as f64))
+        } else {
+            Value::Float(v as f64)
+        }
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+impl From<&'static str> for Value {
+    fn from(v: &'static str) -> Value {
+        Value::Str(Cow::Borrowed(v))
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Str(Cow::Owned(v))
+    }
+}
+
+impl From<Str> for Value {
+    fn from(v: Str) -> Value {
+        Value::Str(v)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Value {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+impl<T: Into<Value>> From<Vec<T>> for Value {
+    fn from(v: Vec<T>) -> Value {
+        Value::Array(v.into_iter().map(Into::into).collect())
+    }
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}

@@ -1,0 +1,62 @@
+//! Where records go. The pipeline's worker thread hands every record, in order, to each
+//! [`Sink`]; sinks never run on the training thread.
+
+mod memory;
+mod mllog_file;
+
+pub use memory::{MemoryHandle, MemorySink};
+pub use mllog_file::MllogFileSink;
+
+use std::time::Instant;
+
+use crate::record::Record;
+
+/// Why a sink could not take a record (counted and reported by the pipeline).
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// An I/O error (file, socket, ...).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Anything else, in words.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A consumer of the record stream.
+///
+/// All methods run on the pipeline's worker thread. A sink that fails keeps receiving later
+/// records; each failure is counted in the [`crate::Report`] with its latest message.
+pub trait Sink: Send + 'static {
+    /// A short name for reports (`"mllog-file"`, `"memory"`, ...).
+    fn name(&self) -> &str;
+
+    /// Takes one record.
+    fn write(&mut self, record: &Record) -> Result<(), SinkError>;
+
+    /// Makes everything written so far durable or visible. Called when the channel runs dry,
+    /// on [`crate::Guard::flush`] and before shutdown.
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    /// Last call, at shutdown: finish within `deadline` where possible.
+    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        let _ = deadline;
+        self.flush()
+    }
+}
+
+impl Sink for Box<dyn Sink> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        (**self).write(record)
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        (**self).flush()
+    }
+    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        (**self).close(deadline)
+    }
+}

@@ -1,0 +1,217 @@
+//! The layer end to end: spans and events in, `:::MLLOG` records out (through the real
+//! pipeline and worker thread).
+
+use std::time::Duration;
+
+use tracing::{info_span, Level};
+use tracing_mllog::sink::MemorySink;
+use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, Value};
+use tracing_subscriber::prelude::*;
+
+fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::Record> {
+    let (sink, handle) = MemorySink::new();
+    let (layer, guard) = builder
+        .no_output()
+        .sink(sink)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .expect("build");
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, f);
+    let report = guard.shutdown();
+    assert!(report.is_clean(), "{report}");
+    handle.records()
+}
+
+fn keys_of(records: &[tracing_mllog::Record]) -> Vec<&str> {
+    records.iter().map(|r| &*r.key).collect()
+}
+
+#[test]
+fn spans_become_intervals_and_events_become_points() {
+    let records = capture(
+        MllogLayer::builder()
+            .benchmark(Benchmark::Llama2_70bLora)
+            .division(Division::Closed)
+            .org("ExampleOrg"),
+        || {
+            {
+                let _init = info_span!("init").entered();
+                mllog!(keys::GLOBAL_BATCH_SIZE, 8);
+                mllog!(keys::OPT_BASE_LR, 4e-4);
+            }
+            let run = info_span!(
+                "run",
+                samples_count = tracing::field::Empty,
+                status = tracing::field::Empty
+            );
+            let _r = run.enter();
+            {
+                let block = info_span!("block", samples_count = 0u64).entered();
+                block.record("samples_count", 384u64);
+            }
+            {
+                let _eval = info_span!("eval", samples_count = 384u64).entered();
+                mllog!(keys::EVAL_ACCURACY, 0.91, samples_count = 384u64);
+                tracing::info!(
+                    mllog.key = keys::TRACKED_STATS,
+                    value.throughput = 2.5,
+                    value.loss = 0.7,
+                    step = 48u64
+                );
+            }
+            run.record("samples_count", 384u64);
+            run.record("status", "success");
+        },
+    );
+    assert_eq!(
+        keys_of(&records),
+        [
+            "cache_clear",
+            "init_start",
+            "submission_benchmark",
+            "submission_org",
+            "submission_division",
+            "global_batch_size",
+            "opt_base_learning_rate",
+            "init_stop",
+            "run_start",
+            "block_start",
+            "block_stop",
+            "eval_start",
+            "eval_accuracy",
+            "tracked_stats",
+            "eval_stop",
+            "run_stop",
+        ]
+    );
+    let by_key = |k: &str| records.iter().find(|r| r.key == k).unwrap();
+    assert_eq!(
+        by_key("block_start").metadata.get("samples_count"),
+        Some(&Value::Int(0))
+    );
+    assert_eq!(
+        by_key("block_stop").metadata.get("samples_count"),
+        Some(&Value::Int(384))
+    );
+    let stop = by_key("run_stop");
+    assert_eq!(
+        stop.metadata.get("status").and_then(Value::as_str),
+        Some("success")
+    );
+    assert_eq!(stop.metadata.get("samples_count"), Some(&Value::Int(384)));
+    assert!(by_key("run_start").metadata.get("status").is_none());
+    let stats = by_key("tracked_stats");
+    assert_eq!(stats.value.to_json(), r#"{"throughput": 2.5, "loss": 0.7}"#);
+    assert_eq!(stats.metadata.get("step"), Some(&Value::Int(48)));
+    // file/lineno point at this test file.
+    assert_eq!(stats.metadata.file.as_deref(), Some("tests/layer.rs"));
+    assert!(stats.metadata.lineno.unwrap() > 0);
+    // Interval pairing: block's parent is run.
+    let run_id = by_key("run_start").interval.unwrap().id;
+    assert_eq!(by_key("block_start").interval.unwrap().parent, Some(run_id));
+    assert_eq!(
+        by_key("block_stop").interval,
+        by_key("block_start").interval
+    );
+    assert_eq!(by_key("init_start").interval.unwrap().parent, None);
+    let line = by_key("eval_accuracy").to_line();
+    assert!(
+        line.starts_with(":::MLLOG {\"namespace\": \"\", \"time_ms\": "),
+        "{line}"
+    );
+    assert!(line.contains("\"event_type\": \"POINT_IN_TIME\", \"key\": \"eval_accuracy\", \"value\": 0.91, \"metadata\": {\"file\": \"tests/layer.rs\", \"lineno\": "), "{line}");
+}
+
+#[test]
+fn other_events_and_spans_are_ignored() {
+    let records = capture(MllogLayer::builder().cache_clear(false), || {
+        tracing::info!(value = 3, "plain event");
+        let _s = info_span!("train_step", step = 1).entered();
+        tracing::event!(Level::WARN, key = "not_ours");
+        mllog!("custom_key", "text", note = "x");
+    });
+    assert_eq!(keys_of(&records), ["custom_key"]);
+    assert_eq!(records[0].value, Value::from("text"));
+}
+
+#[test]
+fn run_without_success_is_aborted() {
+    let records = capture(MllogLayer::builder(), || {
+        let _r = info_span!("run", status = tracing::field::Empty).entered();
+    });
+    let stop = records.iter().find(|r| r.key == "run_stop").unwrap();
+    assert_eq!(
+        stop.metadata.get("status").and_then(Value::as_str),
+        Some("aborted")
+    );
+}
+
+#[test]
+fn brackets_balance_on_early_return_and_panic() {
+    fn train(fail_at: usize) -> Result<(), String> {
+        let _run = info_span!("run", status = "success").entered();
+        for i in 0..3 {
+            let _block = info_span!("block", samples_count = i * 10).entered();
+            let _eval = info_span!("eval", samples_count = i * 10).entered();
+            if i == fail_at {
+                return Err("diverged".into());
+            }
+        }
+        Ok(())
+    }
+    let records = capture(MllogLayer::builder(), || {
+        assert!(train(1).is_err());
+        let panicked = std::panic::catch_unwind(|| {
+            let _run = info_span!("run", status = "success").entered();
+            let _block = info_span!("block", samples_count = 0).entered();
+            let _eval = info_span!("eval", samples_count = 0).entered();
+            panic!("boom");
+        });
+        assert!(panicked.is_err());
+    });
+    let k = keys_of(&records);
+    for (open, close) in [
+        ("run_start", "run_stop"),
+        ("block_start", "block_stop"),
+        ("eval_start", "eval_stop"),
+    ] {
+        assert_eq!(
+            k.iter().filter(|x| **x == open).count(),
+            k.iter().filter(|x| **x == close).count(),
+            "{k:?}"
+        );
+    }
+    // The early-return run said success and ended normally: success. The panicking one did not.
+    let statuses: Vec<_> = records
+        .iter()
+        .filter(|r| r.key == "run_stop")
+        .map(|r| {
+            r.metadata
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(statuses, ["success", "aborted"]);
+    // Nesting is closed inner-first.
+    let tail: Vec<_> = k[k.len() - 3..].to_vec();
+    assert_eq!(tail, ["eval_stop", "block_stop", "run_stop"]);
+}
+
+#[test]
+fn guard_flush_makes_records_visible() {
+    let (sink, handle) = MemorySink::new();
+    let (layer, guard) = MllogLayer::builder()
+        .no_output()
+        .sink(sink)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || mllog!(keys::SEED, 42));
+    assert!(guard.flush(Duration::from_secs(5)));
+    assert_eq!(handle.keys(), ["seed"]);
+    assert_eq!(guard.report().records, 1);
+}
