@@ -1,0 +1,65 @@
+//! Shared by the integration tests: the Python interpreter of the CI venv (with the pinned
+//! `mlperf-logging`) and the official compliance checker.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The interpreter from `MLLOG_PYTHON` (set by `.ci/run` and `scripts/test`), else `python3`.
+/// Panics (fails the test, never skips it) when `mlperf_logging` cannot be imported.
+pub fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let py = std::env::var_os("MLLOG_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("python3"));
+        let ok = Command::new(&py)
+            .args([
+                "-c",
+                "import mlperf_logging.mllog, mlperf_logging.compliance_checker",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "the official mlperf-logging package is not importable from {}: run `scripts/test` \
+             (or `.ci/run`), or set MLLOG_PYTHON to a Python that has mlperf-logging==4.1.68",
+            py.display()
+        );
+        py
+    })
+}
+
+/// Runs the official checker on `log`; returns (passed, combined output).
+pub fn official_check(log: &Path, ruleset: &str, werror: bool) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(python());
+    cmd.args([
+        "-m",
+        "mlperf_logging.compliance_checker",
+        "--usage",
+        "training",
+        "--ruleset",
+        ruleset,
+    ]);
+    if werror {
+        cmd.arg("--werror");
+    }
+    cmd.arg("--log_output")
+        .arg(dir.path().join("checker.log"))
+        .arg(log);
+    cmd.current_dir(dir.path());
+    let out = cmd.output().expect("run the official checker");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The crate's root directory.
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
