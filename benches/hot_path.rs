@@ -1,1 +1,84 @@
-fn main() {}
+//! Cost on the calling thread of (a) an emitted MLLOG event and (b) a `train_step` span that
+//! emits no line, beside the same work through a bare `Registry` and through
+//! tracing-subscriber's JSON `fmt` layer, in the same run.
+//!
+//! `cargo bench --bench hot_path`. Our layer's worker writes real `:::MLLOG` lines to
+//! `io::sink()`, so the sustained numbers include backpressure from the worker when it is the
+//! bottleneck.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use tracing::{info_span, Dispatch};
+use tracing_mllog::{mllog, MllogLayer};
+use tracing_subscriber::prelude::*;
+
+fn stacks() -> Vec<(&'static str, Dispatch, Option<tracing_mllog::Guard>)> {
+    let (layer, guard) = MllogLayer::builder()
+        .writer(std::io::sink())
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .expect("layer");
+    vec![
+        (
+            "registry",
+            Dispatch::new(tracing_subscriber::registry()),
+            None,
+        ),
+        (
+            "fmt_json",
+            Dispatch::new(
+                tracing_subscriber::registry().with(
+                    tracing_subscriber::fmt::layer()
+                        .json()
+                        .with_writer(std::io::sink),
+                ),
+            ),
+            None,
+        ),
+        (
+            "mllog",
+            Dispatch::new(tracing_subscriber::registry().with(layer)),
+            Some(guard),
+        ),
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    let stacks = stacks();
+    let mut events = c.benchmark_group("event_3_fields");
+    for (name, dispatch, _) in &stacks {
+        events.bench_function(*name, |b| {
+            tracing::dispatcher::with_default(dispatch, || {
+                let mut i = 0u64;
+                b.iter(|| {
+                    i += 1;
+                    mllog!("train_loss", 1.25, samples_count = i, step = i);
+                })
+            })
+        });
+    }
+    events.finish();
+
+    let mut spans = c.benchmark_group("train_step_span_2_fields");
+    for (name, dispatch, _) in &stacks {
+        spans.bench_function(*name, |b| {
+            tracing::dispatcher::with_default(dispatch, || {
+                let mut i = 0u64;
+                b.iter_batched(
+                    || {
+                        i += 1;
+                        i
+                    },
+                    |i| {
+                        let _s = info_span!("train_step", step = i, samples = i * 8).entered();
+                    },
+                    BatchSize::SmallInput,
+                )
+            })
+        });
+    }
+    spans.finish();
+    drop(stacks);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

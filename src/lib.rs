@@ -1,8 +1,11 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+pub mod compliance;
 mod error;
 pub mod keys;
+#[cfg(feature = "rpd")]
+pub mod profile;
 mod layer;
 mod pipeline;
 pub mod record;
@@ -12,7 +15,7 @@ mod submission;
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
-pub use layer::{detect_rank, Builder, Interval, MllogLayer};
+pub use layer::{detect_rank, Builder, Interval, MllogLayer, RANK_VARIABLES};
 pub use pipeline::{Guard, Overflow, Report, SinkReport};
 pub use record::{EventType, Record, Value};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};

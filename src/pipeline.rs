@@ -28,6 +28,9 @@ pub enum Overflow {
     DropAfter(Duration),
 }
 
+// Records travel by value: boxing them would cost an allocation per record on the training
+// thread, and the other variants are rare.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     Record(Record),
     Flush(Sender<()>),
@@ -265,9 +268,10 @@ impl Guard {
     }
 
     /// Stops the pipeline now (draining and closing every sink within the deadline) and
-    /// returns the final report. Dropping the guard does the same and prints the report to
-    /// stderr if anything was lost.
-    pub fn shutdown(mut self) -> Report {
+    /// returns the report. Dropping the guard does the same and prints the report to stderr
+    /// if anything was lost. Records produced afterwards are counted as dropped (see
+    /// [`Guard::report`]); calling it again only reports.
+    pub fn shutdown(&mut self) -> Report {
         self.stop();
         self.report()
     }
@@ -300,9 +304,6 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if self.worker.is_none() {
-            return;
-        }
         self.stop();
         let report = self.report();
         if !report.is_clean() {

@@ -85,7 +85,7 @@ fn cases() -> Vec<Record> {
         -2.5e-7,
         1e22,
         1e21,
-        9.999999999999999e15,
+        f64::from_bits(0x4341_C379_37E0_7FFF), // just below 1e16
         0.30000000000000004,
         f64::NAN,
         f64::INFINITY,

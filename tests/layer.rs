@@ -10,7 +10,7 @@ use tracing_subscriber::prelude::*;
 
 fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::Record> {
     let (sink, handle) = MemorySink::new();
-    let (layer, guard) = builder
+    let (layer, mut guard) = builder
         .no_output()
         .sink(sink)
         .environment(Vec::<(String, String)>::new())

@@ -11,7 +11,7 @@ pub(crate) mod fields;
 mod rank;
 
 pub use builder::{Builder, Interval};
-pub use rank::detect_rank;
+pub use rank::{detect_rank, RANK_VARIABLES};
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,0 +1,10 @@
+# Sourced by scripts/test and scripts/quickstart: a Python venv with the pinned official
+# checker (mlperf-logging 4.1.68), created once, and MLLOG_PYTHON pointing at it.
+MLLOG_CHECKER_VERSION=4.1.68
+VENV=${MLLOG_VENV:-$PWD/.venv}
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mlperf-logging') != '$MLLOG_CHECKER_VERSION')" 2>/dev/null; then
+  echo "setting up $VENV with mlperf-logging==$MLLOG_CHECKER_VERSION" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "mlperf-logging==$MLLOG_CHECKER_VERSION"
+fi
+export MLLOG_PYTHON="$VENV/bin/python"

@@ -1,0 +1,211 @@
+//! Configuration: output errors, environment overlay, rank gating.
+
+use std::sync::{Arc, Mutex};
+
+use tracing_mllog::sink::{MemorySink, Sink, SinkError};
+use tracing_mllog::{keys, mllog, Error, MllogLayer, Record};
+use tracing_subscriber::prelude::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn unwritable_output_path_is_an_error_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let path = blocker.join("sub/result.txt");
+    let err = MllogLayer::builder()
+        .output_file(&path)
+        .environment(env(&[]))
+        .build::<tracing_subscriber::Registry>()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(err, Error::Output { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+
+    // The same through MLLOG_OUTPUT_FILE.
+    let err = MllogLayer::builder()
+        .environment(env(&[("MLLOG_OUTPUT_FILE", path.to_str().unwrap())]))
+        .build::<tracing_subscriber::Registry>()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_environment_values_name_the_variable() {
+    for (name, value) in [
+        ("MLLOG_SAVE_TO_FILE", "maybe"),
+        ("MLLOG_SUBMISSION_BENCHMARK", "llama9"),
+        ("MLLOG_SUBMISSION_DIVISION", "closd"),
+        ("MLLOG_SUBMISSION_STATUS", "on-prem"),
+        ("MLLOG_SUBMISSION_ORG", ""),
+        ("MLLOG_CONFIG_FILENAME", " "),
+        ("MLLOG_CACHE_CLEAR", "2"),
+        ("RANK", "zero"),
+        ("SLURM_PROCID", "-1"),
+    ] {
+        let err = MllogLayer::builder()
+            .no_output()
+            .environment(env(&[(name, value)]))
+            .build::<tracing_subscriber::Registry>()
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().contains(name), "{name}={value}: {err}");
+    }
+}
+
+#[test]
+fn environment_overrides_the_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out/log.txt");
+    let (layer, guard) = MllogLayer::builder()
+        .org("BuilderOrg")
+        .environment(env(&[
+            ("MLLOG_OUTPUT_FILE", path.to_str().unwrap()),
+            ("MLLOG_SUBMISSION_ORG", "EnvOrg"),
+            ("MLLOG_SUBMISSION_BENCHMARK", "llama31_8b"),
+            ("MLLOG_CONFIG_FILENAME", "cfg.sh"),
+            ("MLLOG_CACHE_CLEAR", "off"),
+            ("MLLOG_NAMESPACE", "ns"),
+        ]))
+        .build()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        let _init = tracing::info_span!("init").entered();
+    });
+    drop(guard);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let keys: Vec<String> = tracing_mllog::record::parse_log(&text)
+        .0
+        .into_iter()
+        .map(|r| r.record.key.to_string())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "init_start",
+            "submission_benchmark",
+            "submission_org",
+            "config_filename",
+            "init_stop"
+        ]
+    );
+    assert!(text.contains(r#""namespace": "ns""#));
+    assert!(text.contains(r#""value": "EnvOrg""#) && !text.contains("BuilderOrg"));
+}
+
+#[test]
+fn a_rank_other_than_zero_writes_nothing() {
+    for var in tracing_mllog::RANK_VARIABLES {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.txt");
+        let (sink, handle) = MemorySink::new();
+        let (layer, mut guard) = MllogLayer::builder()
+            .output_file(&path)
+            .sink(sink)
+            .environment(env(&[(var, "3")]))
+            .build()
+            .unwrap();
+        assert!(!layer.writes());
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let _run = tracing::info_span!("run").entered();
+            mllog!(keys::SEED, 1);
+        });
+        let report = guard.shutdown();
+        assert_eq!(report.records, 0, "{var}");
+        assert!(handle.records().is_empty(), "{var}");
+        // The file is not even created: rank 0 owns it (and may share the path).
+        assert!(!path.exists(), "{var}");
+    }
+    // Rank 0 from the environment, and an explicit rank beats the environment.
+    let (layer, _g) = MllogLayer::builder()
+        .no_output()
+        .environment(env(&[("RANK", "0")]))
+        .build()
+        .unwrap();
+    let _: &MllogLayer<tracing_subscriber::Registry> = &layer;
+    assert!(layer.writes());
+    let (layer, _g) = MllogLayer::builder()
+        .no_output()
+        .rank(0)
+        .environment(env(&[("RANK", "5")]))
+        .build()
+        .unwrap();
+    let _: &MllogLayer<tracing_subscriber::Registry> = &layer;
+    assert!(layer.writes());
+}
+
+/// A sink that fails every write: the failures are counted and reported, nothing panics.
+struct FailingSink(Arc<Mutex<u32>>);
+impl Sink for FailingSink {
+    fn name(&self) -> &str {
+        "failing"
+    }
+    fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+        *self.0.lock().unwrap() += 1;
+        Err(SinkError::Other("disk full".into()))
+    }
+}
+
+#[test]
+fn sink_failures_are_counted_not_hidden() {
+    let calls = Arc::new(Mutex::new(0));
+    let (ok_sink, handle) = MemorySink::new();
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .sink(FailingSink(calls.clone()))
+        .sink(ok_sink)
+        .environment(env(&[]))
+        .build()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        mllog!(keys::SEED, 1);
+        mllog!(keys::SEED, 2);
+    });
+    let report = guard.shutdown();
+    assert_eq!(*calls.lock().unwrap(), 2);
+    assert_eq!(
+        handle.records().len(),
+        2,
+        "a failing sink must not starve the others"
+    );
+    let failing = report.sinks.iter().find(|s| s.name == "failing").unwrap();
+    assert_eq!((failing.written, failing.errors), (0, 2));
+    assert_eq!(failing.last_error.as_deref(), Some("disk full"));
+    assert!(!report.is_clean());
+    assert!(report.to_string().contains("disk full"));
+}
+
+#[test]
+fn records_after_shutdown_are_counted_as_dropped() {
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .environment(env(&[]))
+        .build()
+        .unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || mllog!(keys::SEED, 1));
+    let report = guard.shutdown();
+    assert_eq!((report.records, report.dropped()), (1, 0));
+    // A global subscriber outlives the guard: what it logs afterwards is counted, not lost
+    // silently.
+    tracing::dispatcher::with_default(&dispatch, || mllog!(keys::SEED, 2));
+    let report = guard.report();
+    assert_eq!((report.records, report.dropped_after_shutdown), (1, 1));
+    assert!(!report.is_clean());
+}

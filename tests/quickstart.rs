@@ -1,0 +1,116 @@
+//! The main job: the quickstart's log passes the official checker with `--werror`, and the
+//! checker is a real oracle here (a copy with one required key removed fails).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn quickstart_exe() -> PathBuf {
+    // `cargo test` builds the examples next to the test binaries (target/<profile>/examples).
+    let me = std::env::current_exe().unwrap();
+    let exe = me
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/quickstart");
+    if !exe.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = Command::new(cargo)
+            .args(["build", "--example", "quickstart"])
+            .current_dir(common::crate_dir())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "building the quickstart failed");
+    }
+    exe
+}
+
+fn run_quickstart(
+    dir: &std::path::Path,
+    extra_env: &[(&str, &str)],
+) -> (std::process::Output, PathBuf) {
+    let log = dir.join("result_0.txt");
+    let mut cmd = Command::new(quickstart_exe());
+    cmd.env("MLLOG_OUTPUT_FILE", &log).current_dir(dir);
+    for var in tracing_mllog::SUBMISSION_VARIABLES {
+        cmd.env_remove(var);
+    }
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    (cmd.output().unwrap(), log)
+}
+
+#[test]
+fn quickstart_log_passes_the_official_checker_and_a_broken_copy_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, log) = run_quickstart(dir.path(), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("run converged"), "{stdout}");
+    assert!(stdout.contains(&log.display().to_string()), "{stdout}");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (records, errors) = tracing_mllog::record::parse_log(&text);
+    assert!(errors.is_empty(), "{errors:?}");
+    let last = records.last().unwrap();
+    assert_eq!(last.record.key, "run_stop");
+    assert_eq!(
+        last.record.metadata.get("status").and_then(|v| v.as_str()),
+        Some("success")
+    );
+    let evals: Vec<f64> = records
+        .iter()
+        .filter(|r| r.record.key == "eval_accuracy")
+        .map(|r| r.record.value.as_f64().unwrap())
+        .collect();
+    // A real curve: several evaluations, decreasing, the last one crossing the target.
+    assert!(evals.len() >= 3, "{evals:?}");
+    assert!(evals.windows(2).all(|w| w[1] < w[0]), "{evals:?}");
+    assert!(evals[..evals.len() - 1].iter().all(|&l| l > 0.925) && *evals.last().unwrap() <= 0.925);
+
+    let (ok, output) = common::official_check(&log, "6.1.0", true);
+    assert!(
+        ok,
+        "official checker rejected the quickstart log:\n{output}"
+    );
+
+    let broken = dir.path().join("broken.txt");
+    let without_lora_rank: String = text
+        .lines()
+        .filter(|l| !l.contains("\"key\": \"lora_rank\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&broken, without_lora_rank).unwrap();
+    let (ok, output) = common::official_check(&broken, "6.1.0", true);
+    assert!(!ok, "the checker accepted a log without lora_rank");
+    assert!(output.contains("lora_rank"), "{output}");
+}
+
+#[test]
+fn quickstart_takes_submission_metadata_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, log) = run_quickstart(
+        dir.path(),
+        &[
+            ("MLLOG_SUBMISSION_ORG", "EnvOrg"),
+            ("MLLOG_SUBMISSION_PLATFORM", "8xTest"),
+        ],
+    );
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(r#""key": "submission_org", "value": "EnvOrg""#));
+    assert!(text.contains(r#""key": "submission_platform", "value": "8xTest""#));
+
+    let (out, _) = run_quickstart(dir.path(), &[("MLLOG_SUBMISSION_DIVISION", "closd")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("MLLOG_SUBMISSION_DIVISION"), "{stderr}");
+}
