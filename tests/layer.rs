@@ -115,6 +115,14 @@ fn spans_become_intervals_and_events_become_points() {
         by_key("block_start").interval
     );
     assert_eq!(by_key("init_start").interval.unwrap().parent, None);
+    // Point records know the interval they happened in.
+    let eval_id = by_key("eval_start").interval.unwrap().id;
+    assert_eq!(by_key("eval_accuracy").scope, Some(eval_id));
+    assert_eq!(by_key("tracked_stats").scope, Some(eval_id));
+    let init_id = by_key("init_start").interval.unwrap().id;
+    assert_eq!(by_key("global_batch_size").scope, Some(init_id));
+    assert_eq!(by_key("submission_org").scope, Some(init_id));
+    assert_eq!(by_key("cache_clear").scope, None);
     let line = by_key("eval_accuracy").to_line();
     assert!(
         line.starts_with(":::MLLOG {\"namespace\": \"\", \"time_ms\": "),

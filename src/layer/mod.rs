@@ -122,6 +122,8 @@ impl Shared {
                 fields: smallvec::SmallVec::new(),
             },
             interval: None,
+            scope: None,
+            trace_only: false,
             tid: rank::thread_id(),
         }
     }
@@ -194,7 +196,7 @@ where
                 Cow::Borrowed(keys::CACHE_CLEAR),
                 Value::Bool(true),
             );
-            r.interval = None;
+            r.scope = parent;
             shared.pipeline.push(r);
         }
         if spec.kind == Interval::Run {
@@ -208,6 +210,7 @@ where
             Value::Null,
         );
         start.interval = Some(ids);
+        start.scope = parent;
         let skip: &[&str] = if spec.kind == Interval::Run {
             &[VALUE_FIELD, STATUS_FIELD]
         } else {
@@ -221,13 +224,14 @@ where
         shared.pipeline.push(start);
         if spec.kind == Interval::Init {
             for (key, value) in &shared.after_init_start {
-                let r = shared.record(
+                let mut r = shared.record(
                     meta,
                     time,
                     EventType::PointInTime,
                     key.clone(),
                     value.clone(),
                 );
+                r.scope = Some(ids.id);
                 shared.pipeline.push(r);
             }
         }
@@ -246,7 +250,7 @@ where
         }
     }
 
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         if on_worker_thread() {
             return;
         }
@@ -269,6 +273,9 @@ where
         if let Some(ns) = parts.namespace {
             r.namespace = ns;
         }
+        r.scope = ctx.event_scope(event).and_then(|mut scope| {
+            scope.find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id))
+        });
         shared.pipeline.push(r);
     }
 
@@ -298,6 +305,7 @@ where
             parts.value,
         );
         end.interval = Some(open.ids);
+        end.scope = open.ids.parent;
         end.metadata.fields = parts.metadata;
         if let Some(ns) = parts.namespace {
             end.namespace = ns;

@@ -173,6 +173,12 @@ pub struct Record {
     pub metadata: Metadata,
     /// Interval pairing, for interval records made by the layer.
     pub interval: Option<IntervalIds>,
+    /// The innermost interval open around this record on its thread (for a point record: the
+    /// interval it happened in; for an interval record: the same as `interval.parent`).
+    pub scope: Option<u64>,
+    /// A record for tracing sinks only (OTel, RPD), not an MLLOG line: e.g. a sampled
+    /// `train_step` interval. The MLLOG file and the compliance checker skip it.
+    pub trace_only: bool,
     /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
     pub tid: u32,
 }
@@ -188,6 +194,8 @@ impl Record {
             value: value.into(),
             metadata: Metadata::default(),
             interval: None,
+            scope: None,
+            trace_only: false,
             tid: 0,
         }
     }

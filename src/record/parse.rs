@@ -238,6 +238,8 @@ fn record_from_json(body: &str) -> Result<Record, String> {
         value: value.ok_or_else(|| missing("value"))?,
         metadata: metadata.ok_or_else(|| missing("metadata"))?,
         interval: None,
+        scope: None,
+        trace_only: false,
         tid: 0,
     })
 }

@@ -65,6 +65,9 @@ impl Sink for MllogFileSink {
     }
 
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        if record.trace_only {
+            return Ok(());
+        }
         self.line.clear();
         record.encode(&mut self.line);
         self.line.push('\n');
