@@ -195,6 +195,7 @@ fn sink_failures_are_counted_not_hidden() {
 fn records_after_shutdown_are_counted_as_dropped() {
     let (layer, mut guard) = MllogLayer::builder()
         .no_output()
+        .sink(MemorySink::new().0)
         .environment(env(&[]))
         .build()
         .unwrap();
@@ -208,4 +209,30 @@ fn records_after_shutdown_are_counted_as_dropped() {
     let report = guard.report();
     assert_eq!((report.records, report.dropped_after_shutdown), (1, 1));
     assert!(!report.is_clean());
+}
+
+#[test]
+fn every_rank_sinks_still_receive_on_other_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.txt");
+    let (every, every_handle) = MemorySink::new();
+    let (rank0_only, rank0_handle) = MemorySink::new();
+    let (layer, guard) = MllogLayer::builder()
+        .output_file(&path)
+        .sink(rank0_only)
+        .sink_on_every_rank(every)
+        .rank(2)
+        .environment(env(&[]))
+        .build()
+        .unwrap();
+    assert!(!layer.writes());
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        let _run = tracing::info_span!("run").entered();
+        mllog!(keys::SEED, 1);
+    });
+    drop(guard);
+    assert_eq!(every_handle.keys(), ["run_start", "seed", "run_stop"]);
+    assert!(rank0_handle.records().is_empty());
+    assert!(!path.exists());
 }

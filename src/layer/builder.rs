@@ -76,7 +76,7 @@ pub struct Builder {
     submission: Submission,
     span_names: Vec<(Interval, String)>,
     custom: Vec<IntervalSpec>,
-    sinks: Vec<Box<dyn Sink>>,
+    sinks: Vec<(Box<dyn Sink>, bool)>,
     capacity: usize,
     overflow: Overflow,
     shutdown_timeout: Duration,
@@ -242,9 +242,16 @@ impl Builder {
         self
     }
 
-    /// Also send every record to this sink.
+    /// Also send every record to this sink (on the writing rank only, like the MLLOG file).
     pub fn sink(mut self, sink: impl Sink) -> Self {
-        self.sinks.push(Box::new(sink));
+        self.sinks.push((Box::new(sink), false));
+        self
+    }
+
+    /// Send every record to this sink on every rank (e.g. telemetry that each rank exports).
+    /// On a rank that does not write MLLOG lines, the layer stays active for such sinks only.
+    pub fn sink_on_every_rank(mut self, sink: impl Sink) -> Self {
+        self.sinks.push((Box::new(sink), true));
         self
     }
 
@@ -315,7 +322,14 @@ impl Builder {
                 Output::Nowhere => {}
             }
         }
-        sinks.append(&mut self.sinks);
+        sinks.extend(
+            self.sinks
+                .into_iter()
+                .filter(|(_, every_rank)| writes || *every_rank)
+                .map(|(sink, _)| sink),
+        );
+        // A rank with nothing to feed disables every callsite (see `Gate`).
+        let active = !sinks.is_empty();
 
         let mut intervals: Vec<IntervalSpec> = Interval::defaults()
             .into_iter()
@@ -352,6 +366,7 @@ impl Builder {
             cache_clear: self.cache_clear,
             after_init_start: self.submission.records(),
             writes,
+            active,
             next_id: Default::default(),
             run_open: Default::default(),
         });

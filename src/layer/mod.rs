@@ -61,8 +61,11 @@ pub(crate) struct Shared {
     /// Records written right after `init_start` (submission metadata, `config_filename`).
     pub(crate) after_init_start: Vec<(Str, Value)>,
     pub(crate) writes: bool,
-    next_id: AtomicU64,
-    run_open: AtomicBool,
+    /// Whether any sink receives records in this process (false on a non-writing rank
+    /// without every-rank sinks).
+    pub(crate) active: bool,
+    pub(crate) next_id: AtomicU64,
+    pub(crate) run_open: AtomicBool,
 }
 
 impl Shared {
@@ -75,7 +78,7 @@ impl Shared {
     }
 
     fn is_ours(&self, meta: &CallsiteMeta<'_>) -> bool {
-        if !self.writes {
+        if !self.active {
             return false;
         }
         let target = meta.target();
@@ -365,7 +368,7 @@ impl<S> MllogLayer<S> {
         }
     }
 
-    /// Whether this process writes MLLOG records (its rank is a writing rank).
+    /// Whether this process writes MLLOG lines (its rank is the writing rank, or all ranks write).
     pub fn writes(&self) -> bool {
         self.shared.writes
     }
