@@ -15,7 +15,9 @@
 use std::time::Instant;
 
 use tracing::{field::Empty, info_span};
-use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, SystemStatus};
+use tracing_mllog::{
+    keys, mllog, Benchmark, Division, MllogLayer, RunHandle, SystemStatus, Target,
+};
 use tracing_subscriber::prelude::*;
 
 const DIM: usize = 64;
@@ -48,15 +50,22 @@ fn main() {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ))
         .config_filename("examples/quickstart.rs")
+        // The layer counts samples from train_step spans, fills in samples_count, logs
+        // throughput per block and train_loss every 16 steps, and decides run_stop's status
+        // from the target.
+        .global_batch_size(GLOBAL_BATCH_SIZE as u64)
+        .target(Target::at_most(TARGET_EVAL_LOSS))
+        .train_loss_every(16)
         .build()
         .unwrap_or_else(|e| {
             eprintln!("quickstart: {e}");
             std::process::exit(2);
         });
+    let run_handle = layer.run_handle();
     tracing_subscriber::registry().with(layer).init();
 
     let started = Instant::now();
-    let outcome = train();
+    let outcome = train(&run_handle);
     let report = guard.shutdown();
 
     println!("MLLOG written to {output}");
@@ -81,7 +90,7 @@ enum Outcome {
     NotConverged { samples: usize, eval_loss: f64 },
 }
 
-fn train() -> Outcome {
+fn train(run_state: &RunHandle) -> Outcome {
     let init = info_span!("init").entered();
     mllog!(keys::SEED, SEED);
     mllog!(keys::LOWEST_NUMERICAL_PRECISION_IN_LINEAR, "fp32");
@@ -112,55 +121,51 @@ fn train() -> Outcome {
     let mut opt = AdamW::new(model.params().len());
     drop(init);
 
-    let run = info_span!("run", samples_count = Empty, status = Empty, value = Empty).entered();
+    let _run = info_span!("run").entered();
     // Evaluate every ceil(384 / gbs) * gbs samples and skip the first floor(0.125 * gbs + 2)
     // evaluations, as the llama2_70b_lora rules prescribe.
     let eval_every = 384usize.div_ceil(GLOBAL_BATCH_SIZE) * GLOBAL_BATCH_SIZE;
     let skipped = (0.125 * GLOBAL_BATCH_SIZE as f64 + 2.0).floor() as usize;
-    let mut samples = 0usize;
+    let schedule = tracing_mllog::EvalSchedule::every_skipping(eval_every as u64, skipped as u64);
+    let mut order: Vec<usize> = (0..TRAIN_SAMPLES).collect();
     let mut step = 0usize;
     let mut eval_loss = f64::INFINITY;
-    let mut evals = 0usize;
-    let mut order: Vec<usize> = (0..TRAIN_SAMPLES).collect();
-    while step < TRAINING_STEPS {
-        let block_end = if evals == 0 {
-            eval_every * (skipped + 1)
-        } else {
-            samples + eval_every
-        };
-        let block = info_span!("block", samples_count = samples).entered();
-        while samples < block_end && step < TRAINING_STEPS {
-            let _step = info_span!("train_step", step).entered();
+    while step < TRAINING_STEPS && !run_state.converged() {
+        let block = info_span!("block").entered();
+        loop {
+            let samples = step * GLOBAL_BATCH_SIZE;
             if samples % TRAIN_SAMPLES == 0 {
                 rng.shuffle(&mut order);
             }
+            let lr = cosine_lr(step);
+            let train_step = info_span!("train_step", step, lr, loss = Empty).entered();
             let start = samples % TRAIN_SAMPLES;
             let batch = &order[start..start + GLOBAL_BATCH_SIZE];
-            let mut grads = model.gradients(&task.train_x, &task.train_y, batch);
+            let (loss, mut grads) = model.gradients(&task.train_x, &task.train_y, batch);
             clip_global_norm(&mut grads, CLIP_NORM);
-            let lr = cosine_lr(step);
             opt.step(model.params_mut(), &grads, lr);
-            samples += GLOBAL_BATCH_SIZE;
+            train_step.record("loss", loss);
+            drop(train_step);
             step += 1;
+            let trained = (step * GLOBAL_BATCH_SIZE) as u64;
+            if schedule.is_due(trained - GLOBAL_BATCH_SIZE as u64, trained)
+                || step == TRAINING_STEPS
+            {
+                break;
+            }
         }
-        block.record("samples_count", samples);
         drop(block);
 
-        let eval = info_span!("eval", samples_count = samples).entered();
+        let _eval = info_span!("eval").entered();
         eval_loss = model.eval_loss(&task.eval_x, &task.eval_y);
-        evals += 1;
-        mllog!(keys::EVAL_ACCURACY, eval_loss, samples_count = samples);
-        drop(eval);
-        if eval_loss <= TARGET_EVAL_LOSS {
-            run.record("samples_count", samples);
-            run.record("value", eval_loss);
-            run.record("status", keys::SUCCESS);
-            return Outcome::Converged { samples, eval_loss };
-        }
+        mllog!(keys::EVAL_ACCURACY, eval_loss);
     }
-    run.record("samples_count", samples);
-    run.record("value", eval_loss);
-    Outcome::NotConverged { samples, eval_loss }
+    let samples = run_state.samples() as usize;
+    if run_state.converged() {
+        Outcome::Converged { samples, eval_loss }
+    } else {
+        Outcome::NotConverged { samples, eval_loss }
+    }
 }
 
 fn cosine_lr(step: usize) -> f64 {
@@ -252,14 +257,17 @@ impl LoraModel {
         (logits, ax)
     }
 
-    fn gradients(&self, xs: &[f64], ys: &[usize], batch: &[usize]) -> Vec<f64> {
+    /// The batch's mean loss and the gradient of it.
+    fn gradients(&self, xs: &[f64], ys: &[usize], batch: &[usize]) -> (f64, Vec<f64>) {
         let (_, b) = self.params.split_at(RANK * DIM);
         let scale = LORA_ALPHA as f64 / RANK as f64 / batch.len() as f64;
         let mut grads = vec![0.0; self.params.len()];
+        let mut loss = 0.0;
         for &i in batch {
             let x = &xs[i * DIM..(i + 1) * DIM];
             let (logits, ax) = self.forward(x);
             let mut g = softmax(&logits);
+            loss -= g[ys[i]].max(1e-300).ln();
             g[ys[i]] -= 1.0;
             let (ga, gb) = grads.split_at_mut(RANK * DIM);
             // dB = s * g (A x)^T ; dA = s * (B^T g) x^T
@@ -275,7 +283,7 @@ impl LoraModel {
                 }
             }
         }
-        grads
+        (loss / batch.len() as f64, grads)
     }
 
     fn eval_loss(&self, xs: &[f64], ys: &[usize]) -> f64 {

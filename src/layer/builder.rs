@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{IntervalSpec, MllogLayer, Shared};
+use super::{IntervalSpec, MllogLayer, Shared, SharedConfig};
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
+use crate::run::Target;
 use crate::sink::{MllogFileSink, Sink};
 use crate::submission::{Division, Submission, SystemStatus};
 use crate::Error;
@@ -81,6 +82,12 @@ pub struct Builder {
     overflow: Overflow,
     shutdown_timeout: Duration,
     environment: Option<HashMap<String, String>>,
+    step_span: String,
+    warmup_span: String,
+    samples_per_step: Option<u64>,
+    train_loss_every: u64,
+    throughput_stats: bool,
+    target: Option<Target>,
 }
 
 impl Default for Builder {
@@ -102,6 +109,12 @@ impl Default for Builder {
             overflow: Overflow::Block,
             shutdown_timeout: Duration::from_secs(10),
             environment: None,
+            step_span: "train_step".into(),
+            warmup_span: "warmup".into(),
+            samples_per_step: None,
+            train_loss_every: 0,
+            throughput_stats: true,
+            target: None,
         }
     }
 }
@@ -255,6 +268,48 @@ impl Builder {
         self
     }
 
+    /// The global batch size: each `train_step` span without a `samples` field trains this
+    /// many samples, and records that need a `samples_count` (block, eval, `eval_accuracy`,
+    /// `run_stop`) get the running count when they carry no progress field of their own.
+    pub fn global_batch_size(mut self, samples_per_step: u64) -> Self {
+        self.samples_per_step = Some(samples_per_step);
+        self
+    }
+
+    /// The quality target: an `eval_accuracy` that reaches it makes the run converged
+    /// ([`crate::RunHandle::converged`]) and `run_stop` say `success`.
+    /// `MLLOG_TARGET_EVAL_LOSS` overrides it with a loss target (`<=`).
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Log `train_loss` (from the `loss` field of `train_step` spans) every `n` steps; 0 turns
+    /// it off (the default). `MLLOG_TRAIN_LOSS_LOG_FREQ`.
+    pub fn train_loss_every(mut self, n: u64) -> Self {
+        self.train_loss_every = n;
+        self
+    }
+
+    /// Log `tracked_stats {"throughput", "train_step_time"}` at the end of each block and of
+    /// the run (default on). `MLLOG_BLOCK_TPUT_LOG`.
+    pub fn throughput_stats(mut self, on: bool) -> Self {
+        self.throughput_stats = on;
+        self
+    }
+
+    /// The span name of training steps (default `train_step`).
+    pub fn train_step_span(mut self, name: impl Into<String>) -> Self {
+        self.step_span = name.into();
+        self
+    }
+
+    /// The span name of the warmup phase (default `warmup`): steps inside it count for nothing.
+    pub fn warmup_span(mut self, name: impl Into<String>) -> Self {
+        self.warmup_span = name.into();
+        self
+    }
+
     /// Records that may wait for the worker (default 16 384).
     pub fn channel_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
@@ -347,6 +402,7 @@ impl Builder {
         }
         intervals.extend(self.custom);
         let mut names: Vec<&str> = intervals.iter().map(|s| &*s.span_name).collect();
+        names.extend([self.step_span.as_str(), self.warmup_span.as_str()]);
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
             return Err(Error::Config(format!(
@@ -358,18 +414,22 @@ impl Builder {
         let (pipeline, guard) =
             Pipeline::start(sinks, self.capacity, self.overflow, self.shutdown_timeout)
                 .map_err(Error::Worker)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(SharedConfig {
             pipeline,
             intervals,
+            step_span: Cow::Owned(self.step_span),
+            warmup_span: Cow::Owned(self.warmup_span),
             namespace: Cow::Owned(self.namespace),
             root_dir: self.root_dir,
             cache_clear: self.cache_clear,
             after_init_start: self.submission.records(),
             writes,
             active,
-            next_id: Default::default(),
-            run_open: Default::default(),
-        });
+            samples_per_step: self.samples_per_step,
+            train_loss_every: self.train_loss_every,
+            throughput_stats: self.throughput_stats,
+            target: self.target,
+        }));
         Ok((MllogLayer::new(shared), guard))
     }
 
@@ -413,6 +473,29 @@ impl Builder {
         }
         if let Some(v) = flag("MLLOG_ALL_RANKS")? {
             self.all_ranks = v;
+        }
+        if let Some(v) = flag("MLLOG_BLOCK_TPUT_LOG")? {
+            self.throughput_stats = v;
+        }
+        if let Some(raw) = get("MLLOG_TRAIN_LOSS_LOG_FREQ") {
+            self.train_loss_every = raw.trim().parse().map_err(|_| {
+                Error::env(
+                    "MLLOG_TRAIN_LOSS_LOG_FREQ",
+                    &raw,
+                    "expected a number of steps (0 = off)",
+                )
+            })?;
+        }
+        if let Some(raw) = get("MLLOG_TARGET_EVAL_LOSS") {
+            let value: f64 = raw
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite())
+                .ok_or_else(|| {
+                    Error::env("MLLOG_TARGET_EVAL_LOSS", &raw, "expected a finite number")
+                })?;
+            self.target = Some(Target::at_most(value));
         }
         if let Some(ns) = get("MLLOG_NAMESPACE") {
             self.namespace = ns;

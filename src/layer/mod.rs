@@ -9,12 +9,13 @@
 mod builder;
 pub(crate) mod fields;
 mod rank;
+mod step;
 
 pub use builder::{Builder, Interval};
 pub use rank::{detect_rank, RANK_VARIABLES};
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tracing_core::span::{Attributes, Id, Record as SpanValues};
@@ -27,7 +28,9 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::keys;
 use crate::pipeline::{on_worker_thread, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
+use crate::run::{RunHandle, RunStats, Throughput};
 use fields::{Fields, KEY_FIELD, STATUS_FIELD, VALUE_FIELD};
+use step::{StepFields, StepFrame};
 
 /// Which span names become which interval keys.
 #[derive(Clone, Debug)]
@@ -52,9 +55,28 @@ const FOREIGN_TARGETS: &[&str] = &[
     "rusqlite",
 ];
 
+/// What a span of ours is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Interval(usize),
+    Step,
+    Warmup,
+}
+
+/// Metadata keys that already say where in training a record is; when none is present the
+/// layer adds `samples_count` (if it counts samples).
+const PROGRESS_KEYS: [&str; 4] = [
+    keys::SAMPLES_COUNT,
+    keys::EPOCH_NUM,
+    keys::EPOCH_COUNT,
+    keys::FIRST_EPOCH_NUM,
+];
+
 pub(crate) struct Shared {
     pub(crate) pipeline: Pipeline,
     pub(crate) intervals: Vec<IntervalSpec>,
+    pub(crate) step_span: Cow<'static, str>,
+    pub(crate) warmup_span: Cow<'static, str>,
     pub(crate) namespace: Str,
     pub(crate) root_dir: Option<String>,
     pub(crate) cache_clear: bool,
@@ -64,17 +86,73 @@ pub(crate) struct Shared {
     /// Whether any sink receives records in this process (false on a non-writing rank
     /// without every-rank sinks).
     pub(crate) active: bool,
+    /// Samples a `train_step` trains when its span has no `samples` field; when set, the
+    /// layer also fills in missing `samples_count` metadata.
+    pub(crate) samples_per_step: Option<u64>,
+    /// `train_loss` every this many steps (0: never).
+    pub(crate) train_loss_every: u64,
+    /// `tracked_stats {"throughput": ..}` at the end of each block and of the run.
+    pub(crate) throughput_stats: bool,
+    pub(crate) stats: Arc<RunStats>,
     pub(crate) next_id: AtomicU64,
     pub(crate) run_open: AtomicBool,
+    warmup_depth: AtomicU32,
+}
+
+pub(crate) struct SharedConfig {
+    pub(crate) pipeline: Pipeline,
+    pub(crate) intervals: Vec<IntervalSpec>,
+    pub(crate) step_span: Cow<'static, str>,
+    pub(crate) warmup_span: Cow<'static, str>,
+    pub(crate) namespace: Str,
+    pub(crate) root_dir: Option<String>,
+    pub(crate) cache_clear: bool,
+    pub(crate) after_init_start: Vec<(Str, Value)>,
+    pub(crate) writes: bool,
+    pub(crate) active: bool,
+    pub(crate) samples_per_step: Option<u64>,
+    pub(crate) train_loss_every: u64,
+    pub(crate) throughput_stats: bool,
+    pub(crate) target: Option<crate::run::Target>,
 }
 
 impl Shared {
-    fn interval_for(&self, meta: &CallsiteMeta<'_>) -> Option<usize> {
+    pub(crate) fn new(c: SharedConfig) -> Shared {
+        Shared {
+            pipeline: c.pipeline,
+            intervals: c.intervals,
+            step_span: c.step_span,
+            warmup_span: c.warmup_span,
+            namespace: c.namespace,
+            root_dir: c.root_dir,
+            cache_clear: c.cache_clear,
+            after_init_start: c.after_init_start,
+            writes: c.writes,
+            active: c.active,
+            samples_per_step: c.samples_per_step,
+            train_loss_every: c.train_loss_every,
+            throughput_stats: c.throughput_stats,
+            stats: Arc::new(RunStats::new(c.target)),
+            next_id: AtomicU64::new(0),
+            run_open: AtomicBool::new(false),
+            warmup_depth: AtomicU32::new(0),
+        }
+    }
+
+    fn role(&self, meta: &CallsiteMeta<'_>) -> Option<Role> {
         if !meta.is_span() {
             return None;
         }
         let name = meta.name();
-        self.intervals.iter().position(|s| s.span_name == name)
+        if let Some(i) = self.intervals.iter().position(|s| s.span_name == name) {
+            Some(Role::Interval(i))
+        } else if self.step_span == name {
+            Some(Role::Step)
+        } else if self.warmup_span == name {
+            Some(Role::Warmup)
+        } else {
+            None
+        }
     }
 
     fn is_ours(&self, meta: &CallsiteMeta<'_>) -> bool {
@@ -90,7 +168,7 @@ impl Shared {
         if meta.is_event() {
             meta.fields().field(KEY_FIELD).is_some()
         } else {
-            self.interval_for(meta).is_some()
+            self.role(meta).is_some()
         }
     }
 
@@ -130,6 +208,49 @@ impl Shared {
             tid: rank::thread_id(),
         }
     }
+
+    /// Adds `samples_count` when the record says nothing about progress and the layer counts
+    /// samples (a global batch size is configured).
+    fn fill_progress(&self, md: &mut Metadata) {
+        if self.samples_per_step.is_some() && !PROGRESS_KEYS.iter().any(|k| md.get(k).is_some()) {
+            md.fields.push((
+                Cow::Borrowed(keys::SAMPLES_COUNT),
+                Value::Int(self.stats.samples().into()),
+            ));
+        }
+    }
+
+    /// `tracked_stats {"throughput": samples/s, "train_step_time": s}` for a stretch of steps.
+    fn throughput_record(
+        &self,
+        meta: &'static CallsiteMeta<'static>,
+        time: Timestamp,
+        t: Throughput,
+        scope: Option<u64>,
+        overall: bool,
+    ) -> Record {
+        let value = Value::Object(vec![
+            (Cow::Borrowed("throughput"), Value::Float(t.samples_per_s)),
+            (
+                Cow::Borrowed("train_step_time"),
+                Value::Float(t.mean_step_s),
+            ),
+        ]);
+        let mut r = self.record(
+            meta,
+            time,
+            EventType::PointInTime,
+            Cow::Borrowed(keys::TRACKED_STATS),
+            value,
+        );
+        r.metadata.set(keys::SAMPLES_COUNT, self.stats.samples());
+        r.metadata.set("steps", t.steps);
+        if overall {
+            r.metadata.set("overall", true);
+        }
+        r.scope = scope;
+        r
+    }
 }
 
 /// The per-layer filter: ours or not, decided once per callsite.
@@ -163,6 +284,63 @@ pub(crate) struct Core {
     shared: Arc<Shared>,
 }
 
+impl Core {
+    fn open_step(&self, attrs: &Attributes<'_>, id: &Id) {
+        let shared = &*self.shared;
+        // Warmup steps and steps outside the run are not the timed run: no throughput, no
+        // train_loss, no samples.
+        if shared.warmup_depth.load(Ordering::Relaxed) > 0
+            || !shared.run_open.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        let mut fields = StepFields::default();
+        attrs.record(&mut fields);
+        step::push(StepFrame {
+            span: id.into_u64(),
+            start_mono: Timestamp::now().mono_ns,
+            fields,
+        });
+    }
+
+    fn close_step(&self, id: &Id, meta: &'static CallsiteMeta<'static>, scope: Option<u64>) {
+        let Some(frame) = step::pop(id.into_u64()) else {
+            return;
+        };
+        let shared = &*self.shared;
+        let time = Timestamp::now();
+        let f = frame.fields;
+        let samples = f.samples.or(shared.samples_per_step).unwrap_or(0);
+        let total = shared
+            .stats
+            .on_step(time.mono_ns.saturating_sub(frame.start_mono), samples);
+        if shared.train_loss_every == 0 {
+            return;
+        }
+        let step_no = f.step.unwrap_or_else(|| shared.stats.steps());
+        if step_no % shared.train_loss_every != 0 {
+            return;
+        }
+        let Some(loss) = f.loss else { return };
+        let mut r = shared.record(
+            meta,
+            time,
+            EventType::PointInTime,
+            Cow::Borrowed(keys::TRAIN_LOSS),
+            Value::Float(loss),
+        );
+        // The count after this step: the samples the loss was computed with are trained.
+        r.metadata
+            .set(keys::SAMPLES_COUNT, f.samples_count.unwrap_or(total));
+        if let Some(lr) = f.lr {
+            r.metadata.set("lr", lr);
+        }
+        r.metadata.set("step", step_no);
+        r.scope = scope;
+        shared.pipeline.push(r);
+    }
+}
+
 impl<S> Layer<S> for Core
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -172,8 +350,14 @@ where
             return;
         }
         let meta = attrs.metadata();
-        let Some(spec_index) = self.shared.interval_for(meta) else {
-            return;
+        let spec_index = match self.shared.role(meta) {
+            Some(Role::Interval(i)) => i,
+            Some(Role::Step) => return self.open_step(attrs, id),
+            Some(Role::Warmup) => {
+                self.shared.warmup_depth.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            None => return,
         };
         let time = Timestamp::now();
         let Some(span) = ctx.span(id) else {
@@ -202,8 +386,10 @@ where
             r.scope = parent;
             shared.pipeline.push(r);
         }
-        if spec.kind == Interval::Run {
-            shared.run_open.store(true, Ordering::Relaxed);
+        match spec.kind {
+            Interval::Run => shared.run_open.store(true, Ordering::Relaxed),
+            Interval::Block => shared.stats.start_block(),
+            _ => {}
         }
         let mut start = shared.record(
             meta,
@@ -221,6 +407,9 @@ where
         };
         let parts = fields.clone().into_parts(skip);
         start.metadata.fields = parts.metadata;
+        if matches!(spec.kind, Interval::Block | Interval::Eval) {
+            shared.fill_progress(&mut start.metadata);
+        }
         if let Some(ns) = parts.namespace {
             start.namespace = ns;
         }
@@ -246,10 +435,13 @@ where
     }
 
     fn on_record(&self, id: &Id, values: &SpanValues<'_>, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            if let Some(open) = span.extensions_mut().get_mut::<OpenInterval>() {
-                values.record(&mut open.fields);
-            }
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        if self.shared.step_span == span.name() {
+            step::update(id.into_u64(), |f| values.record(f));
+        } else if let Some(open) = span.extensions_mut().get_mut::<OpenInterval>() {
+            values.record(&mut open.fields);
         }
     }
 
@@ -265,14 +457,23 @@ where
             return;
         };
         let shared = &*self.shared;
-        let mut r = shared.record(
-            event.metadata(),
-            time,
-            EventType::PointInTime,
-            key,
-            parts.value,
-        );
+        let mut value = parts.value;
+        if key == keys::EVAL_ACCURACY {
+            // A null eval_accuracy crashes the official checker; a missing metric is NaN
+            // (logged as Python writes it), which simply does not converge.
+            if value.is_null() {
+                value = Value::Float(f64::NAN);
+            }
+            if let Some(metric) = value.as_f64() {
+                shared.stats.on_eval(metric);
+            }
+        }
+        let is_eval = key == keys::EVAL_ACCURACY;
+        let mut r = shared.record(event.metadata(), time, EventType::PointInTime, key, value);
         r.metadata.fields = parts.metadata;
+        if is_eval {
+            shared.fill_progress(&mut r.metadata);
+        }
         if let Some(ns) = parts.namespace {
             r.namespace = ns;
         }
@@ -283,49 +484,95 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let time = Timestamp::now();
         let Some(span) = ctx.span(&id) else {
             return;
         };
+        let shared = &*self.shared;
+        let meta = span.metadata();
+        match shared.role(meta) {
+            Some(Role::Step) => {
+                let scope = span
+                    .scope()
+                    .skip(1)
+                    .find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id));
+                return self.close_step(&id, meta, scope);
+            }
+            Some(Role::Warmup) => {
+                shared.warmup_depth.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+            _ => {}
+        }
+        let time = Timestamp::now();
         let Some(open) = span.extensions_mut().remove::<OpenInterval>() else {
             return;
         };
-        let shared = &*self.shared;
         let spec = &shared.intervals[open.spec];
-        let said_success =
-            open.fields.get(STATUS_FIELD).and_then(Value::as_str) == Some(keys::SUCCESS);
+        let recorded_status = open
+            .fields
+            .get(STATUS_FIELD)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let skip: &[&str] = if spec.kind == Interval::Run {
             &[STATUS_FIELD]
         } else {
             &[]
         };
         let parts = open.fields.into_parts(skip);
+        let mut value = parts.value;
+        if spec.kind == Interval::Run && value.is_null() {
+            if let Some(last) = shared.stats.last_eval() {
+                value = Value::Float(last);
+            }
+        }
         let mut end = shared.record(
-            span.metadata(),
+            meta,
             time,
             EventType::IntervalEnd,
             spec.stop_key.clone(),
-            parts.value,
+            value,
         );
         end.interval = Some(open.ids);
         end.scope = open.ids.parent;
         end.metadata.fields = parts.metadata;
+        if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
+            shared.fill_progress(&mut end.metadata);
+        }
         if let Some(ns) = parts.namespace {
             end.namespace = ns;
         }
-        if spec.kind == Interval::Run {
-            // `success` only when the run said so and did not unwind; anything else is an
-            // aborted run, never a missing status.
-            let status = if said_success && !std::thread::panicking() {
-                keys::SUCCESS
-            } else {
-                keys::ABORTED
-            };
-            end.metadata.fields.push((
-                Cow::Borrowed(keys::STATUS),
-                Value::Str(Cow::Borrowed(status)),
-            ));
-            shared.run_open.store(false, Ordering::Relaxed);
+        match spec.kind {
+            Interval::Block if shared.throughput_stats => {
+                if let Some(t) = shared.stats.take_block() {
+                    let stats = shared.throughput_record(meta, time, t, Some(open.ids.id), false);
+                    shared.pipeline.push(stats);
+                }
+            }
+            Interval::Run => {
+                if shared.throughput_stats {
+                    if let Some(t) = shared.stats.run_throughput_stats() {
+                        let stats =
+                            shared.throughput_record(meta, time, t, Some(open.ids.id), true);
+                        shared.pipeline.push(stats);
+                    }
+                }
+                // An explicit status wins; without one, convergence decides. Unwinding is
+                // always `aborted`. Never missing.
+                let status: Str = if std::thread::panicking() {
+                    Cow::Borrowed(keys::ABORTED)
+                } else {
+                    match recorded_status {
+                        Some(s) => crate::layer::fields::intern_str(&s),
+                        None if shared.stats.converged() => Cow::Borrowed(keys::SUCCESS),
+                        None => Cow::Borrowed(keys::ABORTED),
+                    }
+                };
+                end.metadata
+                    .fields
+                    .push((Cow::Borrowed(keys::STATUS), Value::Str(status)));
+                shared.run_open.store(false, Ordering::Relaxed);
+            }
+            _ => {}
         }
         shared.pipeline.push(end);
     }
@@ -371,6 +618,13 @@ impl<S> MllogLayer<S> {
     /// Whether this process writes MLLOG lines (its rank is the writing rank, or all ranks write).
     pub fn writes(&self) -> bool {
         self.shared.writes
+    }
+
+    /// A handle for the training loop: convergence, samples, throughput.
+    pub fn run_handle(&self) -> RunHandle {
+        RunHandle {
+            stats: self.shared.stats.clone(),
+        }
     }
 
     /// Whether a `run` span is open right now.

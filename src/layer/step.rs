@@ -1,0 +1,80 @@
+//! `train_step` spans: no MLLOG line of their own; they drive throughput (in-step time only),
+//! `train_loss` every N steps and the samples count. Their state lives in a thread-local stack
+//! rather than in span extensions, so a step costs no allocation.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use tracing_core::field::{Field, Visit};
+
+/// The fields a `train_step` span may carry.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct StepFields {
+    /// `step`: the step number (for `train_loss` frequency and metadata).
+    pub(crate) step: Option<u64>,
+    /// `samples`: samples this step trains (default: the configured global batch size).
+    pub(crate) samples: Option<u64>,
+    /// `samples_count`: samples trained after this step, if the loop counts them itself.
+    pub(crate) samples_count: Option<u64>,
+    /// `loss`: the training loss, usually recorded before the span closes.
+    pub(crate) loss: Option<f64>,
+    /// `lr`: the learning rate used by this step.
+    pub(crate) lr: Option<f64>,
+}
+
+impl Visit for StepFields {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        match field.name() {
+            "step" => self.step = Some(value),
+            "samples" => self.samples = Some(value),
+            "samples_count" => self.samples_count = Some(value),
+            "loss" => self.loss = Some(value as f64),
+            "lr" => self.lr = Some(value as f64),
+            _ => {}
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.record_u64(field, value.max(0) as u64);
+        if field.name() == "loss" {
+            self.loss = Some(value as f64);
+        }
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        match field.name() {
+            "loss" => self.loss = Some(value),
+            "lr" => self.lr = Some(value),
+            _ => {}
+        }
+    }
+    fn record_debug(&mut self, _: &Field, _: &dyn fmt::Debug) {}
+}
+
+pub(crate) struct StepFrame {
+    pub(crate) span: u64,
+    pub(crate) start_mono: u64,
+    pub(crate) fields: StepFields,
+}
+
+thread_local! {
+    static OPEN_STEPS: RefCell<Vec<StepFrame>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(crate) fn push(frame: StepFrame) {
+    OPEN_STEPS.with(|s| s.borrow_mut().push(frame));
+}
+
+pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepFields)) {
+    OPEN_STEPS.with(|s| {
+        if let Some(frame) = s.borrow_mut().iter_mut().rev().find(|fr| fr.span == span) {
+            f(&mut frame.fields);
+        }
+    });
+}
+
+pub(crate) fn pop(span: u64) -> Option<StepFrame> {
+    OPEN_STEPS.with(|s| {
+        let mut stack = s.borrow_mut();
+        let at = stack.iter().rposition(|fr| fr.span == span)?;
+        Some(stack.remove(at))
+    })
+}

@@ -1,0 +1,70 @@
+/// When to evaluate, in samples trained: the first evaluation at `first`, then every `every`
+/// samples. Build one from the benchmark's rules (see the presets) or by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalSchedule {
+    /// Samples at the first evaluation.
+    pub first: u64,
+    /// Samples between evaluations after the first (0: only one evaluation).
+    pub every: u64,
+}
+
+impl EvalSchedule {
+    /// Every `every` samples, starting at `every`.
+    pub const fn every(every: u64) -> EvalSchedule {
+        EvalSchedule {
+            first: every,
+            every,
+        }
+    }
+
+    /// Every `every` samples, skipping the first `skip` evaluation points (the first evaluation
+    /// happens at `(skip + 1) * every`).
+    pub const fn every_skipping(every: u64, skip: u64) -> EvalSchedule {
+        EvalSchedule {
+            first: (skip + 1) * every,
+            every,
+        }
+    }
+
+    /// The `n`-th evaluation point (0-based).
+    pub const fn point(&self, n: u64) -> u64 {
+        self.first + n * self.every
+    }
+
+    /// The first evaluation point strictly after `samples`.
+    pub fn next_after(&self, samples: u64) -> u64 {
+        if samples < self.first || self.every == 0 {
+            return if samples < self.first {
+                self.first
+            } else {
+                u64::MAX
+            };
+        }
+        let done = (samples - self.first) / self.every + 1;
+        self.first + done * self.every
+    }
+
+    /// Whether an evaluation point lies in `(before, after]`: call it after each step with the
+    /// samples before and after that step.
+    pub fn is_due(&self, before: u64, after: u64) -> bool {
+        after >= self.next_after(before)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_and_due() {
+        let s = EvalSchedule::every_skipping(384, 3);
+        assert_eq!(s.first, 1536);
+        assert_eq!(s.next_after(0), 1536);
+        assert_eq!(s.next_after(1536), 1920);
+        assert_eq!(s.next_after(1700), 1920);
+        assert!(s.is_due(1528, 1536));
+        assert!(!s.is_due(1536, 1544));
+        assert!(s.is_due(1900, 1930));
+        assert_eq!(s.point(2), 2304);
+    }
+}

@@ -1,0 +1,200 @@
+//! Run lifecycle driven by spans: throughput over in-step time only, train_loss, warmup,
+//! convergence-aware run_stop, filled-in samples_count, NaN metrics.
+
+use std::time::Duration;
+
+use tracing::{field::Empty, info_span};
+use tracing_mllog::sink::MemorySink;
+use tracing_mllog::{keys, mllog, MllogLayer, Record, RunHandle, Target, Value};
+use tracing_subscriber::prelude::*;
+
+fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Record> {
+    let (sink, handle) = MemorySink::new();
+    let (layer, guard) = builder
+        .no_output()
+        .sink(sink)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .unwrap();
+    let run_handle = layer.run_handle();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        f(&run_handle)
+    });
+    drop(guard);
+    handle.records()
+}
+
+fn find<'a>(records: &'a [Record], key: &str) -> Vec<&'a Record> {
+    records.iter().filter(|r| r.key == key).collect()
+}
+
+fn status(records: &[Record]) -> String {
+    find(records, "run_stop")[0]
+        .metadata
+        .get("status")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn throughput_counts_in_step_time_only() {
+    let step = Duration::from_millis(20);
+    let records = run(MllogLayer::builder().global_batch_size(32), |_| {
+        let _run = info_span!("run").entered();
+        for _ in 0..2 {
+            let block = info_span!("block").entered();
+            for _ in 0..5 {
+                let _s = info_span!("train_step").entered();
+                std::thread::sleep(step);
+                drop(_s);
+                std::thread::sleep(Duration::from_millis(30)); // a gap between steps
+            }
+            drop(block);
+            let _eval = info_span!("eval").entered();
+            std::thread::sleep(Duration::from_millis(200)); // evaluation is not training
+        }
+    });
+    let stats = find(&records, "tracked_stats");
+    assert_eq!(stats.len(), 3, "two blocks and the whole run");
+    let ideal = 32.0 / step.as_secs_f64(); // 1600 samples/s if only step time counts
+    for s in &stats {
+        let t = s.value.get("throughput").unwrap().as_f64().unwrap();
+        // Sleeping overshoots a little; counting gaps or eval would give < 700 samples/s.
+        assert!(
+            t > ideal * 0.7 && t <= ideal * 1.01,
+            "throughput {t} vs {ideal}"
+        );
+    }
+    assert_eq!(stats[2].metadata.get("overall"), Some(&Value::Bool(true)));
+    assert_eq!(
+        stats[2].metadata.get("samples_count"),
+        Some(&Value::Int(320))
+    );
+    assert_eq!(stats[0].metadata.get("steps"), Some(&Value::Int(5)));
+    // samples_count filled in where the rules need it, from the counted steps.
+    let blocks = find(&records, "block_stop");
+    assert_eq!(
+        blocks[0].metadata.get("samples_count"),
+        Some(&Value::Int(160))
+    );
+    assert_eq!(
+        find(&records, "block_start")[1]
+            .metadata
+            .get("samples_count"),
+        Some(&Value::Int(160))
+    );
+    assert_eq!(
+        find(&records, "run_stop")[0].metadata.get("samples_count"),
+        Some(&Value::Int(320))
+    );
+}
+
+#[test]
+fn warmup_steps_count_for_nothing_and_train_loss_has_the_count_after_the_step() {
+    let records = run(
+        MllogLayer::builder()
+            .global_batch_size(8)
+            .train_loss_every(2),
+        |handle| {
+            {
+                let _w = info_span!("warmup").entered();
+                for i in 0..3u64 {
+                    let s = info_span!("train_step", step = i, loss = Empty).entered();
+                    s.record("loss", 9.0);
+                }
+            }
+            let _run = info_span!("run").entered();
+            for i in 0..4u64 {
+                let s = info_span!("train_step", step = i, lr = 0.01, loss = Empty).entered();
+                s.record("loss", 1.0 / (i + 1) as f64);
+            }
+            assert_eq!(handle.steps(), 4);
+            assert_eq!(handle.samples(), 32);
+        },
+    );
+    let losses = find(&records, "train_loss");
+    assert_eq!(losses.len(), 2, "steps 0 and 2, none from warmup");
+    assert_eq!(losses[0].value, Value::Float(1.0));
+    assert_eq!(
+        losses[0].metadata.get("samples_count"),
+        Some(&Value::Int(8))
+    );
+    assert_eq!(
+        losses[1].metadata.get("samples_count"),
+        Some(&Value::Int(24))
+    );
+    assert_eq!(losses[1].metadata.get("lr"), Some(&Value::Float(0.01)));
+}
+
+#[test]
+fn convergence_decides_run_stop() {
+    let target = Target::at_most(0.925);
+    // Reached: success, and the loop learns it through the handle.
+    let records = run(MllogLayer::builder().target(target), |h| {
+        let _run = info_span!("run").entered();
+        for (i, loss) in [1.2, 0.95, 0.91, 0.5].into_iter().enumerate() {
+            mllog!(keys::EVAL_ACCURACY, loss, samples_count = i * 100);
+            if h.converged() {
+                break;
+            }
+        }
+    });
+    assert_eq!(status(&records), "success");
+    assert_eq!(
+        find(&records, "eval_accuracy").len(),
+        3,
+        "the loop stopped at the target"
+    );
+    assert_eq!(find(&records, "run_stop")[0].value, Value::Float(0.91));
+
+    // Never reached: aborted.
+    let records = run(MllogLayer::builder().target(target), |_| {
+        let _run = info_span!("run").entered();
+        mllog!(keys::EVAL_ACCURACY, 0.99, samples_count = 10);
+    });
+    assert_eq!(status(&records), "aborted");
+
+    // An explicit status wins over convergence.
+    let records = run(MllogLayer::builder().target(target), |_| {
+        let run = info_span!("run", status = Empty).entered();
+        mllog!(keys::EVAL_ACCURACY, 0.5, samples_count = 10);
+        run.record("status", "aborted");
+    });
+    assert_eq!(status(&records), "aborted");
+}
+
+#[test]
+fn target_from_the_environment() {
+    let (sink, handle) = MemorySink::new();
+    let (layer, guard) = MllogLayer::builder()
+        .no_output()
+        .sink(sink)
+        .target(Target::at_most(0.925))
+        .environment([("MLLOG_TARGET_EVAL_LOSS", "2.0")])
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _run = info_span!("run").entered();
+        mllog!(keys::EVAL_ACCURACY, 1.5, samples_count = 10);
+    });
+    drop(guard);
+    assert_eq!(status(&handle.records()), "success");
+}
+
+#[test]
+fn nan_metrics_are_nan_never_null() {
+    let records = run(MllogLayer::builder().target(Target::at_most(0.925)), |h| {
+        let _run = info_span!("run").entered();
+        mllog!(keys::EVAL_ACCURACY, f64::NAN, samples_count = 10);
+        assert!(h.diverged());
+        tracing::info!(mllog.key = keys::EVAL_ACCURACY, samples_count = 20); // no value at all
+    });
+    let evals = find(&records, "eval_accuracy");
+    for e in &evals {
+        assert!(e.value.as_f64().unwrap().is_nan());
+        assert!(e.to_line().contains(r#""value": NaN"#), "{}", e.to_line());
+    }
+    assert_eq!(status(&records), "aborted");
+}
