@@ -50,6 +50,10 @@ fn main() {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ))
         .config_filename("examples/quickstart.rs")
+        // f64 everywhere; one process, so every parallelism dimension is 1.
+        .precision("fp64", "fp64", "fp64")
+        .parallelism(1, 1, 1, 1)
+        .micro_batch_size(MICRO_BATCH_SIZE as u32)
         // The layer counts samples from train_step spans, fills in samples_count, logs
         // throughput per block and train_loss every 16 steps, and decides run_stop's status
         // from the target.
@@ -93,14 +97,6 @@ enum Outcome {
 fn train(run_state: &RunHandle) -> Outcome {
     let init = info_span!("init").entered();
     mllog!(keys::SEED, SEED);
-    mllog!(keys::LOWEST_NUMERICAL_PRECISION_IN_LINEAR, "fp32");
-    mllog!(keys::LOWEST_NUMERICAL_PRECISION_IN_ATTN, "fp32");
-    mllog!(keys::LOWEST_NUMERICAL_PRECISION_IN_COMM, "fp32");
-    mllog!(keys::TENSOR_PARALLELISM, 1);
-    mllog!(keys::PIPELINE_PARALLELISM, 1);
-    mllog!(keys::CONTEXT_PARALLELISM, 1);
-    mllog!(keys::EXPERT_PARALLELISM, 1);
-    mllog!(keys::MICRO_BATCH_SIZE, MICRO_BATCH_SIZE);
     mllog!(keys::GLOBAL_BATCH_SIZE, GLOBAL_BATCH_SIZE);
     mllog!(
         keys::GRADIENT_ACCUMULATION_STEPS,

@@ -27,6 +27,9 @@ pub enum Error {
     /// A benchmark name that no ruleset knows.
     #[error("unknown benchmark {0:?}")]
     UnknownBenchmark(String),
+    /// Submission metadata that the rules reject or that a closed submission lacks.
+    #[error("submission metadata: {0}")]
+    Submission(String),
     /// Contradictory or incomplete builder settings.
     #[error("invalid configuration: {0}")]
     Config(String),

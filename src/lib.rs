@@ -19,6 +19,7 @@ pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
 pub use layer::{detect_rank, Builder, Interval, MllogLayer, RANK_VARIABLES};
 pub use pipeline::{Guard, Overflow, Report, SinkReport};
 pub use record::{EventType, Record, Value};
+pub use compliance::Ruleset;
 pub use run::{Direction, EvalSchedule, RunHandle, Target};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};
 

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use crate::compliance::{Check, Req, Ruleset};
 use crate::keys::{self, Benchmark};
 use crate::record::{Str, Value};
 use crate::Error;
@@ -89,10 +90,28 @@ pub struct Submission {
     pub entry: Option<String>,
     /// `config_filename` (required by ruleset 6.1.0)
     pub config_filename: Option<String>,
+    /// `lowest_numerical_precision_in_linear` (e.g. `fp8`, `bfloat16`)
+    pub precision_linear: Option<String>,
+    /// `lowest_numerical_precision_in_attn`
+    pub precision_attn: Option<String>,
+    /// `lowest_numerical_precision_in_comm`
+    pub precision_comm: Option<String>,
+    /// `tensor_parallelism` (unused dimensions are logged as 1)
+    pub tensor_parallelism: Option<u32>,
+    /// `pipeline_parallelism`
+    pub pipeline_parallelism: Option<u32>,
+    /// `context_parallelism`
+    pub context_parallelism: Option<u32>,
+    /// `expert_parallelism`
+    pub expert_parallelism: Option<u32>,
+    /// `micro_batch_size`
+    pub micro_batch_size: Option<u32>,
 }
 
-/// `MLLOG_SUBMISSION_*` and `MLLOG_CONFIG_FILENAME`, the names primus-mllog uses.
-pub const SUBMISSION_VARIABLES: [&str; 9] = [
+/// The variables that overlay [`Submission`]: `MLLOG_SUBMISSION_*`, `MLLOG_CONFIG_FILENAME`
+/// and the parallelism/precision names primus-mllog uses (logged here under the keys the rules
+/// check, e.g. `lowest_numerical_precision_in_linear`).
+pub const SUBMISSION_VARIABLES: [&str; 17] = [
     "MLLOG_SUBMISSION_BENCHMARK",
     "MLLOG_SUBMISSION_ORG",
     "MLLOG_SUBMISSION_DIVISION",
@@ -102,7 +121,24 @@ pub const SUBMISSION_VARIABLES: [&str; 9] = [
     "MLLOG_SUBMISSION_POC_EMAIL",
     "MLLOG_SUBMISSION_ENTRY",
     "MLLOG_CONFIG_FILENAME",
+    "MLLOG_LOWEST_NUMERICAL_PRECISION_LINEAR",
+    "MLLOG_LOWEST_NUMERICAL_PRECISION_ATTN",
+    "MLLOG_LOWEST_NUMERICAL_PRECISION_COMM",
+    "MLLOG_TENSOR_PARALLELISM",
+    "MLLOG_PIPELINE_PARALLELISM",
+    "MLLOG_CONTEXT_PARALLELISM",
+    "MLLOG_EXPERT_PARALLELISM",
+    "MLLOG_MICRO_BATCH_SIZE",
 ];
+
+/// One key that [`Submission`] supplies: the log key, the builder method and the variable
+/// that set it, and whether it is set.
+struct Field {
+    key: &'static str,
+    builder: &'static str,
+    variable: &'static str,
+    set: bool,
+}
 
 impl Submission {
     /// Overlays the environment: each variable that is set replaces the builder's value.
@@ -145,7 +181,29 @@ impl Submission {
                 "MLLOG_SUBMISSION_POC_EMAIL" => self.poc_email = Some(value.to_owned()),
                 "MLLOG_SUBMISSION_ENTRY" => self.entry = Some(value.to_owned()),
                 "MLLOG_CONFIG_FILENAME" => self.config_filename = Some(value.to_owned()),
-                _ => unreachable!("every listed variable is handled"),
+                "MLLOG_LOWEST_NUMERICAL_PRECISION_LINEAR" => {
+                    self.precision_linear = Some(value.to_owned())
+                }
+                "MLLOG_LOWEST_NUMERICAL_PRECISION_ATTN" => {
+                    self.precision_attn = Some(value.to_owned())
+                }
+                "MLLOG_LOWEST_NUMERICAL_PRECISION_COMM" => {
+                    self.precision_comm = Some(value.to_owned())
+                }
+                _ => {
+                    let n: u32 =
+                        value.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                            Error::env(name, &raw, "expected a whole number >= 1")
+                        })?;
+                    match name {
+                        "MLLOG_TENSOR_PARALLELISM" => self.tensor_parallelism = Some(n),
+                        "MLLOG_PIPELINE_PARALLELISM" => self.pipeline_parallelism = Some(n),
+                        "MLLOG_CONTEXT_PARALLELISM" => self.context_parallelism = Some(n),
+                        "MLLOG_EXPERT_PARALLELISM" => self.expert_parallelism = Some(n),
+                        "MLLOG_MICRO_BATCH_SIZE" => self.micro_batch_size = Some(n),
+                        _ => unreachable!("every listed variable is handled"),
+                    }
+                }
             }
         }
         Ok(())
@@ -178,6 +236,204 @@ impl Submission {
         push(keys::SUBMISSION_POC_EMAIL, owned(&self.poc_email));
         push(keys::SUBMISSION_ENTRY, owned(&self.entry));
         push(keys::CONFIG_FILENAME, owned(&self.config_filename));
+        push(
+            keys::LOWEST_NUMERICAL_PRECISION_IN_LINEAR,
+            owned(&self.precision_linear),
+        );
+        push(
+            keys::LOWEST_NUMERICAL_PRECISION_IN_ATTN,
+            owned(&self.precision_attn),
+        );
+        push(
+            keys::LOWEST_NUMERICAL_PRECISION_IN_COMM,
+            owned(&self.precision_comm),
+        );
+        let int = |v: Option<u32>| v.map(Value::from);
+        push(keys::TENSOR_PARALLELISM, int(self.tensor_parallelism));
+        push(keys::PIPELINE_PARALLELISM, int(self.pipeline_parallelism));
+        push(keys::CONTEXT_PARALLELISM, int(self.context_parallelism));
+        push(keys::EXPERT_PARALLELISM, int(self.expert_parallelism));
+        push(keys::MICRO_BATCH_SIZE, int(self.micro_batch_size));
         out
+    }
+
+    fn fields(&self) -> [Field; 17] {
+        let f = |key, builder, variable, set| Field {
+            key,
+            builder,
+            variable,
+            set,
+        };
+        [
+            f(
+                keys::SUBMISSION_BENCHMARK,
+                "benchmark",
+                "MLLOG_SUBMISSION_BENCHMARK",
+                self.benchmark.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_ORG,
+                "org",
+                "MLLOG_SUBMISSION_ORG",
+                self.org.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_DIVISION,
+                "division",
+                "MLLOG_SUBMISSION_DIVISION",
+                self.division.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_STATUS,
+                "system_status",
+                "MLLOG_SUBMISSION_STATUS",
+                self.status.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_PLATFORM,
+                "platform",
+                "MLLOG_SUBMISSION_PLATFORM",
+                self.platform.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_POC_NAME,
+                "submission",
+                "MLLOG_SUBMISSION_POC_NAME",
+                self.poc_name.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_POC_EMAIL,
+                "submission",
+                "MLLOG_SUBMISSION_POC_EMAIL",
+                self.poc_email.is_some(),
+            ),
+            f(
+                keys::SUBMISSION_ENTRY,
+                "submission",
+                "MLLOG_SUBMISSION_ENTRY",
+                self.entry.is_some(),
+            ),
+            f(
+                keys::CONFIG_FILENAME,
+                "config_filename",
+                "MLLOG_CONFIG_FILENAME",
+                self.config_filename.is_some(),
+            ),
+            f(
+                keys::LOWEST_NUMERICAL_PRECISION_IN_LINEAR,
+                "precision",
+                "MLLOG_LOWEST_NUMERICAL_PRECISION_LINEAR",
+                self.precision_linear.is_some(),
+            ),
+            f(
+                keys::LOWEST_NUMERICAL_PRECISION_IN_ATTN,
+                "precision",
+                "MLLOG_LOWEST_NUMERICAL_PRECISION_ATTN",
+                self.precision_attn.is_some(),
+            ),
+            f(
+                keys::LOWEST_NUMERICAL_PRECISION_IN_COMM,
+                "precision",
+                "MLLOG_LOWEST_NUMERICAL_PRECISION_COMM",
+                self.precision_comm.is_some(),
+            ),
+            f(
+                keys::TENSOR_PARALLELISM,
+                "parallelism",
+                "MLLOG_TENSOR_PARALLELISM",
+                self.tensor_parallelism.is_some(),
+            ),
+            f(
+                keys::PIPELINE_PARALLELISM,
+                "parallelism",
+                "MLLOG_PIPELINE_PARALLELISM",
+                self.pipeline_parallelism.is_some(),
+            ),
+            f(
+                keys::CONTEXT_PARALLELISM,
+                "parallelism",
+                "MLLOG_CONTEXT_PARALLELISM",
+                self.context_parallelism.is_some(),
+            ),
+            f(
+                keys::EXPERT_PARALLELISM,
+                "parallelism",
+                "MLLOG_EXPERT_PARALLELISM",
+                self.expert_parallelism.is_some(),
+            ),
+            f(
+                keys::MICRO_BATCH_SIZE,
+                "micro_batch_size",
+                "MLLOG_MICRO_BATCH_SIZE",
+                self.micro_batch_size.is_some(),
+            ),
+        ]
+    }
+
+    /// Checks the submission against `ruleset`'s rules (the compliance module is the one
+    /// source of truth): allowed precision names, an allowed benchmark, and, for the closed
+    /// division, every key the common and closed rules require. Errors name the field, the
+    /// builder method and the variable.
+    pub fn validate(&self, ruleset: Ruleset) -> Result<(), Error> {
+        let rules = crate::compliance::rules(ruleset);
+        for (key, value) in [
+            (
+                keys::LOWEST_NUMERICAL_PRECISION_IN_LINEAR,
+                &self.precision_linear,
+            ),
+            (
+                keys::LOWEST_NUMERICAL_PRECISION_IN_ATTN,
+                &self.precision_attn,
+            ),
+            (
+                keys::LOWEST_NUMERICAL_PRECISION_IN_COMM,
+                &self.precision_comm,
+            ),
+        ] {
+            let (Some(value), Some(rule)) = (value, rules.common.rule(key)) else {
+                continue;
+            };
+            for check in &rule.checks {
+                if let Check::OneOf(allowed) = check {
+                    if !allowed.contains(&value.as_str()) {
+                        return Err(Error::Submission(format!(
+                            "`{key}` must be one of {} under ruleset {ruleset}, found {value:?}",
+                            allowed.join(", ")
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some(b) = self.benchmark {
+            if self.division.is_some() && !rules.allows(b) {
+                return Err(Error::Submission(format!(
+                    "benchmark `{b}` is not part of ruleset {ruleset} (allowed: {})",
+                    rules
+                        .benchmarks()
+                        .iter()
+                        .map(|b| b.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        if self.division != Some(Division::Closed) {
+            return Ok(());
+        }
+        for field in self.fields() {
+            let required = [&rules.common, &rules.closed_common].iter().any(|file| {
+                file.rule(field.key)
+                    .and_then(|r| r.req)
+                    .is_some_and(|req| matches!(req, Req::ExactlyOne | Req::AtLeastOne))
+            });
+            if required && !field.set {
+                return Err(Error::Submission(format!(
+                    "closed submission under ruleset {ruleset}: `{}` is required but not set \
+                     (Builder::{} or {})",
+                    field.key, field.builder, field.variable
+                )));
+            }
+        }
+        Ok(())
     }
 }

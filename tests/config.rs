@@ -236,3 +236,110 @@ fn every_rank_sinks_still_receive_on_other_ranks() {
     assert!(rank0_handle.records().is_empty());
     assert!(!path.exists());
 }
+
+#[test]
+fn a_closed_submission_must_be_complete_and_valid() {
+    use tracing_mllog::{Benchmark, Division};
+    let complete = || {
+        MllogLayer::builder()
+            .no_output()
+            .benchmark(Benchmark::Llama31_8b)
+            .division(Division::Closed)
+            .org("Org")
+            .platform("8xGPU")
+            .config_filename("cfg.sh")
+            .precision("fp8", "bfloat16", "bfloat16")
+            .parallelism(1, 1, 1, 1)
+            .micro_batch_size(1)
+            .environment(env(&[]))
+    };
+    assert!(complete().build::<tracing_subscriber::Registry>().is_ok());
+
+    // Each required field, missing, is named with its builder method and variable.
+    let err = MllogLayer::builder()
+        .no_output()
+        .benchmark(Benchmark::Llama31_8b)
+        .division(Division::Closed)
+        .org("Org")
+        .environment(env(&[]))
+        .build::<tracing_subscriber::Registry>()
+        .map(|_| ())
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("submission_platform") && text.contains("MLLOG_SUBMISSION_PLATFORM"),
+        "{text}"
+    );
+
+    let err = MllogLayer::builder()
+        .no_output()
+        .benchmark(Benchmark::Llama31_8b)
+        .division(Division::Closed)
+        .org("Org")
+        .platform("p")
+        .config_filename("c")
+        .precision("fp8", "bfloat16", "bfloat16")
+        .micro_batch_size(1)
+        .environment(env(&[]))
+        .build::<tracing_subscriber::Registry>()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().contains("tensor_parallelism"), "{err}");
+
+    // Under 6.0.0 those nine keys are optional.
+    let ok = MllogLayer::builder()
+        .no_output()
+        .benchmark(Benchmark::Llama31_8b)
+        .division(Division::Closed)
+        .org("Org")
+        .platform("p")
+        .ruleset(tracing_mllog::compliance::Ruleset::V6_0_0)
+        .environment(env(&[]))
+        .build::<tracing_subscriber::Registry>();
+    assert!(ok.is_ok());
+
+    // A precision the rules do not know, and a benchmark the ruleset dropped.
+    let err = complete()
+        .environment(env(&[("MLLOG_LOWEST_NUMERICAL_PRECISION_LINEAR", "fp7")]))
+        .build::<tracing_subscriber::Registry>()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("lowest_numerical_precision_in_linear"),
+        "{err}"
+    );
+    let err = complete()
+        .benchmark(Benchmark::Llama31_405b)
+        .build::<tracing_subscriber::Registry>()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().contains("llama31_405b"), "{err}");
+
+    // The variables use primus-mllog's names but log the keys the rules check.
+    let (sink, handle) = MemorySink::new();
+    let (layer, guard) = complete()
+        .sink(sink)
+        .environment(env(&[
+            ("MLLOG_LOWEST_NUMERICAL_PRECISION_LINEAR", "fp8"),
+            ("MLLOG_TENSOR_PARALLELISM", "4"),
+        ]))
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _init = tracing::info_span!("init").entered();
+    });
+    drop(guard);
+    let records = handle.records();
+    let tp = records
+        .iter()
+        .find(|r| r.key == "tensor_parallelism")
+        .unwrap();
+    assert_eq!(tp.value, tracing_mllog::Value::Int(4));
+    assert!(records
+        .iter()
+        .any(|r| r.key == "lowest_numerical_precision_in_linear"));
+    assert!(!records
+        .iter()
+        .any(|r| r.key == "lowest_numerical_precision_linear"));
+}

@@ -32,7 +32,7 @@ fn spans_become_intervals_and_events_become_points() {
     let records = capture(
         MllogLayer::builder()
             .benchmark(Benchmark::Llama2_70bLora)
-            .division(Division::Closed)
+            .division(Division::Open)
             .org("ExampleOrg"),
         || {
             {

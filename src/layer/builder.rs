@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{IntervalSpec, MllogLayer, Shared, SharedConfig};
+use crate::compliance::Ruleset;
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
 use crate::run::Target;
@@ -88,6 +89,8 @@ pub struct Builder {
     train_loss_every: u64,
     throughput_stats: bool,
     target: Option<Target>,
+    ruleset: Ruleset,
+    validate_submission: bool,
 }
 
 impl Default for Builder {
@@ -115,6 +118,8 @@ impl Default for Builder {
             train_loss_every: 0,
             throughput_stats: true,
             target: None,
+            ruleset: Ruleset::DEFAULT,
+            validate_submission: true,
         }
     }
 }
@@ -222,6 +227,51 @@ impl Builder {
     /// `submission_platform` (`MLLOG_SUBMISSION_PLATFORM`).
     pub fn platform(mut self, platform: impl Into<String>) -> Self {
         self.submission.platform = Some(platform.into());
+        self
+    }
+
+    /// The lowest numerical precisions in linear layers, attention and communication
+    /// (`lowest_numerical_precision_in_{linear,attn,comm}`, e.g. `"fp8"`, `"bfloat16"`;
+    /// `MLLOG_LOWEST_NUMERICAL_PRECISION_{LINEAR,ATTN,COMM}`).
+    pub fn precision(
+        mut self,
+        linear: impl Into<String>,
+        attn: impl Into<String>,
+        comm: impl Into<String>,
+    ) -> Self {
+        self.submission.precision_linear = Some(linear.into());
+        self.submission.precision_attn = Some(attn.into());
+        self.submission.precision_comm = Some(comm.into());
+        self
+    }
+
+    /// Tensor, pipeline, context and expert parallelism (1 for an unused dimension;
+    /// `MLLOG_{TENSOR,PIPELINE,CONTEXT,EXPERT}_PARALLELISM`).
+    pub fn parallelism(mut self, tensor: u32, pipeline: u32, context: u32, expert: u32) -> Self {
+        self.submission.tensor_parallelism = Some(tensor);
+        self.submission.pipeline_parallelism = Some(pipeline);
+        self.submission.context_parallelism = Some(context);
+        self.submission.expert_parallelism = Some(expert);
+        self
+    }
+
+    /// `micro_batch_size` (`MLLOG_MICRO_BATCH_SIZE`).
+    pub fn micro_batch_size(mut self, n: u32) -> Self {
+        self.submission.micro_batch_size = Some(n);
+        self
+    }
+
+    /// The ruleset the submission metadata is validated against (default 6.1.0).
+    pub fn ruleset(mut self, ruleset: Ruleset) -> Self {
+        self.ruleset = ruleset;
+        self
+    }
+
+    /// Whether `build()` checks the submission metadata against the ruleset (default on):
+    /// a closed submission must set every key the common rules require. Turn it off only when
+    /// the program logs those keys itself.
+    pub fn validate_submission(mut self, on: bool) -> Self {
+        self.validate_submission = on;
         self
     }
 
@@ -355,6 +405,9 @@ impl Builder {
             }
         };
         self.overlay_env(&get)?;
+        if self.validate_submission {
+            self.submission.validate(self.ruleset)?;
+        }
 
         let rank = match self.rank {
             Some(r) => r,
