@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
+use crossbeam_queue::ArrayQueue;
 
 use crate::record::Record;
 use crate::sink::Sink;
@@ -28,11 +29,9 @@ pub enum Overflow {
     DropAfter(Duration),
 }
 
-// Records travel by value: boxing them would cost an allocation per record on the training
-// thread, and the other variants are rare.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
-    Record(Record),
+    /// Boxed so the channel moves a pointer; the boxes are recycled (see [`Pipeline::record`]).
+    Record(Box<Record>),
     Flush(Sender<()>),
     Shutdown(Instant),
 }
@@ -70,6 +69,9 @@ pub(crate) struct Pipeline {
     tx: Sender<Msg>,
     overflow: Overflow,
     counters: Arc<Counters>,
+    /// Emptied records the worker hands back, so the training thread reuses their memory
+    /// instead of allocating: in the steady state a record costs no allocation there.
+    spare: Arc<ArrayQueue<Box<Record>>>,
 }
 
 impl Pipeline {
@@ -92,13 +94,21 @@ impl Pipeline {
             ..Counters::default()
         });
         let worker_counters = counters.clone();
+        // One spare record per channel slot, allocated now: the training thread never
+        // allocates a record in the steady state, and memory stays bounded by the capacity.
+        let spare = Arc::new(ArrayQueue::new(capacity.max(1)));
+        for _ in 0..capacity.max(1) {
+            let _ = spare.push(Box::new(Record::empty()));
+        }
+        let worker_spare = spare.clone();
         let worker = std::thread::Builder::new()
             .name("tracing-mllog".into())
-            .spawn(move || run_worker(rx, sinks, &worker_counters))?;
+            .spawn(move || run_worker(rx, sinks, &worker_counters, &worker_spare))?;
         let pipeline = Pipeline {
             tx: tx.clone(),
             overflow,
             counters: counters.clone(),
+            spare,
         };
         let guard = Guard {
             tx,
@@ -110,8 +120,15 @@ impl Pipeline {
         Ok((pipeline, guard))
     }
 
+    /// An empty record to fill: a recycled one when the worker has handed one back.
+    pub(crate) fn record(&self) -> Box<Record> {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| Box::new(Record::empty()))
+    }
+
     /// Hands a record to the worker. Never panics; a record that cannot be delivered is counted.
-    pub(crate) fn push(&self, record: Record) {
+    pub(crate) fn push(&self, record: Box<Record>) {
         let msg = Msg::Record(record);
         let result = match self.overflow {
             Overflow::Block => self.tx.send(msg).map_err(|_| false),
@@ -132,14 +149,23 @@ impl Pipeline {
     }
 }
 
-fn run_worker(rx: Receiver<Msg>, mut sinks: Vec<Box<dyn Sink>>, counters: &Counters) {
+fn run_worker(
+    rx: Receiver<Msg>,
+    mut sinks: Vec<Box<dyn Sink>>,
+    counters: &Counters,
+    spare: &ArrayQueue<Box<Record>>,
+) {
     ON_WORKER.with(|w| w.set(true));
     let mut deadline = None;
     'outer: while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                Msg::Record(record) => write_all(&mut sinks, counters, &record),
+                Msg::Record(mut record) => {
+                    write_all(&mut sinks, counters, &record);
+                    record.clear();
+                    let _ = spare.push(record);
+                }
                 Msg::Flush(ack) => {
                     flush_all(&mut sinks, counters);
                     let _ = ack.send(());

@@ -108,7 +108,7 @@ impl Default for Builder {
             span_names: Vec::new(),
             custom: Vec::new(),
             sinks: Vec::new(),
-            capacity: 16 * 1024,
+            capacity: 4096,
             overflow: Overflow::Block,
             shutdown_timeout: Duration::from_secs(10),
             environment: None,
@@ -360,7 +360,8 @@ impl Builder {
         self
     }
 
-    /// Records that may wait for the worker (default 16 384).
+    /// Records that may wait for the worker (default 4096; each slot holds one preallocated
+    /// record of a few hundred bytes).
     pub fn channel_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self

@@ -45,9 +45,130 @@ pub(crate) fn string_value(s: &str) -> Value {
 }
 
 pub(crate) fn intern_str(s: &str) -> Str {
-    match keys::intern(s) {
+    match intern_cached(s) {
         Some(k) => Cow::Borrowed(k),
         None => Cow::Owned(s.to_owned()),
+    }
+}
+
+thread_local! {
+    /// Recently interned strings, by a cheap hash of their content: a training loop logs the
+    /// same few keys over and over, and a hit costs one short comparison instead of a binary
+    /// search over every known key.
+    static INTERNED: std::cell::Cell<[&'static str; 32]> = const { std::cell::Cell::new([""; 32]) };
+}
+
+fn intern_cached(s: &str) -> Option<&'static str> {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+        return Some("");
+    };
+    let slot = (b.len() * 7 + *first as usize * 3 + *last as usize) % 32;
+    INTERNED.with(|cache| {
+        let mut entries = cache.get();
+        if entries[slot] == s {
+            return Some(entries[slot]);
+        }
+        let found = keys::intern(s)?;
+        entries[slot] = found;
+        cache.set(entries);
+        Some(found)
+    })
+}
+
+/// What a field name means in an event.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Key,
+    Namespace,
+    Value,
+    ValuePath,
+    Skip,
+    Metadata,
+}
+
+/// Classifies by the first byte before comparing strings: most fields are metadata.
+fn role_of(name: &str) -> Role {
+    match name.as_bytes().first() {
+        Some(b'm') if name == KEY_FIELD => Role::Key,
+        Some(b'm') if name == NAMESPACE_FIELD => Role::Namespace,
+        Some(b'm') if name == "message" || name.starts_with("mllog.") => Role::Skip,
+        Some(b'v') if name == VALUE_FIELD => Role::Value,
+        Some(b'v') if name.starts_with("value.") => Role::ValuePath,
+        Some(b'o') if name.starts_with("otel.") => Role::Skip,
+        _ => Role::Metadata,
+    }
+}
+
+/// An event's fields captured straight into the parts of its record, in one pass; metadata
+/// goes directly into the (recycled) record.
+pub(crate) struct EventFields<'a> {
+    pub(crate) key: Option<Str>,
+    pub(crate) value: Value,
+    pub(crate) namespace: Option<Str>,
+    pub(crate) metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+}
+
+impl<'a> EventFields<'a> {
+    pub(crate) fn new(metadata: &'a mut SmallVec<[(Str, Value); 3]>) -> EventFields<'a> {
+        EventFields {
+            key: None,
+            value: Value::Null,
+            namespace: None,
+            metadata,
+        }
+    }
+
+    fn put(&mut self, name: &'static str, value: Value) {
+        match role_of(name) {
+            Role::Metadata => self.metadata.push((Cow::Borrowed(name), value)),
+            Role::Value => self.value = value,
+            Role::ValuePath => self.value.set_path(&name["value.".len()..], value),
+            Role::Key => self.key = Some(Cow::Owned(value.to_json())),
+            Role::Namespace => self.namespace = Some(Cow::Owned(value.to_json())),
+            Role::Skip => {}
+        }
+    }
+}
+
+impl Visit for EventFields<'_> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field.name(), Value::Float(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field.name(), Value::Int(value.into()));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field.name(), Value::Int(value.into()));
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.put(field.name(), Value::Int(value));
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.put(
+            field.name(),
+            Value::Int(value.min(i128::MAX as u128) as i128),
+        );
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field.name(), Value::Bool(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let name = field.name();
+        match role_of(name) {
+            Role::Key => self.key = Some(intern_str(value)),
+            Role::Namespace => self.namespace = Some(intern_str(value)),
+            _ => self.put(name, string_value(value)),
+        }
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.put(field.name(), Value::Str(Cow::Owned(value.to_string())));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if role_of(field.name()) == Role::Skip {
+            return; // never format what is dropped anyway (e.g. `message`)
+        }
+        self.put(field.name(), Value::Str(Cow::Owned(format!("{value:?}"))));
     }
 }
 

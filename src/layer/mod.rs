@@ -1,10 +1,13 @@
 //! [`MllogLayer`]: spans become MLLOG intervals, events with an `mllog.key` field become
 //! `POINT_IN_TIME` records.
 //!
-//! The layer carries its own per-layer filter ([`Gate`]): callsites that are not ours get
-//! `Interest::never` from it, so they cost this layer nothing and other layers still see them;
-//! on a rank that does not write, every callsite is `never`, so with no other layer installed
-//! tracing disables them all at the callsite.
+//! Hot path: a counted `train_step` keeps its state on a thread-local stack (no span lookup, no
+//! allocation); events are rejected by one field-name check unless they carry `mllog.key`;
+//! spans that are not ours are rejected by name on creation and by a bucket count of open
+//! intervals on close, so they never cost a span lookup. On a rank with nothing to write the
+//! layer becomes a per-layer-filtered no-op whose filter says `Interest::never` for every
+//! callsite: other layers still see everything, and with no other layer tracing disables the
+//! callsites outright.
 
 mod builder;
 pub(crate) mod fields;
@@ -15,6 +18,7 @@ pub use builder::{Builder, Interval};
 pub use rank::{detect_rank, RANK_VARIABLES};
 
 use std::borrow::Cow;
+use std::mem::{forget, replace};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,7 +33,7 @@ use crate::keys;
 use crate::pipeline::{on_worker_thread, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
-use fields::{Fields, KEY_FIELD, STATUS_FIELD, VALUE_FIELD};
+use fields::{EventFields, Fields, KEY_FIELD, STATUS_FIELD, VALUE_FIELD};
 use step::{StepFields, StepFrame};
 
 /// Which span names become which interval keys.
@@ -97,6 +101,9 @@ pub(crate) struct Shared {
     pub(crate) next_id: AtomicU64,
     pub(crate) run_open: AtomicBool,
     warmup_depth: AtomicU32,
+    /// Open interval and warmup spans, counted per bucket of their span id, so closing a span
+    /// that is none of them needs no lookup (a zero bucket proves it).
+    open_buckets: [AtomicU32; 64],
 }
 
 pub(crate) struct SharedConfig {
@@ -136,7 +143,29 @@ impl Shared {
             next_id: AtomicU64::new(0),
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
+            open_buckets: [const { AtomicU32::new(0) }; 64],
         }
+    }
+
+    fn bucket(&self, id: &Id) -> &AtomicU32 {
+        let h = id.into_u64().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        &self.open_buckets[h as usize]
+    }
+
+    /// Whether `id` may be an open interval or warmup span (false: certainly not).
+    fn maybe_tracked(&self, id: &Id) -> bool {
+        self.bucket(id).load(Ordering::Relaxed) != 0
+    }
+
+    fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
+        let target = meta.target();
+        // Most targets are the user's own crates: one byte rules them out.
+        if !matches!(target.as_bytes().first(), Some(b't' | b'o' | b'r' | b'h')) {
+            return false;
+        }
+        FOREIGN_TARGETS.iter().any(|t| {
+            target.starts_with(t) && target[t.len()..].chars().next().is_none_or(|c| c == ':')
+        })
     }
 
     fn role(&self, meta: &CallsiteMeta<'_>) -> Option<Role> {
@@ -144,31 +173,15 @@ impl Shared {
             return None;
         }
         let name = meta.name();
-        if let Some(i) = self.intervals.iter().position(|s| s.span_name == name) {
-            Some(Role::Interval(i))
-        } else if self.step_span == name {
+        // Steps first: they are the spans created most often.
+        if *self.step_span == *name {
             Some(Role::Step)
-        } else if self.warmup_span == name {
+        } else if let Some(i) = self.intervals.iter().position(|s| *s.span_name == *name) {
+            Some(Role::Interval(i))
+        } else if *self.warmup_span == *name {
             Some(Role::Warmup)
         } else {
             None
-        }
-    }
-
-    fn is_ours(&self, meta: &CallsiteMeta<'_>) -> bool {
-        if !self.active {
-            return false;
-        }
-        let target = meta.target();
-        if FOREIGN_TARGETS.iter().any(|t| {
-            target.starts_with(t) && target[t.len()..].chars().next().is_none_or(|c| c == ':')
-        }) {
-            return false;
-        }
-        if meta.is_event() {
-            meta.fields().field(KEY_FIELD).is_some()
-        } else {
-            self.role(meta).is_some()
         }
     }
 
@@ -183,6 +196,8 @@ impl Shared {
         Cow::Borrowed(file)
     }
 
+    /// A record from the pipeline's spare ones, filled in place (no allocation, no copy of
+    /// the whole record).
     fn record(
         &self,
         meta: &'static CallsiteMeta<'static>,
@@ -190,23 +205,17 @@ impl Shared {
         event_type: EventType,
         key: Str,
         value: Value,
-    ) -> Record {
-        Record {
-            namespace: self.namespace.clone(),
-            time,
-            event_type,
-            key,
-            value,
-            metadata: Metadata {
-                file: Some(self.file_of(meta)),
-                lineno: Some(meta.line().unwrap_or(0)),
-                fields: smallvec::SmallVec::new(),
-            },
-            interval: None,
-            scope: None,
-            trace_only: false,
-            tid: rank::thread_id(),
-        }
+    ) -> Box<Record> {
+        let mut r = self.pipeline.record();
+        r.namespace = self.namespace.clone();
+        r.time = time;
+        r.event_type = event_type;
+        r.key = key;
+        r.value = value;
+        r.metadata.file = Some(self.file_of(meta));
+        r.metadata.lineno = Some(meta.line().unwrap_or(0));
+        r.tid = rank::thread_id();
+        r
     }
 
     /// Adds `samples_count` when the record says nothing about progress and the layer counts
@@ -228,7 +237,7 @@ impl Shared {
         t: Throughput,
         scope: Option<u64>,
         overall: bool,
-    ) -> Record {
+    ) -> Box<Record> {
         let value = Value::Object(vec![
             (Cow::Borrowed("throughput"), Value::Float(t.samples_per_s)),
             (
@@ -253,22 +262,16 @@ impl Shared {
     }
 }
 
-/// The per-layer filter: ours or not, decided once per callsite.
-pub(crate) struct Gate {
-    shared: Arc<Shared>,
-}
+/// The filter of an inactive layer: nothing is ours.
+pub(crate) struct Never;
 
-impl<S> Filter<S> for Gate {
-    fn enabled(&self, meta: &CallsiteMeta<'_>, _cx: &Context<'_, S>) -> bool {
-        self.shared.is_ours(meta)
+impl<S> Filter<S> for Never {
+    fn enabled(&self, _: &CallsiteMeta<'_>, _: &Context<'_, S>) -> bool {
+        false
     }
 
-    fn callsite_enabled(&self, meta: &'static CallsiteMeta<'static>) -> Interest {
-        if self.shared.is_ours(meta) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
+    fn callsite_enabled(&self, _: &'static CallsiteMeta<'static>) -> Interest {
+        Interest::never()
     }
 }
 
@@ -298,33 +301,32 @@ impl Core {
         attrs.record(&mut fields);
         step::push(StepFrame {
             span: id.into_u64(),
-            start_mono: Timestamp::now().mono_ns,
+            meta: attrs.metadata(),
+            start_mono: Timestamp::mono_now(),
             fields,
         });
     }
 
-    fn close_step(&self, id: &Id, meta: &'static CallsiteMeta<'static>, scope: Option<u64>) {
-        let Some(frame) = step::pop(id.into_u64()) else {
-            return;
-        };
+    /// The end of a counted step: a clock read and a few atomic adds, plus a record every
+    /// `train_loss_every` steps.
+    fn close_step(&self, frame: StepFrame) {
         let shared = &*self.shared;
-        let time = Timestamp::now();
+        let end_mono = Timestamp::mono_now();
         let f = frame.fields;
         let samples = f.samples.or(shared.samples_per_step).unwrap_or(0);
         let total = shared
             .stats
-            .on_step(time.mono_ns.saturating_sub(frame.start_mono), samples);
+            .on_step(end_mono.saturating_sub(frame.start_mono), samples);
         if shared.train_loss_every == 0 {
             return;
         }
         let step_no = f.step.unwrap_or_else(|| shared.stats.steps());
-        if step_no % shared.train_loss_every != 0 {
+        let (Some(loss), true) = (f.loss, step_no % shared.train_loss_every == 0) else {
             return;
-        }
-        let Some(loss) = f.loss else { return };
+        };
         let mut r = shared.record(
-            meta,
-            time,
+            frame.meta,
+            Timestamp::now(),
             EventType::PointInTime,
             Cow::Borrowed(keys::TRAIN_LOSS),
             Value::Float(loss),
@@ -336,28 +338,47 @@ impl Core {
             r.metadata.set("lr", lr);
         }
         r.metadata.set("step", step_no);
-        r.scope = scope;
+        r.scope = step::current_interval();
         shared.pipeline.push(r);
     }
+}
+
+/// The innermost open interval around `span` (excluding `span` itself).
+fn enclosing_interval<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> Option<u64>
+where
+    S: for<'a> LookupSpan<'a>,
+{
+    span.scope()
+        .skip(1)
+        .find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id))
 }
 
 impl<S> Layer<S> for Core
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn register_callsite(&self, _: &'static CallsiteMeta<'static>) -> Interest {
+        // Never `never`: that would disable the callsite for every other layer too. Callsites
+        // that are not ours are rejected cheaply in the hooks instead.
+        Interest::always()
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if on_worker_thread() {
+        let meta = attrs.metadata();
+        let Some(role) = self.shared.role(meta) else {
+            return;
+        };
+        if Shared::is_foreign_target(meta) || on_worker_thread() {
             return;
         }
-        let meta = attrs.metadata();
-        let spec_index = match self.shared.role(meta) {
-            Some(Role::Interval(i)) => i,
-            Some(Role::Step) => return self.open_step(attrs, id),
-            Some(Role::Warmup) => {
+        let spec_index = match role {
+            Role::Interval(i) => i,
+            Role::Step => return self.open_step(attrs, id),
+            Role::Warmup => {
                 self.shared.warmup_depth.fetch_add(1, Ordering::Relaxed);
+                self.shared.bucket(id).fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            None => return,
         };
         let time = Timestamp::now();
         let Some(span) = ctx.span(id) else {
@@ -365,10 +386,7 @@ where
         };
         let mut fields = Fields::default();
         attrs.record(&mut fields);
-        let parent = span
-            .scope()
-            .skip(1)
-            .find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id));
+        let parent = enclosing_interval(&span);
         let ids = IntervalIds {
             id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
@@ -432,33 +450,56 @@ where
             ids,
             fields,
         });
+        shared.bucket(id).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if !self.shared.maybe_tracked(id) {
+            return;
+        }
+        if let Some(span) = ctx.span(id) {
+            if let Some(open) = span.extensions().get::<OpenInterval>() {
+                step::enter_interval(id.into_u64(), open.ids.id);
+            }
+        }
+    }
+
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        if self.shared.maybe_tracked(id) {
+            step::exit_interval(id.into_u64());
+        }
     }
 
     fn on_record(&self, id: &Id, values: &SpanValues<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else {
+        if step::update(id.into_u64(), |f| values.record(f)) || !self.shared.maybe_tracked(id) {
             return;
-        };
-        if self.shared.step_span == span.name() {
-            step::update(id.into_u64(), |f| values.record(f));
-        } else if let Some(open) = span.extensions_mut().get_mut::<OpenInterval>() {
-            values.record(&mut open.fields);
+        }
+        if let Some(span) = ctx.span(id) {
+            if let Some(open) = span.extensions_mut().get_mut::<OpenInterval>() {
+                values.record(&mut open.fields);
+            }
         }
     }
 
-    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        if on_worker_thread() {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let meta = event.metadata();
+        if meta.fields().field(KEY_FIELD).is_none()
+            || Shared::is_foreign_target(meta)
+            || on_worker_thread()
+        {
             return;
         }
         let time = Timestamp::now();
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        let parts = fields.into_parts(&[]);
-        let Some(key) = parts.key else {
+        let shared = &*self.shared;
+        let mut r = shared.pipeline.record();
+        let mut parts = EventFields::new(&mut r.metadata.fields);
+        event.record(&mut parts);
+        let (key, mut value, namespace) = (parts.key, parts.value, parts.namespace);
+        let Some(key) = key else {
             return;
         };
-        let shared = &*self.shared;
-        let mut value = parts.value;
-        if key == keys::EVAL_ACCURACY {
+        let is_eval = key == keys::EVAL_ACCURACY;
+        if is_eval {
             // A null eval_accuracy crashes the official checker; a missing metric is NaN
             // (logged as Python writes it), which simply does not converge.
             if value.is_null() {
@@ -467,46 +508,52 @@ where
             if let Some(metric) = value.as_f64() {
                 shared.stats.on_eval(metric);
             }
-        }
-        let is_eval = key == keys::EVAL_ACCURACY;
-        let mut r = shared.record(event.metadata(), time, EventType::PointInTime, key, value);
-        r.metadata.fields = parts.metadata;
-        if is_eval {
             shared.fill_progress(&mut r.metadata);
         }
-        if let Some(ns) = parts.namespace {
-            r.namespace = ns;
-        }
-        r.scope = ctx.event_scope(event).and_then(|mut scope| {
-            scope.find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id))
-        });
+        // The spare record was cleared on the worker: nothing to drop in these fields.
+        forget(replace(
+            &mut r.namespace,
+            namespace.unwrap_or_else(|| shared.namespace.clone()),
+        ));
+        r.time = time;
+        r.event_type = EventType::PointInTime;
+        forget(replace(&mut r.key, key));
+        forget(replace(&mut r.value, value));
+        r.metadata.file = Some(shared.file_of(meta));
+        r.metadata.lineno = Some(meta.line().unwrap_or(0));
+        r.tid = rank::thread_id();
+        r.scope = step::current_interval();
         shared.pipeline.push(r);
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        // Counted steps first, the hot path: their state is on this thread's stack, so no
+        // span lookup is needed.
+        if let Some(frame) = step::pop(id.into_u64()) {
+            return self.close_step(frame);
+        }
+        let shared = &*self.shared;
+        if !shared.maybe_tracked(&id) {
+            return;
+        }
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        let shared = &*self.shared;
         let meta = span.metadata();
         match shared.role(meta) {
-            Some(Role::Step) => {
-                let scope = span
-                    .scope()
-                    .skip(1)
-                    .find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id));
-                return self.close_step(&id, meta, scope);
-            }
             Some(Role::Warmup) => {
                 shared.warmup_depth.fetch_sub(1, Ordering::Relaxed);
+                shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
                 return;
             }
-            _ => {}
+            Some(Role::Interval(_)) => {}
+            _ => return,
         }
         let time = Timestamp::now();
         let Some(open) = span.extensions_mut().remove::<OpenInterval>() else {
             return;
         };
+        shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
         let spec = &shared.intervals[open.spec];
         let recorded_status = open
             .fields
@@ -590,8 +637,15 @@ where
 /// tracing_subscriber::registry().with(layer).init();
 /// ```
 pub struct MllogLayer<S> {
-    inner: Filtered<Core, Gate, S>,
+    inner: Inner<S>,
     shared: Arc<Shared>,
+}
+
+enum Inner<S> {
+    /// Turns spans and events into records.
+    Active(Core),
+    /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite.
+    Inactive(Filtered<Core, Never, S>),
 }
 
 impl MllogLayer<tracing_subscriber::Registry> {
@@ -606,13 +660,12 @@ impl<S> MllogLayer<S> {
         let core = Core {
             shared: shared.clone(),
         };
-        let gate = Gate {
-            shared: shared.clone(),
+        let inner = if shared.active {
+            Inner::Active(core)
+        } else {
+            Inner::Inactive(Filtered::new(core, Never))
         };
-        MllogLayer {
-            inner: Filtered::new(core, gate),
-            shared,
-        }
+        MllogLayer { inner, shared }
     }
 
     /// Whether this process writes MLLOG lines (its rank is the writing rank, or all ranks write).
@@ -633,56 +686,74 @@ impl<S> MllogLayer<S> {
     }
 }
 
+macro_rules! delegate {
+    ($self:ident, $layer:ident => $call:expr) => {
+        match &$self.inner {
+            Inner::Active($layer) => $call,
+            Inner::Inactive($layer) => $call,
+        }
+    };
+}
+
 impl<S> Layer<S> for MllogLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_register_dispatch(&self, subscriber: &tracing_core::Dispatch) {
-        self.inner.on_register_dispatch(subscriber)
+        delegate!(self, l => Layer::<S>::on_register_dispatch(l, subscriber))
     }
     fn on_layer(&mut self, subscriber: &mut S) {
-        self.inner.on_layer(subscriber)
+        match &mut self.inner {
+            Inner::Active(l) => Layer::<S>::on_layer(l, subscriber),
+            Inner::Inactive(l) => l.on_layer(subscriber),
+        }
     }
     fn register_callsite(&self, meta: &'static CallsiteMeta<'static>) -> Interest {
-        self.inner.register_callsite(meta)
+        delegate!(self, l => Layer::<S>::register_callsite(l, meta))
     }
     fn enabled(&self, meta: &CallsiteMeta<'_>, ctx: Context<'_, S>) -> bool {
-        self.inner.enabled(meta, ctx)
+        delegate!(self, l => l.enabled(meta, ctx))
     }
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        self.inner.on_new_span(attrs, id, ctx)
+        delegate!(self, l => l.on_new_span(attrs, id, ctx))
     }
     fn max_level_hint(&self) -> Option<tracing_core::LevelFilter> {
-        self.inner.max_level_hint()
+        delegate!(self, l => Layer::<S>::max_level_hint(l))
     }
     fn on_record(&self, span: &Id, values: &SpanValues<'_>, ctx: Context<'_, S>) {
-        self.inner.on_record(span, values, ctx)
+        delegate!(self, l => l.on_record(span, values, ctx))
     }
     fn on_follows_from(&self, span: &Id, follows: &Id, ctx: Context<'_, S>) {
-        self.inner.on_follows_from(span, follows, ctx)
+        delegate!(self, l => l.on_follows_from(span, follows, ctx))
     }
     fn event_enabled(&self, event: &Event<'_>, ctx: Context<'_, S>) -> bool {
-        self.inner.event_enabled(event, ctx)
+        delegate!(self, l => l.event_enabled(event, ctx))
     }
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        self.inner.on_event(event, ctx)
+        delegate!(self, l => l.on_event(event, ctx))
     }
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        self.inner.on_enter(id, ctx)
+        delegate!(self, l => l.on_enter(id, ctx))
     }
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        self.inner.on_exit(id, ctx)
+        delegate!(self, l => l.on_exit(id, ctx))
     }
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        self.inner.on_close(id, ctx)
+        delegate!(self, l => l.on_close(id, ctx))
     }
     fn on_id_change(&self, old: &Id, new: &Id, ctx: Context<'_, S>) {
-        self.inner.on_id_change(old, new, ctx)
+        delegate!(self, l => l.on_id_change(old, new, ctx))
     }
     #[doc(hidden)]
     unsafe fn downcast_raw(&self, id: std::any::TypeId) -> Option<*const ()> {
+        if id == std::any::TypeId::of::<Self>() {
+            return Some(self as *const Self as *const ());
+        }
         // SAFETY: forwarded unchanged to the wrapped layer, which upholds the contract; the
-        // per-layer filter machinery finds its `FilterId` through this call.
-        unsafe { self.inner.downcast_raw(id) }
+        // per-layer filter machinery of an inactive layer finds its `FilterId` this way.
+        match &self.inner {
+            Inner::Active(l) => unsafe { Layer::<S>::downcast_raw(l, id) },
+            Inner::Inactive(l) => unsafe { l.downcast_raw(id) },
+        }
     }
 }

@@ -24,12 +24,14 @@ pub(crate) struct StepFields {
 
 impl Visit for StepFields {
     fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "step" => self.step = Some(value),
-            "samples" => self.samples = Some(value),
-            "samples_count" => self.samples_count = Some(value),
-            "loss" => self.loss = Some(value as f64),
-            "lr" => self.lr = Some(value as f64),
+        // Dispatch on length first: one comparison per field instead of five.
+        let name = field.name();
+        match (name.len(), name) {
+            (4, "step") => self.step = Some(value),
+            (7, "samples") => self.samples = Some(value),
+            (13, "samples_count") => self.samples_count = Some(value),
+            (4, "loss") => self.loss = Some(value as f64),
+            (2, "lr") => self.lr = Some(value as f64),
             _ => {}
         }
     }
@@ -51,29 +53,60 @@ impl Visit for StepFields {
 
 pub(crate) struct StepFrame {
     pub(crate) span: u64,
+    pub(crate) meta: &'static tracing_core::Metadata<'static>,
     pub(crate) start_mono: u64,
     pub(crate) fields: StepFields,
 }
 
 thread_local! {
     static OPEN_STEPS: RefCell<Vec<StepFrame>> = const { RefCell::new(Vec::new()) };
+    /// Interval spans entered on this thread: (span id, interval id), innermost last. Gives a
+    /// record its enclosing interval without a span lookup.
+    static ENTERED_INTERVALS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(crate) fn enter_interval(span: u64, interval: u64) {
+    ENTERED_INTERVALS.with(|s| s.borrow_mut().push((span, interval)));
+}
+
+pub(crate) fn exit_interval(span: u64) {
+    ENTERED_INTERVALS.with(|s| {
+        let mut stack = s.borrow_mut();
+        if let Some(at) = stack.iter().rposition(|(sp, _)| *sp == span) {
+            stack.remove(at);
+        }
+    });
+}
+
+/// The innermost interval entered on this thread.
+pub(crate) fn current_interval() -> Option<u64> {
+    ENTERED_INTERVALS.with(|s| s.borrow().last().map(|(_, i)| *i))
 }
 
 pub(crate) fn push(frame: StepFrame) {
     OPEN_STEPS.with(|s| s.borrow_mut().push(frame));
 }
 
-pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepFields)) {
-    OPEN_STEPS.with(|s| {
-        if let Some(frame) = s.borrow_mut().iter_mut().rev().find(|fr| fr.span == span) {
-            f(&mut frame.fields);
-        }
-    });
+/// Updates the open step `span`; false when it is not an open, counted step of this thread.
+pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepFields)) -> bool {
+    OPEN_STEPS.with(
+        |s| match s.borrow_mut().iter_mut().rev().find(|fr| fr.span == span) {
+            Some(frame) => {
+                f(&mut frame.fields);
+                true
+            }
+            None => false,
+        },
+    )
 }
 
 pub(crate) fn pop(span: u64) -> Option<StepFrame> {
     OPEN_STEPS.with(|s| {
         let mut stack = s.borrow_mut();
+        // Steps nest and close innermost first: the one closing is nearly always the last.
+        if stack.last().is_some_and(|fr| fr.span == span) {
+            return stack.pop();
+        }
         let at = stack.iter().rposition(|fr| fr.span == span)?;
         Some(stack.remove(at))
     })

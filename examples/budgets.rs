@@ -1,0 +1,162 @@
+//! Instruction budgets for the hot path, counted with `valgrind --tool=callgrind` (instruction
+//! counts are repeatable on a shared machine; wall-clock times are not).
+//!
+//! `cargo run --release --example budgets` re-runs itself under callgrind once per workload and
+//! repetition count, takes the calling (main) thread's instruction total, and reports the
+//! marginal cost per operation: `(Ir(N2) - Ir(N1)) / (N2 - N1)`, so start-up, callsite
+//! registration and shutdown cancel out. Each workload is also measured on a bare `Registry`
+//! in the same run. Exits 1 when a budget is exceeded, unless `--report-only` is given
+//! (`.ci/run` reports the numbers that way while issue 8's budgets are not met yet).
+//!
+//! Run one workload directly: `budgets run <workload> <n>`.
+
+use std::process::Command;
+
+use tracing::{info_span, Dispatch};
+use tracing_mllog::{mllog, MllogLayer};
+use tracing_subscriber::prelude::*;
+
+/// The budgets, in instructions per operation on the calling thread, dispatch included.
+///
+/// Derivation (issue 8; measured on the CI machine type, see rust-anchors.md §8): a bare
+/// `Registry` costs 124 instructions per event and 731 per span lifecycle; tracing-subscriber's
+/// JSON fmt layer about 12,600 per event.
+/// - an emitted event with 3 numeric fields: clock read + field capture + channel push, with
+///   formatting and I/O on the worker: 1,000;
+/// - a `train_step` span with 2 fields that emits no line: about 2x a bare Registry: 1,500;
+/// - anything on a rank that does not write: 1.1x a bare Registry (checked as a ratio).
+const BUDGETS: &[(&str, u64)] = &[("event_3_fields", 1_000), ("train_step_span", 1_500)];
+const RANK_RATIO: f64 = 1.1;
+
+const N1: u64 = 2_000;
+const N2: u64 = 12_000;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 4 && args[1] == "run" {
+        let n: u64 = args[3].parse().expect("count");
+        return run(&args[2], n);
+    }
+    let exe = std::env::current_exe().expect("own path");
+    let measure = |workload: &str| -> f64 {
+        let ir = |n: u64| -> u64 {
+            let dir = tempfile_dir();
+            let out = dir.join("cg.out");
+            let status = Command::new("valgrind")
+                .args(["--tool=callgrind", "--separate-threads=yes"])
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(&exe)
+                .args(["run", workload, &n.to_string()])
+                .env(
+                    "RANK",
+                    if workload.starts_with("rank1_") {
+                        "1"
+                    } else {
+                        "0"
+                    },
+                )
+                .output()
+                .expect("valgrind (apt-get install valgrind)");
+            assert!(
+                status.status.success(),
+                "{}",
+                String::from_utf8_lossy(&status.stderr)
+            );
+            // Thread 1 is the main (calling) thread.
+            let text = std::fs::read_to_string(dir.join("cg.out-01")).expect("callgrind output");
+            let _ = std::fs::remove_dir_all(&dir);
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix("summary: ")
+                        .or_else(|| l.strip_prefix("totals: "))
+                })
+                .and_then(|v| v.trim().split_whitespace().next()?.parse().ok())
+                .expect("callgrind summary line")
+        };
+        (ir(N2) as f64 - ir(N1) as f64) / (N2 - N1) as f64
+    };
+
+    let report_only = args.iter().any(|a| a == "--report-only");
+    let mut failed = false;
+    println!(
+        "{:<28} {:>10} {:>10} {:>8} {:>10}",
+        "workload", "Ir/op", "Registry", "ratio", "budget"
+    );
+    for (workload, budget) in BUDGETS {
+        let got = measure(workload);
+        let base = measure(&format!("registry_{workload}"));
+        let ok = got <= *budget as f64;
+        failed |= !ok;
+        println!(
+            "{workload:<28} {got:>10.0} {base:>10.0} {:>8.2} {budget:>10} {}",
+            got / base,
+            if ok { "ok" } else { "OVER BUDGET" }
+        );
+    }
+    for (ours, base) in [
+        ("rank1_event_3_fields", "registry_event_3_fields"),
+        ("rank1_train_step_span", "registry_train_step_span"),
+    ] {
+        let (o, b) = (measure(ours), measure(base));
+        let ratio = o / b;
+        let ok = ratio <= RANK_RATIO;
+        failed |= !ok;
+        println!(
+            "{ours:<28} {o:>12.0} {:>12} ratio {ratio:.2} vs {base} ({b:.0}) {}",
+            format!("x{RANK_RATIO}"),
+            if ok { "ok" } else { "OVER BUDGET" }
+        );
+    }
+    if failed && !report_only {
+        std::process::exit(1);
+    }
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "mllog-budgets-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(workload: &str, n: u64) {
+    let (kind, registry_only) = match workload.strip_prefix("registry_") {
+        Some(k) => (k, true),
+        None => (workload.strip_prefix("rank1_").unwrap_or(workload), false),
+    };
+    let (dispatch, guard) = if registry_only {
+        (Dispatch::new(tracing_subscriber::registry()), None)
+    } else {
+        let (layer, guard) = MllogLayer::builder()
+            .writer(std::io::sink())
+            .global_batch_size(8)
+            .build()
+            .expect("layer");
+        (
+            Dispatch::new(tracing_subscriber::registry().with(layer)),
+            Some(guard),
+        )
+    };
+    tracing::dispatcher::with_default(&dispatch, || match kind {
+        "event_3_fields" => {
+            for i in 0..n {
+                mllog!("tracked_stats", 1.25, samples_count = i, step = i);
+            }
+        }
+        "train_step_span" => {
+            // Inside the run: steps are counted (throughput, samples), the real case.
+            let _run = info_span!("run").entered();
+            for i in 0..n {
+                let _s = info_span!("train_step", step = i, samples = 8u64).entered();
+            }
+        }
+        other => panic!("unknown workload {other}"),
+    });
+    drop(guard);
+}
