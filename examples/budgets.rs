@@ -70,7 +70,7 @@ fn main() {
                     l.strip_prefix("summary: ")
                         .or_else(|| l.strip_prefix("totals: "))
                 })
-                .and_then(|v| v.trim().split_whitespace().next()?.parse().ok())
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
                 .expect("callgrind summary line")
         };
         (ir(N2) as f64 - ir(N1) as f64) / (N2 - N1) as f64
