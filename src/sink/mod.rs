@@ -3,9 +3,31 @@
 
 mod memory;
 mod mllog_file;
+#[cfg(feature = "otel")]
+mod otel;
+#[cfg(feature = "rpd")]
+mod rpd;
+#[cfg(feature = "object-store")]
+mod upload;
 
 pub use memory::{MemoryHandle, MemorySink};
 pub use mllog_file::MllogFileSink;
+#[cfg(feature = "otel")]
+pub use otel::{
+    Backpressure, OtelConfig, OtelError, OtelHandle, OtelReport, OtelSink, ENV_OTEL,
+    ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_TRACE_ID, ENV_OTEL_TRAIN_STEP_RATE,
+    OTEL_SCOPE,
+};
+#[cfg(feature = "object-store")]
+pub use upload::{
+    RetryPolicy, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
+    DEFAULT_IMPORTANT_KEYS, ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
+};
+#[cfg(feature = "rpd")]
+pub use rpd::{
+    sanitize_label, RpdConfig, RpdError, RpdSchema, RpdSink, DEFAULT_LABEL_FIELDS, ENV_RPD_FILE,
+    ENV_RPD_SCHEMA,
+};
 
 use std::time::Instant;
 

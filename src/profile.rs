@@ -1,0 +1,675 @@
+//! Segment-scoped ROCm profiling: record one part of the run (the timed run, the Nth real
+//! training step, an eval, a block, any span) with `librpd_tracer.so`, loaded at run time.
+//!
+//! The layer calls [`SegmentProfiler::on_span_open`] and [`SegmentProfiler::on_span_close`] on
+//! the training thread for every span; both return after an atomic load and, at most, one
+//! string comparison unless the span is the segment. Only the outermost span of the segment
+//! starts and stops recording, so start and stop stay balanced however the segment's spans
+//! nest, and every stop is followed by `rpdflush` (`rpdstop` does not flush). Training steps
+//! opened before the `run` span (warmup) are never counted. See `docs/rpd.md`.
+//!
+//! Nothing here needs ROCm at build time; without `PROFILER=rpd` nothing is loaded.
+
+use std::ffi::OsString;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::sink::{RpdError, RpdSchema};
+
+/// `PROFILER`: profiling is on when it is `rpd` (any case).
+pub const ENV_PROFILER: &str = "PROFILER";
+/// `PROFILE_SEGMENT`: which segment to record (see [`Segment`]); default `train`.
+pub const ENV_PROFILE_SEGMENT: &str = "PROFILE_SEGMENT";
+/// `PROFILE_REPEAT`: how many occurrences to record (see [`Repeat`]); default `1`.
+pub const ENV_PROFILE_REPEAT: &str = "PROFILE_REPEAT";
+/// `RPD_TRACER_LIB`: path of `librpd_tracer.so`; default: the loader's search path.
+pub const ENV_RPD_TRACER_LIB: &str = "RPD_TRACER_LIB";
+/// `RPDT_FILENAME`: the tracer's output file (set by the profiler before loading).
+pub const ENV_RPDT_FILENAME: &str = "RPDT_FILENAME";
+/// `RPDT_AUTOSTART`: set to `0` before loading, so that the tracer starts stopped.
+pub const ENV_RPDT_AUTOSTART: &str = "RPDT_AUTOSTART";
+/// `MLLOG_RPD_FILE`: the RPD file, when `RPDT_FILENAME` is not set.
+pub const ENV_MLLOG_RPD_FILE: &str = crate::sink::ENV_RPD_FILE;
+
+/// The library name looked up on the loader's search path.
+pub const DEFAULT_LIBRARY: &str = "librpd_tracer.so";
+/// The RPD file when neither `RPDT_FILENAME` nor `MLLOG_RPD_FILE` names one (as the tracer).
+pub const DEFAULT_RPD_FILE: &str = "trace.rpd";
+
+/// Which part of the run to record (`PROFILE_SEGMENT`).
+///
+/// `N` counts from 1 and defaults to 1. Training steps, blocks and evals count only when opened
+/// while the `run` span is open, so warmup is never recorded; other span names count wherever
+/// they occur. A span of the segment's name nested in another one is part of the outer
+/// occurrence.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Segment {
+    /// `train`: the `run` span, i.e. the timed run after warmup.
+    #[default]
+    Train,
+    /// `eval[:N]`: the Nth `eval` span.
+    Eval(u64),
+    /// `train_step[:N]`: the Nth real training step (a `train_step` span opened in the run).
+    TrainStep(u64),
+    /// `block[:N]`: the Nth `block` span.
+    Block(u64),
+    /// `NAME[:N]`: the Nth span called `NAME`.
+    Span {
+        /// The span name.
+        name: String,
+        /// Which occurrence, from 1.
+        nth: u64,
+    },
+}
+
+impl Segment {
+    /// The span name that delimits the segment.
+    pub fn span_name(&self) -> &str {
+        match self {
+            Segment::Train => "run",
+            Segment::Eval(_) => "eval",
+            Segment::TrainStep(_) => "train_step",
+            Segment::Block(_) => "block",
+            Segment::Span { name, .. } => name,
+        }
+    }
+
+    /// The first occurrence recorded, from 1.
+    pub fn nth(&self) -> u64 {
+        match self {
+            Segment::Train => 1,
+            Segment::Eval(n) | Segment::TrainStep(n) | Segment::Block(n) => *n,
+            Segment::Span { nth, .. } => *nth,
+        }
+    }
+
+    /// Whether only spans opened while the `run` span is open count.
+    pub fn in_run_only(&self) -> bool {
+        matches!(
+            self,
+            Segment::Eval(_) | Segment::TrainStep(_) | Segment::Block(_)
+        )
+    }
+}
+
+impl FromStr for Segment {
+    type Err = String;
+
+    /// Parses `train`, `eval[:N]`, `train_step[:N]`, `block[:N]` or `NAME[:N]`.
+    fn from_str(s: &str) -> Result<Segment, String> {
+        let s = s.trim();
+        let (name, nth) = match s.split_once(':') {
+            Some((name, n)) => {
+                let n: u64 = n.trim().parse().map_err(|_| {
+                    format!("{n:?} after ':' is not an occurrence number (1, 2, ...)")
+                })?;
+                if n == 0 {
+                    return Err("occurrences count from 1".into());
+                }
+                (name.trim(), Some(n))
+            }
+            None => (s, None),
+        };
+        if name.is_empty() {
+            return Err("empty segment name".into());
+        }
+        let n = nth.unwrap_or(1);
+        Ok(match name {
+            "train" => {
+                if n != 1 {
+                    return Err("`train` (the run) happens once; drop the `:N`".into());
+                }
+                Segment::Train
+            }
+            "eval" => Segment::Eval(n),
+            "train_step" => Segment::TrainStep(n),
+            "block" => Segment::Block(n),
+            other => Segment::Span {
+                name: other.to_owned(),
+                nth: n,
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Segment::Train => f.write_str("train"),
+            Segment::Eval(n) => write!(f, "eval:{n}"),
+            Segment::TrainStep(n) => write!(f, "train_step:{n}"),
+            Segment::Block(n) => write!(f, "block:{n}"),
+            Segment::Span { name, nth } => write!(f, "{name}:{nth}"),
+        }
+    }
+}
+
+/// How many occurrences of the segment to record (`PROFILE_REPEAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Repeat {
+    /// This many consecutive occurrences from the Nth (`PROFILE_REPEAT=K`; default 1, one-shot).
+    Times(u64),
+    /// Every occurrence from the Nth (`PROFILE_REPEAT=all`).
+    Always,
+}
+
+impl Default for Repeat {
+    /// One occurrence (one-shot).
+    fn default() -> Repeat {
+        Repeat::Times(1)
+    }
+}
+
+impl FromStr for Repeat {
+    type Err = String;
+
+    /// Parses a count from 1, `all` (also `always`, `true`, `yes`, `on`) or `once` (also
+    /// `false`, `no`, `off`).
+    fn from_str(s: &str) -> Result<Repeat, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "all" | "always" | "true" | "yes" | "on" => Ok(Repeat::Always),
+            "once" | "false" | "no" | "off" => Ok(Repeat::Times(1)),
+            n => match n.parse::<u64>() {
+                Ok(0) | Err(_) => Err(format!(
+                    "{s:?} is not a repeat count (use 1, 2, ... or `all`)"
+                )),
+                Ok(k) => Ok(Repeat::Times(k)),
+            },
+        }
+    }
+}
+
+/// Why profiling could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// An environment variable has a value that cannot be used.
+    #[error("environment variable {var}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `librpd_tracer.so` could not be loaded.
+    #[error(
+        "PROFILER=rpd: cannot load the ROCm RPD tracer {library:?} ({message}); set \
+         RPD_TRACER_LIB to the path of librpd_tracer.so (built from rocmProfileData's \
+         rpd_tracer), add its directory to LD_LIBRARY_PATH, or unset PROFILER"
+    )]
+    Library {
+        /// The path or name tried.
+        library: String,
+        /// The loader's message.
+        message: String,
+    },
+    /// The library lacks a function the profiler calls.
+    #[error(
+        "PROFILER=rpd: {library:?} has no symbol {symbol} ({message}); is it librpd_tracer.so?"
+    )]
+    Symbol {
+        /// The path or name loaded.
+        library: String,
+        /// The missing symbol.
+        symbol: &'static str,
+        /// The loader's message.
+        message: String,
+    },
+    /// The RPD file could not be created with its schema.
+    #[error("PROFILER=rpd: cannot prepare the RPD file {path:?}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: RpdError,
+    },
+}
+
+/// What the profiler did, for the run report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileReport {
+    /// The segment, as `PROFILE_SEGMENT` spells it.
+    pub segment: String,
+    /// The library loaded.
+    pub library: String,
+    /// The RPD file the tracer writes.
+    pub rpd_file: PathBuf,
+    /// Occurrences of the segment seen (nested ones and warmup excluded).
+    pub occurrences: u64,
+    /// `rpdstart` calls.
+    pub starts: u64,
+    /// `rpdstop` calls.
+    pub stops: u64,
+    /// `rpdflush` calls.
+    pub flushes: u64,
+    /// Whether recording is on now.
+    pub active: bool,
+    /// Failures (inconsistent calls the profiler refused to make, a poisoned lock, ...).
+    pub errors: u64,
+    /// The latest failure, in words.
+    pub last_error: Option<String>,
+    /// Things worth knowing (an already loaded tracer, a replaced `RPDT_FILENAME`, ...).
+    pub notes: Vec<String>,
+}
+
+type VoidFn = unsafe extern "C" fn();
+
+/// The tracer's entry points. The library is never unloaded: the tracer registers exit
+/// handlers and runs threads, and unloading it under them is not safe.
+struct Tracer {
+    _lib: ManuallyDrop<libloading::Library>,
+    start: VoidFn,
+    stop: VoidFn,
+    flush: VoidFn,
+}
+
+impl Tracer {
+    fn load(library: &str) -> Result<Tracer, ProfileError> {
+        // SAFETY: loading runs the library's initialisers; for librpd_tracer.so they read the
+        // RPDT_* variables set just before. The caller is told to load before other threads
+        // touch the environment.
+        let lib =
+            unsafe { libloading::Library::new(library) }.map_err(|e| ProfileError::Library {
+                library: library.to_owned(),
+                message: e.to_string(),
+            })?;
+        let get = |symbol: &'static str| -> Result<VoidFn, ProfileError> {
+            let mut name = symbol.as_bytes().to_vec();
+            name.push(0);
+            // SAFETY: rpdstart, rpdstop and rpdflush are `extern "C" void f(void)` in
+            // rpd_tracer.h; the pointer stays valid because the library is never unloaded.
+            unsafe { lib.get::<VoidFn>(&name) }
+                .map(|s| *s)
+                .map_err(|e| ProfileError::Symbol {
+                    library: library.to_owned(),
+                    symbol,
+                    message: e.to_string(),
+                })
+        };
+        let start = get("rpdstart")?;
+        let stop = get("rpdstop")?;
+        let flush = get("rpdflush")?;
+        Ok(Tracer {
+            _lib: ManuallyDrop::new(lib),
+            start,
+            stop,
+            flush,
+        })
+    }
+}
+
+/// Serialises the environment changes and the load, within this crate.
+static LOAD_LOCK: Mutex<()> = Mutex::new(());
+
+/// Explicit configuration for a [`SegmentProfiler`].
+#[derive(Clone, Debug, Default)]
+pub struct SegmentProfilerBuilder {
+    segment: Segment,
+    repeat: Repeat,
+    library: Option<PathBuf>,
+    rpd_file: Option<PathBuf>,
+    schema: Option<RpdSchema>,
+}
+
+impl SegmentProfilerBuilder {
+    /// The segment to record (default [`Segment::Train`]).
+    pub fn segment(mut self, segment: Segment) -> Self {
+        self.segment = segment;
+        self
+    }
+
+    /// How many occurrences to record (default one).
+    pub fn repeat(mut self, repeat: Repeat) -> Self {
+        self.repeat = repeat;
+        self
+    }
+
+    /// The tracer library (default: `librpd_tracer.so` on the loader's search path).
+    pub fn library(mut self, path: impl Into<PathBuf>) -> Self {
+        self.library = Some(path.into());
+        self
+    }
+
+    /// The RPD file (default: `RPDT_FILENAME`, else `MLLOG_RPD_FILE`, else `trace.rpd`).
+    /// Exported as `RPDT_FILENAME` before the library is loaded.
+    pub fn rpd_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rpd_file = Some(path.into());
+        self
+    }
+
+    /// The schema of the RPD file when it has to be created (default v3, which the current
+    /// `rpd_tracer` writes; an existing file is kept as it is).
+    pub fn schema(mut self, schema: RpdSchema) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Prepares the file, sets `RPDT_AUTOSTART=0` and `RPDT_FILENAME`, and loads the library.
+    ///
+    /// Call it early, before threads that read the environment start: it sets environment
+    /// variables, which the tracer's initialiser reads when it is loaded.
+    pub fn build(self) -> Result<SegmentProfiler, ProfileError> {
+        let _guard = LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut notes = Vec::new();
+        let env_file = std::env::var_os(ENV_RPDT_FILENAME).filter(|v| !v.is_empty());
+        let rpd_file = match (&self.rpd_file, &env_file) {
+            (Some(p), Some(e)) => {
+                if Path::new(e) != p.as_path() {
+                    notes.push(format!(
+                        "RPDT_FILENAME was {:?}; replaced by {:?}",
+                        Path::new(e),
+                        p
+                    ));
+                }
+                p.clone()
+            }
+            (Some(p), None) => p.clone(),
+            (None, Some(e)) => PathBuf::from(e),
+            (None, None) => std::env::var_os(ENV_MLLOG_RPD_FILE)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_RPD_FILE)),
+        };
+        let schema = self.schema.unwrap_or_default();
+        schema
+            .ensure_file(&rpd_file)
+            .map_err(|source| ProfileError::File {
+                path: rpd_file.clone(),
+                source,
+            })?;
+        // The tracer opens the file relative to its own working directory: give it a path
+        // that stays right if the process changes directory.
+        let export = std::fs::canonicalize(&rpd_file).unwrap_or_else(|_| rpd_file.clone());
+
+        let library = self
+            .library
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| DEFAULT_LIBRARY.to_owned());
+        if std::env::var_os("RPDT_LOADED").is_some() {
+            notes.push(
+                "librpd_tracer.so was already loaded (RPDT_LOADED is set, e.g. by LD_PRELOAD): \
+                 its RPDT_FILENAME and RPDT_AUTOSTART were read at that time"
+                    .to_owned(),
+            );
+        }
+        std::env::set_var(ENV_RPDT_AUTOSTART, "0");
+        std::env::set_var(ENV_RPDT_FILENAME, OsString::from(export.as_os_str()));
+        let tracer = Tracer::load(&library)?;
+        Ok(SegmentProfiler::new(
+            self.segment,
+            self.repeat,
+            tracer,
+            library,
+            rpd_file,
+            notes,
+        ))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    occurrences: u64,
+    profiled: u64,
+    active: bool,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+/// Records one segment of the run with `librpd_tracer.so`; see the module documentation.
+///
+/// `Send + Sync`: the layer may call it from any thread.
+pub struct SegmentProfiler {
+    target: Box<str>,
+    segment: Segment,
+    in_run_only: bool,
+    nth: u64,
+    repeat: Repeat,
+    /// The open outermost span of the segment's name (its id, mapped away from 0), or 0.
+    outer: AtomicU64,
+    /// Set when no further occurrence will be recorded.
+    finished: AtomicBool,
+    starts: AtomicU64,
+    stops: AtomicU64,
+    flushes: AtomicU64,
+    state: Mutex<State>,
+    tracer: Tracer,
+    library: String,
+    rpd_file: PathBuf,
+    notes: Vec<String>,
+}
+
+/// Span ids are non-zero in `tracing`; keep 0 free as "none" anyway.
+fn key(span_id: u64) -> u64 {
+    if span_id == 0 {
+        u64::MAX
+    } else {
+        span_id
+    }
+}
+
+impl SegmentProfiler {
+    /// The profiler the environment asks for: `None` unless `PROFILER=rpd`. Reads
+    /// `PROFILE_SEGMENT` (default `train`), `PROFILE_REPEAT` (default `1`), `RPD_TRACER_LIB`,
+    /// `RPDT_FILENAME` / `MLLOG_RPD_FILE` (default `trace.rpd`) and `MLLOG_RPD_SCHEMA`.
+    ///
+    /// When profiling is asked for, a bad value, a missing library or an unwritable file is an
+    /// error (naming the variable or the library) rather than a silently disabled profiler;
+    /// the caller decides whether to go on without it. When it is not, nothing is loaded.
+    pub fn from_env() -> Result<Option<SegmentProfiler>, ProfileError> {
+        match std::env::var(ENV_PROFILER) {
+            Ok(v) if v.trim().eq_ignore_ascii_case("rpd") => {}
+            _ => return Ok(None),
+        }
+        let mut builder = SegmentProfiler::builder();
+        if let Some(v) = env_str(ENV_PROFILE_SEGMENT)? {
+            builder.segment = v.parse().map_err(|reason| ProfileError::Env {
+                var: ENV_PROFILE_SEGMENT,
+                value: v.clone(),
+                reason,
+            })?;
+        }
+        if let Some(v) = env_str(ENV_PROFILE_REPEAT)? {
+            builder.repeat = v.parse().map_err(|reason| ProfileError::Env {
+                var: ENV_PROFILE_REPEAT,
+                value: v.clone(),
+                reason,
+            })?;
+        }
+        if let Some(v) = std::env::var_os(ENV_RPD_TRACER_LIB).filter(|v| !v.is_empty()) {
+            builder.library = Some(PathBuf::from(v));
+        }
+        builder.schema = RpdSchema::from_env().map_err(|e| match e {
+            RpdError::Env { var, value, reason } => ProfileError::Env { var, value, reason },
+            other => ProfileError::File {
+                path: PathBuf::new(),
+                source: other,
+            },
+        })?;
+        builder.build().map(Some)
+    }
+
+    /// A builder for explicit configuration.
+    pub fn builder() -> SegmentProfilerBuilder {
+        SegmentProfilerBuilder::default()
+    }
+
+    fn new(
+        segment: Segment,
+        repeat: Repeat,
+        tracer: Tracer,
+        library: String,
+        rpd_file: PathBuf,
+        notes: Vec<String>,
+    ) -> SegmentProfiler {
+        SegmentProfiler {
+            target: segment.span_name().into(),
+            in_run_only: segment.in_run_only(),
+            nth: segment.nth(),
+            segment,
+            repeat,
+            outer: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            starts: AtomicU64::new(0),
+            stops: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            state: Mutex::new(State::default()),
+            tracer,
+            library,
+            rpd_file,
+            notes,
+        }
+    }
+
+    /// The segment recorded.
+    pub fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A span opened (training thread). `run_open` is whether the `run` span is open.
+    #[inline]
+    pub fn on_span_open(&self, span_id: u64, name: &'static str, run_open: bool) {
+        if self.finished.load(Ordering::Relaxed) || name != &*self.target {
+            return;
+        }
+        if self.in_run_only && !run_open {
+            return; // warmup
+        }
+        if self.outer.load(Ordering::Acquire) != 0 {
+            return; // nested in the open occurrence
+        }
+        self.open_slow(key(span_id));
+    }
+
+    #[cold]
+    fn open_slow(&self, id: u64) {
+        let mut st = self.lock();
+        if self.outer.load(Ordering::Acquire) != 0 || self.finished.load(Ordering::Relaxed) {
+            return;
+        }
+        self.outer.store(id, Ordering::Release);
+        st.occurrences += 1;
+        let wanted = st.occurrences >= self.nth
+            && match self.repeat {
+                Repeat::Always => true,
+                Repeat::Times(k) => st.profiled < k,
+            };
+        if wanted {
+            if st.active {
+                st.errors += 1;
+                st.last_error = Some("start while already recording; skipped".into());
+                return;
+            }
+            // SAFETY: a `void rpdstart(void)` of the loaded tracer.
+            unsafe { (self.tracer.start)() };
+            self.starts.fetch_add(1, Ordering::Relaxed);
+            st.active = true;
+            st.profiled += 1;
+        }
+    }
+
+    /// A span closed (training thread).
+    #[inline]
+    pub fn on_span_close(&self, span_id: u64) {
+        let outer = self.outer.load(Ordering::Acquire);
+        if outer == 0 || outer != key(span_id) {
+            return;
+        }
+        self.close_slow(outer);
+    }
+
+    #[cold]
+    fn close_slow(&self, id: u64) {
+        let mut st = self.lock();
+        if self.outer.load(Ordering::Acquire) != id {
+            return;
+        }
+        self.outer.store(0, Ordering::Release);
+        if st.active {
+            self.stop_locked(&mut st);
+        }
+        if let Repeat::Times(k) = self.repeat {
+            if st.profiled >= k {
+                self.finished.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn stop_locked(&self, st: &mut State) {
+        // SAFETY: `void rpdstop(void)` and `void rpdflush(void)` of the loaded tracer; the stop
+        // matches the one start made for this occurrence.
+        unsafe { (self.tracer.stop)() };
+        self.stops.fetch_add(1, Ordering::Relaxed);
+        unsafe { (self.tracer.flush)() };
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        st.active = false;
+    }
+
+    /// Stops recording if a segment is being recorded (an aborted run) and records no further
+    /// occurrence. Also done on drop.
+    pub fn finish(&self) {
+        let mut st = self.lock();
+        self.finished.store(true, Ordering::Relaxed);
+        self.outer.store(0, Ordering::Release);
+        if st.active {
+            self.stop_locked(&mut st);
+        }
+    }
+
+    /// What was done so far.
+    pub fn report(&self) -> ProfileReport {
+        let st = self.lock();
+        ProfileReport {
+            segment: self.segment.to_string(),
+            library: self.library.clone(),
+            rpd_file: self.rpd_file.clone(),
+            occurrences: st.occurrences,
+            starts: self.starts.load(Ordering::Relaxed),
+            stops: self.stops.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            active: st.active,
+            errors: st.errors,
+            last_error: st.last_error.clone(),
+            notes: self.notes.clone(),
+        }
+    }
+}
+
+impl Drop for SegmentProfiler {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl std::fmt::Debug for SegmentProfiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentProfiler")
+            .field("segment", &self.segment)
+            .field("repeat", &self.repeat)
+            .field("library", &self.library)
+            .field("rpd_file", &self.rpd_file)
+            .finish_non_exhaustive()
+    }
+}
+
+fn env_str(var: &'static str) -> Result<Option<String>, ProfileError> {
+    match std::env::var(var) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(ProfileError::Env {
+            var,
+            value: v.to_string_lossy().into_owned(),
+            reason: "not valid UTF-8".into(),
+        }),
+    }
+}

@@ -1,0 +1,769 @@
+//! [`RpdSink`]: MLLOG intervals and points as ROCm RPD (rocmProfileData) `UserMarker` rows.
+//!
+//! Every interval becomes one `rocpd_api` row (`apiName = 'UserMarker'`, the label in `args`,
+//! `start`/`end` in `CLOCK_MONOTONIC` nanoseconds, the real pid and tid), every point a mark
+//! (`start == end`), exactly as `rpd_tracer` records roctx ranges and marks, so that
+//! `rpd2tracing.py` shows them next to the GPU activity the tracer writes into the same file.
+//! See `docs/rpd.md`.
+
+mod schema;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Sink, SinkError};
+use crate::record::{EventType, Record, Value};
+
+/// Environment variable naming the RPD file the sink writes ([`RpdConfig::from_env`]).
+pub const ENV_RPD_FILE: &str = "MLLOG_RPD_FILE";
+/// Environment variable choosing the schema version of new RPD files: `2` or `3`.
+pub const ENV_RPD_SCHEMA: &str = "MLLOG_RPD_SCHEMA";
+
+/// The metadata fields that go into labels by default, when present, in this order.
+pub const DEFAULT_LABEL_FIELDS: &[&str] = &[
+    "epoch_num",
+    "first_epoch_num",
+    "epoch_count",
+    "samples_count",
+    "step_num",
+    "step",
+    "status",
+];
+
+/// Longest label written, in bytes (longer labels are cut at a character boundary).
+const MAX_LABEL_BYTES: usize = 1024;
+/// Ids of one session live in `[session << 32, (session + 1) << 32)`.
+const SESSION_SPAN: i64 = 1 << 32;
+/// Interned labels remembered for reuse; the cache is cleared when it grows past this.
+const LABEL_CACHE_MAX: usize = 1 << 16;
+
+/// The RPD schema version.
+///
+/// The default is [`RpdSchema::V3`], the schema of rocmProfileData since 2026-02: the current
+/// `rpd_tracer` only writes into v3 files (its inserts into a v2 file fail silently, so GPU data
+/// would be lost), and the current `rpd2tracing.py` reads v2 and v3. Choose
+/// [`RpdSchema::V2`] when the file must be read by an older rocmProfileData checkout (whose
+/// `rpd2tracing.py` mis-labels v3 markers) or shared with an older tracer. An existing file
+/// keeps its own version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RpdSchema {
+    /// Schema v2: all strings, marker text included, in `rocpd_string`.
+    V2,
+    /// Schema v3: marker text in `rocpd_ustring`; `rocpd_api` has `domain` and `category`.
+    #[default]
+    V3,
+}
+
+impl RpdSchema {
+    /// The version number (`2` or `3`), as stored in `rocpd_metadata.schema_version`.
+    pub const fn version(self) -> u32 {
+        match self {
+            RpdSchema::V2 => 2,
+            RpdSchema::V3 => 3,
+        }
+    }
+
+    /// The version `MLLOG_RPD_SCHEMA` asks for (`2` or `3`), if it is set; a bad value is an
+    /// error naming the variable.
+    pub fn from_env() -> Result<Option<RpdSchema>, RpdError> {
+        schema_from_env()
+    }
+
+    /// Makes sure `path` holds an RPD schema, as `python3 -m rocpd.schema --create` does but
+    /// without deleting anything: a file without RPD tables (missing or empty) gets the full
+    /// schema of this version; a file that has them is left as it is. Returns the file's
+    /// version, which may differ from `self` for an existing file.
+    pub fn ensure_file(self, path: impl AsRef<Path>) -> Result<RpdSchema, RpdError> {
+        let path = path.as_ref();
+        create_parent(path)?;
+        schema::ensure_file(path, Some(self), Duration::from_secs(10)).or_else(|e| match e {
+            // An existing schema of the other version is fine here.
+            RpdError::Schema(_) => schema::ensure_file(path, None, Duration::from_secs(10)),
+            e => Err(e),
+        })
+    }
+}
+
+impl FromStr for RpdSchema {
+    type Err = String;
+
+    /// Accepts `2`, `v2`, `3` and `v3` (any case).
+    fn from_str(s: &str) -> Result<RpdSchema, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "2" | "v2" => Ok(RpdSchema::V2),
+            "3" | "v3" => Ok(RpdSchema::V3),
+            _ => Err(format!("{s:?} is not an RPD schema version (use 2 or 3)")),
+        }
+    }
+}
+
+impl std::fmt::Display for RpdSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "v{}", self.version())
+    }
+}
+
+/// Why an RPD file could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RpdError {
+    /// An environment variable has a value that cannot be used.
+    #[error("environment variable {var}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// SQLite failed.
+    #[error("RPD file: {context}: {message}")]
+    Sqlite {
+        /// What was being done.
+        context: &'static str,
+        /// SQLite's message.
+        message: String,
+    },
+    /// The file's schema cannot be used (unknown version, or not the one asked for).
+    #[error("RPD file: {0}")]
+    Schema(String),
+    /// An I/O error (creating the parent directory).
+    #[error("RPD file: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How to open an [`RpdSink`].
+#[derive(Clone, Debug)]
+pub struct RpdConfig {
+    path: PathBuf,
+    schema: Option<RpdSchema>,
+    busy_timeout: Duration,
+    batch_rows: usize,
+    max_pending_rows: usize,
+    label_fields: Vec<String>,
+}
+
+impl RpdConfig {
+    /// Writes `path`; schema v3 for a new file, 10 s busy timeout, commits every 4096 rows and
+    /// on every flush, [`DEFAULT_LABEL_FIELDS`] in labels.
+    pub fn new(path: impl Into<PathBuf>) -> RpdConfig {
+        RpdConfig {
+            path: path.into(),
+            schema: None,
+            busy_timeout: Duration::from_secs(10),
+            batch_rows: 4096,
+            max_pending_rows: 1 << 20,
+            label_fields: DEFAULT_LABEL_FIELDS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// The configuration the environment asks for: `None` unless `MLLOG_RPD_FILE` is set (and
+    /// not empty); `MLLOG_RPD_SCHEMA` (`2` or `3`) chooses the schema. A bad value is an error
+    /// naming the variable.
+    pub fn from_env() -> Result<Option<RpdConfig>, RpdError> {
+        let path = match std::env::var(ENV_RPD_FILE) {
+            Ok(p) if !p.trim().is_empty() => p,
+            Ok(_) => return Ok(None),
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                return Err(RpdError::Env {
+                    var: ENV_RPD_FILE,
+                    value: v.to_string_lossy().into_owned(),
+                    reason: "not valid UTF-8".into(),
+                })
+            }
+        };
+        let mut config = RpdConfig::new(path);
+        if let Some(schema) = schema_from_env()? {
+            config.schema = Some(schema);
+        }
+        Ok(Some(config))
+    }
+
+    /// The schema version for a new file. An existing file keeps its version; asking for the
+    /// other one explicitly makes [`RpdConfig::open`] fail.
+    pub fn schema(mut self, schema: RpdSchema) -> RpdConfig {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// How long to wait for another writer's lock (SQLite busy timeout).
+    pub fn busy_timeout(mut self, timeout: Duration) -> RpdConfig {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Commits a transaction whenever this many rows are pending, besides every flush.
+    pub fn batch_rows(mut self, rows: usize) -> RpdConfig {
+        self.batch_rows = rows.max(1);
+        self
+    }
+
+    /// Rows kept for a retry while the file cannot be written (locked too long, disk full);
+    /// past this they are dropped and the failure reported.
+    pub fn max_pending_rows(mut self, rows: usize) -> RpdConfig {
+        self.max_pending_rows = rows.max(1);
+        self
+    }
+
+    /// The metadata fields copied into labels (`name field=value ...`), in this order.
+    pub fn label_fields<I, S>(mut self, fields: I) -> RpdConfig
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.label_fields = fields.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the sink (see [`RpdSink::open`]).
+    pub fn open(self) -> Result<RpdSink, RpdError> {
+        RpdSink::open(self)
+    }
+}
+
+/// Reads `MLLOG_RPD_SCHEMA`, if set.
+fn schema_from_env() -> Result<Option<RpdSchema>, RpdError> {
+    match std::env::var(ENV_RPD_SCHEMA) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => v.parse().map(Some).map_err(|reason| RpdError::Env {
+            var: ENV_RPD_SCHEMA,
+            value: v,
+            reason,
+        }),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(RpdError::Env {
+            var: ENV_RPD_SCHEMA,
+            value: v.to_string_lossy().into_owned(),
+            reason: "not valid UTF-8".into(),
+        }),
+    }
+}
+
+fn create_parent(path: &Path) -> Result<(), RpdError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    Ok(())
+}
+
+/// An interval whose start has been seen.
+struct OpenInterval {
+    label: String,
+    start: i64,
+    tid: i64,
+}
+
+/// One `rocpd_api` row waiting for the next commit.
+struct ApiRow {
+    id: i64,
+    tid: i64,
+    start: i64,
+    end: i64,
+    args_id: i64,
+}
+
+/// Writes MLLOG intervals and points into an RPD (rocmProfileData SQLite) file as `UserMarker`
+/// rows.
+///
+/// Opening claims a session number through `rocpd_metadata.session_count`, inside an exclusive
+/// transaction, the way `rpd_tracer` does, and every id this sink writes is offset by
+/// `session << 32`: it can append to a file that a tracer or other ranks are writing. Rows are
+/// buffered and committed in one transaction per [`Sink::flush`] (and every
+/// [`RpdConfig::batch_rows`] rows), on the pipeline's worker thread.
+pub struct RpdSink {
+    conn: Connection,
+    path: PathBuf,
+    schema: RpdSchema,
+    session: u32,
+    pid: i64,
+    batch_rows: usize,
+    max_pending_rows: usize,
+    label_fields: Vec<String>,
+    /// `rocpd_string` id of `''` and of `'UserMarker'`.
+    empty_id: i64,
+    marker_id: i64,
+    /// Last id used per table.
+    last_api: i64,
+    last_string: i64,
+    last_ustring: i64,
+    open: HashMap<u64, OpenInterval>,
+    /// Intervals without ids (parsed records), paired by name, innermost last.
+    open_by_name: HashMap<String, Vec<OpenInterval>>,
+    labels: HashMap<String, i64>,
+    pending_strings: Vec<(i64, String)>,
+    pending_ustrings: Vec<(i64, String)>,
+    pending_api: Vec<ApiRow>,
+    dropped_rows: u64,
+    rows_written: u64,
+}
+
+impl RpdSink {
+    /// Opens `path` with the default [`RpdConfig`]: a new file gets the schema, an existing one
+    /// is appended to under a newly claimed session.
+    pub fn create(path: impl Into<PathBuf>) -> Result<RpdSink, RpdError> {
+        RpdSink::open(RpdConfig::new(path))
+    }
+
+    /// Opens the file `config` names, creating its parent directory, the file and the schema
+    /// as needed, and claims a session. Fails now, not at the first record.
+    pub fn open(config: RpdConfig) -> Result<RpdSink, RpdError> {
+        create_parent(&config.path)?;
+        let mut conn = schema::open(&config.path, config.busy_timeout)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Exclusive)
+            .map_err(|e| sqlite("locking the RPD file", e))?;
+        let version = schema::ensure_schema(&tx, config.schema)?;
+        let session = schema::claim_session(&tx)?;
+        tx.commit()
+            .map_err(|e| sqlite("committing the session claim", e))?;
+
+        let lo = (session as i64) << 32;
+        let hi = lo + SESSION_SPAN;
+        let last_api = schema::max_id_in(&conn, "rocpd_api", "id", lo, hi)?;
+        let last_string = schema::max_id_in(&conn, "rocpd_string", "id", lo, hi)?;
+        let last_ustring = match version {
+            RpdSchema::V3 => schema::max_id_in(&conn, "rocpd_ustring", "id", lo, hi)?,
+            RpdSchema::V2 => lo,
+        };
+        let mut sink = RpdSink {
+            conn,
+            path: config.path,
+            schema: version,
+            session,
+            pid: std::process::id() as i64,
+            batch_rows: config.batch_rows,
+            max_pending_rows: config.max_pending_rows,
+            label_fields: config.label_fields,
+            empty_id: 0,
+            marker_id: 0,
+            last_api,
+            last_string,
+            last_ustring,
+            open: HashMap::new(),
+            open_by_name: HashMap::new(),
+            labels: HashMap::new(),
+            pending_strings: Vec::new(),
+            pending_ustrings: Vec::new(),
+            pending_api: Vec::with_capacity(config.batch_rows.min(1 << 16)),
+            dropped_rows: 0,
+            rows_written: 0,
+        };
+        // The session's own '' (id offset + 1, as the tracer's "empty string is id=1") and
+        // 'UserMarker', committed right away so that the file is consistent from the start.
+        sink.empty_id = sink.new_string(String::new());
+        if version == RpdSchema::V3 {
+            sink.last_ustring += 1;
+            let id = sink.last_ustring;
+            sink.pending_ustrings.push((id, String::new()));
+            sink.labels.insert(String::new(), id);
+        }
+        sink.marker_id = sink.new_string("UserMarker".to_string());
+        sink.commit().map_err(|e| RpdError::Sqlite {
+            context: "writing the session's strings",
+            message: e.to_string(),
+        })?;
+        Ok(sink)
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's schema version.
+    pub fn schema(&self) -> RpdSchema {
+        self.schema
+    }
+
+    /// The session number claimed; this sink's ids are `(session << 32) + n`.
+    pub fn session(&self) -> u32 {
+        self.session
+    }
+
+    /// `rocpd_api` rows committed so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+
+    fn new_string(&mut self, s: String) -> i64 {
+        self.last_string += 1;
+        let id = self.last_string;
+        self.pending_strings.push((id, s));
+        id
+    }
+
+    /// The id of `label` in the args table (`rocpd_ustring` in v3, `rocpd_string` in v2).
+    fn intern_label(&mut self, label: &str) -> i64 {
+        if let Some(&id) = self.labels.get(label) {
+            return id;
+        }
+        if self.labels.len() >= LABEL_CACHE_MAX {
+            // Only a cache: a label seen again gets a new row, which readers do not mind
+            // (the tracer itself never deduplicates `rocpd_ustring`).
+            self.labels.clear();
+        }
+        let id = match self.schema {
+            RpdSchema::V3 => {
+                self.last_ustring += 1;
+                self.pending_ustrings
+                    .push((self.last_ustring, label.to_owned()));
+                self.last_ustring
+            }
+            RpdSchema::V2 => self.new_string(label.to_owned()),
+        };
+        self.labels.insert(label.to_owned(), id);
+        id
+    }
+
+    fn push_row(&mut self, label: &str, tid: i64, start: i64, end: i64) -> Result<(), SinkError> {
+        let args_id = self.intern_label(label);
+        self.last_api += 1;
+        self.pending_api.push(ApiRow {
+            id: self.last_api,
+            tid,
+            start,
+            end: end.max(start),
+            args_id,
+        });
+        if self.pending_api.len() >= self.batch_rows {
+            return self.commit_or_keep();
+        }
+        Ok(())
+    }
+
+    fn pending_rows(&self) -> usize {
+        self.pending_api.len() + self.pending_strings.len() + self.pending_ustrings.len()
+    }
+
+    /// Commits, keeping the rows for a retry when that fails (dropping them past the limit).
+    fn commit_or_keep(&mut self) -> Result<(), SinkError> {
+        match self.commit() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let mut msg = format!("RPD file {}: {e}", self.path.display());
+                if self.pending_rows() > self.max_pending_rows {
+                    let n = self.pending_api.len() as u64;
+                    self.dropped_rows += n;
+                    self.pending_api.clear();
+                    // Strings stay pending (they are small and later rows may use them).
+                    msg.push_str(&format!(
+                        "; dropped {n} rows ({} in total)",
+                        self.dropped_rows
+                    ));
+                }
+                Err(SinkError::Other(msg))
+            }
+        }
+    }
+
+    /// Writes everything pending in one transaction.
+    fn commit(&mut self) -> rusqlite::Result<()> {
+        if self.pending_rows() == 0 {
+            return Ok(());
+        }
+        let tx = self.conn.transaction()?;
+        let strings = "INSERT INTO rocpd_string (id, string) VALUES ";
+        insert_rows(&tx, strings, 2, &self.pending_strings, |st, i, (id, s)| {
+            st.raw_bind_parameter(i, id)?;
+            st.raw_bind_parameter(i + 1, s.as_str())
+        })?;
+        let ustrings = "INSERT INTO rocpd_ustring (id, string) VALUES ";
+        insert_rows(
+            &tx,
+            ustrings,
+            2,
+            &self.pending_ustrings,
+            |st, i, (id, s)| {
+                st.raw_bind_parameter(i, id)?;
+                st.raw_bind_parameter(i + 1, s.as_str())
+            },
+        )?;
+        let (pid, marker, empty) = (self.pid, self.marker_id, self.empty_id);
+        match self.schema {
+            RpdSchema::V3 => {
+                let head = "INSERT INTO rocpd_api (id, pid, tid, start, \"end\", apiName_id, \
+                            category_id, domain_id, args_id) VALUES ";
+                insert_rows(&tx, head, 9, &self.pending_api, |st, i, r| {
+                    st.raw_bind_parameter(i, r.id)?;
+                    st.raw_bind_parameter(i + 1, pid)?;
+                    st.raw_bind_parameter(i + 2, r.tid)?;
+                    st.raw_bind_parameter(i + 3, r.start)?;
+                    st.raw_bind_parameter(i + 4, r.end)?;
+                    st.raw_bind_parameter(i + 5, marker)?;
+                    st.raw_bind_parameter(i + 6, empty)?;
+                    st.raw_bind_parameter(i + 7, marker)?;
+                    st.raw_bind_parameter(i + 8, r.args_id)
+                })?;
+            }
+            RpdSchema::V2 => {
+                let head = "INSERT INTO rocpd_api (id, pid, tid, start, \"end\", apiName_id, \
+                            args_id) VALUES ";
+                insert_rows(&tx, head, 7, &self.pending_api, |st, i, r| {
+                    st.raw_bind_parameter(i, r.id)?;
+                    st.raw_bind_parameter(i + 1, pid)?;
+                    st.raw_bind_parameter(i + 2, r.tid)?;
+                    st.raw_bind_parameter(i + 3, r.start)?;
+                    st.raw_bind_parameter(i + 4, r.end)?;
+                    st.raw_bind_parameter(i + 5, marker)?;
+                    st.raw_bind_parameter(i + 6, r.args_id)
+                })?;
+            }
+        }
+        tx.commit()?;
+        self.rows_written += self.pending_api.len() as u64;
+        self.pending_api.clear();
+        self.pending_strings.clear();
+        self.pending_ustrings.clear();
+        Ok(())
+    }
+
+    /// Appends the label fields found in `record` and not yet in `label`.
+    fn append_fields(&self, label: &mut String, record: &Record) {
+        for field in &self.label_fields {
+            if let Some(value) = record.metadata.get(field) {
+                if label_has_field(label, field) {
+                    continue;
+                }
+                label.push(' ');
+                label.push_str(field);
+                label.push('=');
+                push_value(label, value);
+            }
+        }
+    }
+
+    fn tid_of(&self, record: &Record) -> i64 {
+        if record.tid == 0 {
+            self.pid
+        } else {
+            record.tid as i64
+        }
+    }
+}
+
+/// Rows per multi-row `INSERT` (far below SQLite's limit on bound parameters).
+const ROWS_PER_INSERT: usize = 64;
+
+/// Inserts `rows` with multi-row `INSERT ... VALUES (...), (...)` statements: `head` is the
+/// statement up to `VALUES `, `cols` the values per row, `bind` binds one row's values from
+/// the given 1-based parameter index.
+fn insert_rows<T>(
+    tx: &rusqlite::Transaction<'_>,
+    head: &str,
+    cols: usize,
+    rows: &[T],
+    bind: impl Fn(&mut rusqlite::Statement<'_>, usize, &T) -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    let sql = |n: usize| {
+        let tuple = format!("({})", vec!["?"; cols].join(", "));
+        let mut sql = String::with_capacity(head.len() + n * (tuple.len() + 2));
+        sql.push_str(head);
+        for k in 0..n {
+            if k > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&tuple);
+        }
+        sql
+    };
+    let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
+    if rows.len() >= ROWS_PER_INSERT {
+        let mut st = tx.prepare(&sql(ROWS_PER_INSERT))?;
+        for chunk in &mut chunks {
+            for (k, row) in chunk.iter().enumerate() {
+                bind(&mut st, 1 + k * cols, row)?;
+            }
+            st.raw_execute()?;
+        }
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut st = tx.prepare(&sql(rest.len()))?;
+        for (k, row) in rest.iter().enumerate() {
+            bind(&mut st, 1 + k * cols, row)?;
+        }
+        st.raw_execute()?;
+    }
+    Ok(())
+}
+
+fn sqlite(context: &'static str, e: rusqlite::Error) -> RpdError {
+    RpdError::Sqlite {
+        context,
+        message: e.to_string(),
+    }
+}
+
+/// `CLOCK_MONOTONIC` ns, or the wall clock for records that carry no monotonic time (parsed
+/// from a log); such rows do not line up with GPU activity.
+fn time_of(record: &Record) -> i64 {
+    if record.time.mono_ns != 0 {
+        record.time.mono_ns.min(i64::MAX as u64) as i64
+    } else {
+        record.time.wall_ns
+    }
+}
+
+/// `block_start` → `block`; `run_stop` → `run`; other keys unchanged.
+pub(crate) fn interval_name(key: &str) -> &str {
+    key.strip_suffix("_start")
+        .or_else(|| key.strip_suffix("_stop"))
+        .filter(|s| !s.is_empty())
+        .unwrap_or(key)
+}
+
+fn label_has_field(label: &str, field: &str) -> bool {
+    label
+        .split(' ')
+        .skip(1)
+        .any(|part| part.strip_prefix(field).is_some_and(|r| r.starts_with('=')))
+}
+
+fn push_value(out: &mut String, value: &Value) {
+    use std::fmt::Write;
+    match value {
+        Value::Str(s) => out.push_str(s),
+        other => {
+            let _ = write!(out, "{other}");
+        }
+    }
+}
+
+/// Makes a label safe for `rpd2tracing.py`, which writes names into JSON unescaped: backslashes
+/// become `/`, double quotes `'`, control characters a space; at most 1 KiB.
+pub fn sanitize_label(label: &str) -> String {
+    let mut out = String::with_capacity(label.len().min(MAX_LABEL_BYTES));
+    for c in label.chars() {
+        let c = match c {
+            '\\' => '/',
+            '"' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        };
+        if out.len() + c.len_utf8() > MAX_LABEL_BYTES {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn sanitize_in_place(label: &mut String) {
+    let clean = label.len() <= MAX_LABEL_BYTES
+        && !label
+            .chars()
+            .any(|c| c == '\\' || c == '"' || c.is_control());
+    if !clean {
+        *label = sanitize_label(label);
+    }
+}
+
+impl Sink for RpdSink {
+    fn name(&self) -> &str {
+        "rpd"
+    }
+
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        match record.event_type {
+            EventType::IntervalStart => {
+                let mut label = String::with_capacity(48);
+                label.push_str(interval_name(&record.key));
+                self.append_fields(&mut label, record);
+                let open = OpenInterval {
+                    label,
+                    start: time_of(record),
+                    tid: self.tid_of(record),
+                };
+                match record.interval {
+                    Some(ids) => {
+                        self.open.insert(ids.id, open);
+                    }
+                    None => self
+                        .open_by_name
+                        .entry(interval_name(&record.key).to_owned())
+                        .or_default()
+                        .push(open),
+                }
+                Ok(())
+            }
+            EventType::IntervalEnd => {
+                let found = match record.interval {
+                    Some(ids) => self.open.remove(&ids.id),
+                    None => None,
+                }
+                .or_else(|| {
+                    self.open_by_name
+                        .get_mut(interval_name(&record.key))
+                        .and_then(Vec::pop)
+                });
+                let end = time_of(record);
+                let (mut label, start, tid) = match found {
+                    Some(o) => (o.label, o.start, o.tid),
+                    // An end without a start (the sink was added late): a mark at the end.
+                    None => (
+                        interval_name(&record.key).to_owned(),
+                        end,
+                        self.tid_of(record),
+                    ),
+                };
+                self.append_fields(&mut label, record);
+                sanitize_in_place(&mut label);
+                self.push_row(&label, tid, start, end)
+            }
+            EventType::PointInTime => {
+                let mut label = String::with_capacity(48);
+                label.push_str(&record.key);
+                if !record.value.is_null() {
+                    label.push('=');
+                    push_value(&mut label, &record.value);
+                }
+                self.append_fields(&mut label, record);
+                sanitize_in_place(&mut label);
+                let t = time_of(record);
+                let tid = self.tid_of(record);
+                self.push_row(&label, tid, t, t)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.commit_or_keep()
+    }
+
+    /// Writes intervals still open (an aborted run) as ending now, marked `unclosed=true`, then
+    /// commits.
+    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        let _ = deadline;
+        let now = crate::record::Timestamp::now().mono_ns as i64;
+        let mut open: Vec<OpenInterval> = self.open.drain().map(|(_, o)| o).collect();
+        for (_, v) in self.open_by_name.drain() {
+            open.extend(v);
+        }
+        open.sort_by_key(|o| o.start);
+        for o in open {
+            let mut label = o.label;
+            label.push_str(" unclosed=true");
+            sanitize_in_place(&mut label);
+            let args_id = self.intern_label(&label);
+            self.last_api += 1;
+            self.pending_api.push(ApiRow {
+                id: self.last_api,
+                tid: o.tid,
+                start: o.start,
+                end: now.max(o.start),
+                args_id,
+            });
+        }
+        self.commit_or_keep()
+    }
+}
