@@ -11,6 +11,7 @@ use super::{IntervalSpec, MllogLayer, Shared, SharedConfig};
 use crate::compliance::Ruleset;
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
+use crate::record::{Str, Value};
 use crate::run::Target;
 use crate::sink::{MllogFileSink, Sink};
 use crate::submission::{Division, Submission, SystemStatus};
@@ -91,6 +92,7 @@ pub struct Builder {
     target: Option<Target>,
     ruleset: Ruleset,
     validate_submission: bool,
+    hyperparameters: Vec<(Str, Value)>,
 }
 
 impl Default for Builder {
@@ -120,6 +122,7 @@ impl Default for Builder {
             target: None,
             ruleset: Ruleset::DEFAULT,
             validate_submission: true,
+            hyperparameters: Vec::new(),
         }
     }
 }
@@ -258,6 +261,17 @@ impl Builder {
     /// `micro_batch_size` (`MLLOG_MICRO_BATCH_SIZE`).
     pub fn micro_batch_size(mut self, n: u32) -> Self {
         self.submission.micro_batch_size = Some(n);
+        self
+    }
+
+    /// Hyperparameter records (key, value) logged inside the `init` span right after the
+    /// submission metadata, in this order (benchmark presets feed their keys through this).
+    pub fn hyperparameters<K: Into<Str>, V: Into<Value>>(
+        mut self,
+        records: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.hyperparameters
+            .extend(records.into_iter().map(|(k, v)| (k.into(), v.into())));
         self
     }
 
@@ -476,7 +490,11 @@ impl Builder {
             namespace: Cow::Owned(self.namespace),
             root_dir: self.root_dir,
             cache_clear: self.cache_clear,
-            after_init_start: self.submission.records(),
+            after_init_start: {
+                let mut records = self.submission.records();
+                records.extend(self.hyperparameters);
+                records
+            },
             writes,
             active,
             samples_per_step: self.samples_per_step,
