@@ -84,7 +84,22 @@ fn main() {
         ),
     }
     println!("pipeline: {report}");
-    if !report.is_clean() {
+    // The built-in checker saw every line as it was written (live checking is on by default).
+    let compliant = match &report.compliance {
+        Some(verdict) if verdict.passed(true) => {
+            println!(
+                "compliance: the log passes ruleset {} (built-in checker, --werror)",
+                verdict.ruleset
+            );
+            true
+        }
+        Some(verdict) => {
+            print!("{}", verdict.render_text(&output, true));
+            false
+        }
+        None => true, // MLLOG_LIVE_CHECK=off
+    };
+    if !report.is_clean() || !compliant {
         std::process::exit(1);
     }
 }

@@ -30,6 +30,14 @@ pub enum Error {
     /// Submission metadata that the rules reject or that a closed submission lacks.
     #[error("submission metadata: {0}")]
     Submission(String),
+    /// An optional sink or the profiler could not start (bad file, missing library, ...).
+    #[error("cannot start {what}: {message}")]
+    Start {
+        /// What failed (`"the RPD sink"`, `"RPD profiling"`, ...).
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
     /// Contradictory or incomplete builder settings.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
 use crossbeam_queue::ArrayQueue;
 
+use crate::compliance::ComplianceHandle;
 use crate::record::Record;
 use crate::sink::Sink;
 
@@ -116,6 +117,10 @@ impl Pipeline {
             counters,
             shutdown_timeout,
             timed_out: false,
+            compliance: None,
+            warn_compliance: false,
+            #[cfg(feature = "rpd")]
+            profiler: None,
         };
         Ok((pipeline, guard))
     }
@@ -255,9 +260,29 @@ pub struct Guard {
     counters: Arc<Counters>,
     shutdown_timeout: Duration,
     timed_out: bool,
+    compliance: Option<ComplianceHandle>,
+    warn_compliance: bool,
+    #[cfg(feature = "rpd")]
+    profiler: Option<Arc<crate::profile::SegmentProfiler>>,
 }
 
 impl Guard {
+    pub(crate) fn attach_compliance(&mut self, handle: ComplianceHandle, warn: bool) {
+        self.compliance = Some(handle);
+        self.warn_compliance = warn;
+    }
+
+    #[cfg(feature = "rpd")]
+    pub(crate) fn attach_profiler(&mut self, profiler: Arc<crate::profile::SegmentProfiler>) {
+        self.profiler = Some(profiler);
+    }
+
+    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
+    #[cfg(feature = "rpd")]
+    pub fn profile_report(&self) -> Option<crate::profile::ProfileReport> {
+        self.profiler.as_ref().map(|p| p.report())
+    }
+
     /// Waits until every record pushed before this call has reached every sink and the sinks
     /// have flushed, or until `timeout` passes. Returns whether it completed in time.
     pub fn flush(&self, timeout: Duration) -> bool {
@@ -276,6 +301,7 @@ impl Guard {
             dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
             dropped_after_shutdown: c.dropped_closed.load(Ordering::Relaxed),
             shutdown_timed_out: self.timed_out,
+            compliance: self.compliance.as_ref().map(ComplianceHandle::report),
             sinks: c
                 .sinks
                 .iter()
@@ -306,6 +332,12 @@ impl Guard {
         let Some(worker) = self.worker.take() else {
             return;
         };
+        // A profiled segment still open at the end is stopped and flushed now: the layer (and
+        // its profiler) may live on in a global subscriber that is never dropped.
+        #[cfg(feature = "rpd")]
+        if let Some(p) = &self.profiler {
+            p.finish();
+        }
         let deadline = Instant::now() + self.shutdown_timeout;
         if self
             .tx
@@ -335,11 +367,16 @@ impl Drop for Guard {
         if !report.is_clean() {
             eprintln!("tracing-mllog: {report}");
         }
+        if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
+            if !c.passed(true) {
+                eprint!("{}", c.render_text("MLLOG output", true));
+            }
+        }
     }
 }
 
-/// What the pipeline delivered and what it lost.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the pipeline delivered and what it lost, and the live compliance verdict.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     /// Records that reached the worker.
     pub records: u64,
@@ -351,6 +388,9 @@ pub struct Report {
     pub shutdown_timed_out: bool,
     /// Per sink.
     pub sinks: Vec<SinkReport>,
+    /// The compliance checker's verdict on the records so far (the whole log after
+    /// shutdown), when live checking is on.
+    pub compliance: Option<crate::compliance::Report>,
 }
 
 /// One sink's share of a [`Report`].
@@ -393,6 +433,14 @@ impl std::fmt::Display for Report {
         }
         if self.shutdown_timed_out {
             write!(f, ", shutdown timed out")?;
+        }
+        if let Some(c) = &self.compliance {
+            let verdict = if c.passed(true) {
+                "compliant"
+            } else {
+                "NOT compliant"
+            };
+            write!(f, "; compliance ({}): {verdict}", c.ruleset)?;
         }
         for s in &self.sinks {
             write!(f, "; {}: {} written", s.name, s.written)?;

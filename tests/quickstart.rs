@@ -55,6 +55,10 @@ fn quickstart_log_passes_the_official_checker_and_a_broken_copy_fails() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("run converged"), "{stdout}");
+    assert!(
+        stdout.contains("compliance: the log passes ruleset 6.1.0"),
+        "{stdout}"
+    );
     assert!(stdout.contains(&log.display().to_string()), "{stdout}");
 
     let text = std::fs::read_to_string(&log).unwrap();
@@ -113,4 +117,32 @@ fn quickstart_takes_submission_metadata_from_the_environment() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("MLLOG_SUBMISSION_DIVISION"), "{stderr}");
+}
+
+/// `MLLOG_RPD_FILE` works in the quickstart when it is built with the `rpd` feature.
+#[cfg(feature = "rpd")]
+#[test]
+fn quickstart_writes_rpd_markers_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let rpd = dir.path().join("quickstart.rpd");
+    let (out, _) = run_quickstart(dir.path(), &[("MLLOG_RPD_FILE", rpd.to_str().unwrap())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conn = rusqlite::Connection::open(&rpd).unwrap();
+    let labels: Vec<String> = conn
+        // Schema v3 (the default) keeps labels in rocpd_ustring, as rpd2tracing reads them.
+        .prepare("SELECT u.string FROM rocpd_api a JOIN rocpd_ustring u ON u.id = a.args_id")
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap();
+    assert!(labels.iter().any(|l| l.starts_with("run")), "{labels:?}");
+    assert!(
+        labels.iter().filter(|l| l.starts_with("block")).count() >= 3,
+        "{labels:?}"
+    );
 }

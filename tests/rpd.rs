@@ -1195,3 +1195,113 @@ fn types_cross_threads() {
     send_sync::<SegmentProfiler>();
     send::<RpdSink>();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Through the layer: spans in, profiler calls and RPD rows out
+
+#[test]
+fn the_layer_drives_the_profiler_and_the_rpd_sink() {
+    use tracing::info_span;
+    use tracing_mllog::compliance::LivePolicy;
+    use tracing_mllog::MllogLayer;
+    use tracing_subscriber::prelude::*;
+
+    let _env = env_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, calls) = fresh_stub(dir.path(), "");
+    let profiler = SegmentProfiler::builder()
+        .segment("train_step:2".parse().unwrap())
+        .library(&lib)
+        .rpd_file(dir.path().join("trace.rpd"))
+        .build()
+        .unwrap();
+    let rpd = dir.path().join("mllog.rpd");
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .live_check(LivePolicy::Off)
+        .global_batch_size(8)
+        .profiler(profiler)
+        .environment([("MLLOG_RPD_FILE", rpd.to_str().unwrap())])
+        .build()
+        .unwrap();
+    let note = |line: &str| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&calls)
+            .unwrap();
+        writeln!(f, "{line}").unwrap();
+    };
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _w = info_span!("warmup").entered();
+            for _ in 0..3 {
+                let _s = info_span!("train_step").entered();
+                note("warmup step");
+            }
+        }
+        let _run = info_span!("run").entered();
+        for b in 0..2 {
+            let _b = info_span!("block").entered();
+            for s in 0..2 {
+                let _s = info_span!("train_step").entered();
+                note(&format!("step {}", b * 2 + s + 1));
+            }
+        }
+        let _e = info_span!("eval").entered();
+    });
+    let report = guard.shutdown();
+    assert!(report.is_clean(), "{report}");
+
+    // Exactly the second real step is profiled: never a warmup step.
+    let log: Vec<String> = lines(&calls).into_iter().skip(1).collect();
+    let at = |s: &str| {
+        log.iter()
+            .position(|l| l == s)
+            .unwrap_or_else(|| panic!("{s} in {log:?}"))
+    };
+    assert_eq!(
+        log.iter().filter(|l| *l == "rpdstart").count(),
+        1,
+        "{log:?}"
+    );
+    assert!(
+        at("step 1") < at("rpdstart") && at("rpdstart") < at("step 2"),
+        "{log:?}"
+    );
+    assert!(
+        at("step 2") < at("rpdstop")
+            && at("rpdstop") < at("rpdflush")
+            && at("rpdflush") < at("step 3"),
+        "{log:?}"
+    );
+    let profile = guard.profile_report().unwrap();
+    assert_eq!((profile.starts, profile.stops, profile.flushes), (1, 1, 1));
+
+    // The RPD sink got the run's intervals from the same stream, nested in time.
+    let (_, markers) = read_markers(&rpd);
+    let names: Vec<&str> = markers.iter().map(|m| m.args.as_str()).collect();
+    let run = markers
+        .iter()
+        .find(|m| m.args.starts_with("run"))
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let blocks: Vec<&Marker> = markers
+        .iter()
+        .filter(|m| m.args.starts_with("block"))
+        .collect();
+    assert_eq!(blocks.len(), 2, "{names:?}");
+    assert!(
+        blocks
+            .iter()
+            .all(|b| run.start <= b.start && b.end <= run.end),
+        "{names:?}"
+    );
+    assert!(
+        markers.iter().any(|m| m.args.starts_with("eval")),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("warmup")),
+        "warmup is not an MLLOG interval"
+    );
+}

@@ -112,6 +112,9 @@ impl Sink for ComplianceSink {
     }
 
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        if record.trace_only {
+            return Ok(()); // not an MLLOG line
+        }
         self.lines += 1;
         let pending = {
             let mut checker = self.inner.lock().unwrap_or_else(|e| e.into_inner());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{IntervalSpec, MllogLayer, Shared, SharedConfig};
-use crate::compliance::Ruleset;
+use crate::compliance::{ComplianceSink, LivePolicy, Ruleset};
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
 use crate::record::{Str, Value};
@@ -93,6 +93,11 @@ pub struct Builder {
     ruleset: Ruleset,
     validate_submission: bool,
     hyperparameters: Vec<(Str, Value)>,
+    live_check: LivePolicy,
+    #[cfg(feature = "rpd")]
+    rpd: Option<crate::sink::RpdConfig>,
+    #[cfg(feature = "rpd")]
+    profiler: Option<crate::profile::SegmentProfiler>,
 }
 
 impl Default for Builder {
@@ -123,6 +128,11 @@ impl Default for Builder {
             ruleset: Ruleset::DEFAULT,
             validate_submission: true,
             hyperparameters: Vec::new(),
+            live_check: LivePolicy::Warn,
+            #[cfg(feature = "rpd")]
+            rpd: None,
+            #[cfg(feature = "rpd")]
+            profiler: None,
         }
     }
 }
@@ -272,6 +282,30 @@ impl Builder {
     ) -> Self {
         self.hyperparameters
             .extend(records.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// Live compliance checking on the worker (default [`LivePolicy::Warn`]): at `run_start`
+    /// what is missing or wrong so far goes to stderr (or your callback), and the guard's
+    /// report carries the verdict on the whole log. `MLLOG_LIVE_CHECK=off|warn`.
+    pub fn live_check(mut self, policy: LivePolicy) -> Self {
+        self.live_check = policy;
+        self
+    }
+
+    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
+    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
+    #[cfg(feature = "rpd")]
+    pub fn rpd(mut self, config: crate::sink::RpdConfig) -> Self {
+        self.rpd = Some(config);
+        self
+    }
+
+    /// Profile one segment with `librpd_tracer.so` (`PROFILER=rpd`, `PROFILE_SEGMENT`, ...).
+    /// Build the profiler before other threads start: it sets `RPDT_*` variables.
+    #[cfg(feature = "rpd")]
+    pub fn profiler(mut self, profiler: crate::profile::SegmentProfiler) -> Self {
+        self.profiler = Some(profiler);
         self
     }
 
@@ -451,7 +485,43 @@ impl Builder {
                 .filter(|(_, every_rank)| writes || *every_rank)
                 .map(|(sink, _)| sink),
         );
-        // A rank with nothing to feed disables every callsite (see `Gate`).
+        let mut compliance = None;
+        let warn_at_shutdown = matches!(self.live_check, LivePolicy::Warn);
+        if writes && !matches!(self.live_check, LivePolicy::Off) {
+            let policy = std::mem::take(&mut self.live_check);
+            let sink = ComplianceSink::new(self.ruleset).with_policy(policy);
+            compliance = Some(sink.handle());
+            // Right after the MLLOG output: it checks exactly the lines written.
+            sinks.insert(usize::from(!sinks.is_empty()), Box::new(sink));
+        }
+        #[cfg(feature = "rpd")]
+        let profiler = {
+            use crate::sink::RpdConfig;
+            let from_env = RpdConfig::from_env_with(&get).map_err(|e| Error::Start {
+                what: "the RPD sink",
+                message: e.to_string(),
+            })?;
+            if let (true, Some(config)) = (writes, from_env.or(self.rpd.take())) {
+                let sink = config.open().map_err(|e| Error::Start {
+                    what: "the RPD sink",
+                    message: e.to_string(),
+                })?;
+                sinks.push(Box::new(sink));
+            }
+            match self.profiler.take() {
+                Some(p) => Some(p),
+                None if writes && get("PROFILER").is_some() => {
+                    crate::profile::SegmentProfiler::from_env().map_err(|e| Error::Start {
+                        what: "RPD profiling",
+                        message: e.to_string(),
+                    })?
+                }
+                None => None,
+            }
+            .filter(|_| writes)
+            .map(Arc::new)
+        };
+        // A rank with nothing to feed disables every callsite (see `MllogLayer`).
         let active = !sinks.is_empty();
 
         let mut intervals: Vec<IntervalSpec> = Interval::defaults()
@@ -479,9 +549,16 @@ impl Builder {
             )));
         }
 
-        let (pipeline, guard) =
+        let (pipeline, mut guard) =
             Pipeline::start(sinks, self.capacity, self.overflow, self.shutdown_timeout)
                 .map_err(Error::Worker)?;
+        if let Some(handle) = compliance {
+            guard.attach_compliance(handle, warn_at_shutdown);
+        }
+        #[cfg(feature = "rpd")]
+        if let Some(p) = &profiler {
+            guard.attach_profiler(p.clone());
+        }
         let shared = Arc::new(Shared::new(SharedConfig {
             pipeline,
             intervals,
@@ -501,6 +578,8 @@ impl Builder {
             train_loss_every: self.train_loss_every,
             throughput_stats: self.throughput_stats,
             target: self.target,
+            #[cfg(feature = "rpd")]
+            profiler,
         }));
         Ok((MllogLayer::new(shared), guard))
     }
@@ -545,6 +624,19 @@ impl Builder {
         }
         if let Some(v) = flag("MLLOG_ALL_RANKS")? {
             self.all_ranks = v;
+        }
+        if let Some(raw) = get("MLLOG_LIVE_CHECK") {
+            self.live_check = match raw.trim().to_ascii_lowercase().as_str() {
+                "off" | "0" | "false" | "no" => LivePolicy::Off,
+                "warn" | "1" | "true" | "yes" | "on" => LivePolicy::Warn,
+                _ => {
+                    return Err(Error::env(
+                        "MLLOG_LIVE_CHECK",
+                        &raw,
+                        "expected `off` or `warn`",
+                    ))
+                }
+            };
         }
         if let Some(v) = flag("MLLOG_BLOCK_TPUT_LOG")? {
             self.throughput_stats = v;

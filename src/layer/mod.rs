@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     pub(crate) next_id: AtomicU64,
     pub(crate) run_open: AtomicBool,
     warmup_depth: AtomicU32,
+    #[cfg(feature = "rpd")]
+    profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     /// Open interval and warmup spans, counted per bucket of their span id, so closing a span
     /// that is none of them needs no lookup (a zero bucket proves it).
     open_buckets: [AtomicU32; 64],
@@ -121,6 +123,8 @@ pub(crate) struct SharedConfig {
     pub(crate) train_loss_every: u64,
     pub(crate) throughput_stats: bool,
     pub(crate) target: Option<crate::run::Target>,
+    #[cfg(feature = "rpd")]
+    pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
 }
 
 impl Shared {
@@ -143,6 +147,8 @@ impl Shared {
             next_id: AtomicU64::new(0),
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
+            #[cfg(feature = "rpd")]
+            profiler: c.profiler,
             open_buckets: [const { AtomicU32::new(0) }; 64],
         }
     }
@@ -365,6 +371,16 @@ where
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let meta = attrs.metadata();
+        // The profiled segment may be any span, ours or not; warmup steps open while no run
+        // is open, so they never count as the Nth step.
+        #[cfg(feature = "rpd")]
+        if let Some(p) = &self.shared.profiler {
+            p.on_span_open(
+                id.into_u64(),
+                meta.name(),
+                self.shared.run_open.load(Ordering::Relaxed),
+            );
+        }
         let Some(role) = self.shared.role(meta) else {
             return;
         };
@@ -527,6 +543,10 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        #[cfg(feature = "rpd")]
+        if let Some(p) = &self.shared.profiler {
+            p.on_span_close(id.into_u64());
+        }
         // Counted steps first, the hot path: their state is on this thread's stack, so no
         // span lookup is needed.
         if let Some(frame) = step::pop(id.into_u64()) {

@@ -165,21 +165,33 @@ impl RpdConfig {
     /// not empty); `MLLOG_RPD_SCHEMA` (`2` or `3`) chooses the schema. A bad value is an error
     /// naming the variable.
     pub fn from_env() -> Result<Option<RpdConfig>, RpdError> {
-        let path = match std::env::var(ENV_RPD_FILE) {
-            Ok(p) if !p.trim().is_empty() => p,
-            Ok(_) => return Ok(None),
-            Err(std::env::VarError::NotPresent) => return Ok(None),
-            Err(std::env::VarError::NotUnicode(v)) => {
+        for var in [ENV_RPD_FILE, ENV_RPD_SCHEMA] {
+            if let Err(std::env::VarError::NotUnicode(v)) = std::env::var(var) {
                 return Err(RpdError::Env {
-                    var: ENV_RPD_FILE,
+                    var,
                     value: v.to_string_lossy().into_owned(),
                     reason: "not valid UTF-8".into(),
-                })
+                });
             }
+        }
+        RpdConfig::from_env_with(&|name| std::env::var(name).ok())
+    }
+
+    /// [`RpdConfig::from_env`] reading the variables through `get` (e.g. a builder's
+    /// replacement environment).
+    pub fn from_env_with(
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<RpdConfig>, RpdError> {
+        let Some(path) = get(ENV_RPD_FILE).filter(|p| !p.trim().is_empty()) else {
+            return Ok(None);
         };
         let mut config = RpdConfig::new(path);
-        if let Some(schema) = schema_from_env()? {
-            config.schema = Some(schema);
+        if let Some(v) = get(ENV_RPD_SCHEMA).filter(|v| !v.trim().is_empty()) {
+            config.schema = Some(v.parse().map_err(|reason| RpdError::Env {
+                var: ENV_RPD_SCHEMA,
+                value: v,
+                reason,
+            })?);
         }
         Ok(Some(config))
     }
