@@ -327,7 +327,7 @@ impl Core {
             return;
         }
         let step_no = f.step.unwrap_or_else(|| shared.stats.steps());
-        let (Some(loss), true) = (f.loss, step_no % shared.train_loss_every == 0) else {
+        let (Some(loss), true) = (f.loss, step_no.is_multiple_of(shared.train_loss_every)) else {
             return;
         };
         let mut r = shared.record(
