@@ -13,6 +13,7 @@ fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_ml
     let (layer, mut guard) = builder
         .no_output()
         .sink(sink)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");
@@ -222,4 +223,21 @@ fn guard_flush_makes_records_visible() {
     assert!(guard.flush(Duration::from_secs(5)));
     assert_eq!(handle.keys(), ["seed"]);
     assert_eq!(guard.report().records, 1);
+}
+
+#[test]
+fn file_is_relative_to_root_dir_and_foreign_targets_never_enter() {
+    let records = capture(
+        MllogLayer::builder().cache_clear(false).root_dir("tests"),
+        || {
+            mllog!(keys::SEED, 1);
+            // Diagnostics of the crates our sinks use, even with an MLLOG key, are not records.
+            tracing::event!(target: "object_store::client", tracing::Level::INFO, { mllog.key = "seed", value = 2 });
+            tracing::event!(target: "opentelemetry_sdk", tracing::Level::INFO, { mllog.key = "seed", value = 3 });
+            tracing::event!(target: "tracing_mllog::pipeline", tracing::Level::INFO, { mllog.key = "seed", value = 4 });
+            let _run = tracing::info_span!(target: "hyper::proto", "run").entered();
+        },
+    );
+    assert_eq!(keys_of(&records), ["seed"]);
+    assert_eq!(records[0].metadata.file.as_deref(), Some("layer.rs"));
 }

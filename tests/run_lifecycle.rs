@@ -13,6 +13,7 @@ fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Reco
     let (layer, guard) = builder
         .no_output()
         .sink(sink)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();

@@ -46,7 +46,8 @@ pub(crate) struct IntervalSpec {
 }
 
 /// Targets whose spans and events are never ours, whatever their names: the crates our sinks
-/// use, and this crate itself. Keeps their diagnostics out of the MLLOG stream.
+/// use, and this crate itself (a crate name followed by `::`, `_` or nothing: `hyper_util`
+/// and `opentelemetry_sdk` count). Keeps their diagnostics out of the MLLOG stream.
 const FOREIGN_TARGETS: &[&str] = &[
     "tracing_mllog",
     "object_store",
@@ -170,7 +171,11 @@ impl Shared {
             return false;
         }
         FOREIGN_TARGETS.iter().any(|t| {
-            target.starts_with(t) && target[t.len()..].chars().next().is_none_or(|c| c == ':')
+            target.starts_with(t)
+                && target[t.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| c == ':' || c == '_')
         })
     }
 
