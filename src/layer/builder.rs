@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{IntervalSpec, MllogLayer, Shared, SharedConfig};
+use super::{IntervalSpec, MllogLayer, Shared};
 use crate::compliance::{ComplianceSink, LivePolicy, Ruleset};
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
@@ -559,7 +559,7 @@ impl Builder {
         if let Some(p) = &profiler {
             guard.attach_profiler(p.clone());
         }
-        let shared = Arc::new(Shared::new(SharedConfig {
+        let shared = Arc::new(Shared {
             pipeline,
             intervals,
             step_span: Cow::Owned(self.step_span),
@@ -577,10 +577,11 @@ impl Builder {
             samples_per_step: self.samples_per_step,
             train_loss_every: self.train_loss_every,
             throughput_stats: self.throughput_stats,
-            target: self.target,
+            stats: Arc::new(crate::run::RunStats::new(self.target)),
             #[cfg(feature = "rpd")]
             profiler,
-        }));
+            state: Default::default(),
+        });
         Ok((MllogLayer::new(shared), guard))
     }
 

@@ -99,64 +99,36 @@ pub(crate) struct Shared {
     /// `tracked_stats {"throughput": ..}` at the end of each block and of the run.
     pub(crate) throughput_stats: bool,
     pub(crate) stats: Arc<RunStats>,
-    pub(crate) next_id: AtomicU64,
-    pub(crate) run_open: AtomicBool,
-    warmup_depth: AtomicU32,
     #[cfg(feature = "rpd")]
-    profiler: Option<Arc<crate::profile::SegmentProfiler>>,
+    pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
+    pub(crate) state: LayerState,
+}
+
+/// What the layer tracks while spans open and close.
+pub(crate) struct LayerState {
+    next_id: AtomicU64,
+    run_open: AtomicBool,
+    warmup_depth: AtomicU32,
     /// Open interval and warmup spans, counted per bucket of their span id, so closing a span
     /// that is none of them needs no lookup (a zero bucket proves it).
     open_buckets: [AtomicU32; 64],
 }
 
-pub(crate) struct SharedConfig {
-    pub(crate) pipeline: Pipeline,
-    pub(crate) intervals: Vec<IntervalSpec>,
-    pub(crate) step_span: Cow<'static, str>,
-    pub(crate) warmup_span: Cow<'static, str>,
-    pub(crate) namespace: Str,
-    pub(crate) root_dir: Option<String>,
-    pub(crate) cache_clear: bool,
-    pub(crate) after_init_start: Vec<(Str, Value)>,
-    pub(crate) writes: bool,
-    pub(crate) active: bool,
-    pub(crate) samples_per_step: Option<u64>,
-    pub(crate) train_loss_every: u64,
-    pub(crate) throughput_stats: bool,
-    pub(crate) target: Option<crate::run::Target>,
-    #[cfg(feature = "rpd")]
-    pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
-}
-
-impl Shared {
-    pub(crate) fn new(c: SharedConfig) -> Shared {
-        Shared {
-            pipeline: c.pipeline,
-            intervals: c.intervals,
-            step_span: c.step_span,
-            warmup_span: c.warmup_span,
-            namespace: c.namespace,
-            root_dir: c.root_dir,
-            cache_clear: c.cache_clear,
-            after_init_start: c.after_init_start,
-            writes: c.writes,
-            active: c.active,
-            samples_per_step: c.samples_per_step,
-            train_loss_every: c.train_loss_every,
-            throughput_stats: c.throughput_stats,
-            stats: Arc::new(RunStats::new(c.target)),
+impl Default for LayerState {
+    fn default() -> Self {
+        LayerState {
             next_id: AtomicU64::new(0),
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
-            #[cfg(feature = "rpd")]
-            profiler: c.profiler,
             open_buckets: [const { AtomicU32::new(0) }; 64],
         }
     }
+}
 
+impl Shared {
     fn bucket(&self, id: &Id) -> &AtomicU32 {
         let h = id.into_u64().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
-        &self.open_buckets[h as usize]
+        &self.state.open_buckets[h as usize]
     }
 
     /// Whether `id` may be an open interval or warmup span (false: certainly not).
@@ -303,8 +275,8 @@ impl Core {
         let shared = &*self.shared;
         // Warmup steps and steps outside the run are not the timed run: no throughput, no
         // train_loss, no samples.
-        if shared.warmup_depth.load(Ordering::Relaxed) > 0
-            || !shared.run_open.load(Ordering::Relaxed)
+        if shared.state.warmup_depth.load(Ordering::Relaxed) > 0
+            || !shared.state.run_open.load(Ordering::Relaxed)
         {
             return;
         }
@@ -383,7 +355,7 @@ where
             p.on_span_open(
                 id.into_u64(),
                 meta.name(),
-                self.shared.run_open.load(Ordering::Relaxed),
+                self.shared.state.run_open.load(Ordering::Relaxed),
             );
         }
         let Some(role) = self.shared.role(meta) else {
@@ -396,7 +368,10 @@ where
             Role::Interval(i) => i,
             Role::Step => return self.open_step(attrs, id),
             Role::Warmup => {
-                self.shared.warmup_depth.fetch_add(1, Ordering::Relaxed);
+                self.shared
+                    .state
+                    .warmup_depth
+                    .fetch_add(1, Ordering::Relaxed);
                 self.shared.bucket(id).fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -409,7 +384,7 @@ where
         attrs.record(&mut fields);
         let parent = enclosing_interval(&span);
         let ids = IntervalIds {
-            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            id: self.shared.state.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
         };
         let shared = &*self.shared;
@@ -426,7 +401,7 @@ where
             shared.pipeline.push(r);
         }
         match spec.kind {
-            Interval::Run => shared.run_open.store(true, Ordering::Relaxed),
+            Interval::Run => shared.state.run_open.store(true, Ordering::Relaxed),
             Interval::Block => shared.stats.start_block(),
             _ => {}
         }
@@ -567,7 +542,7 @@ where
         let meta = span.metadata();
         match shared.role(meta) {
             Some(Role::Warmup) => {
-                shared.warmup_depth.fetch_sub(1, Ordering::Relaxed);
+                shared.state.warmup_depth.fetch_sub(1, Ordering::Relaxed);
                 shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
                 return;
             }
@@ -642,7 +617,7 @@ where
                 end.metadata
                     .fields
                     .push((Cow::Borrowed(keys::STATUS), Value::Str(status)));
-                shared.run_open.store(false, Ordering::Relaxed);
+                shared.state.run_open.store(false, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -707,7 +682,7 @@ impl<S> MllogLayer<S> {
 
     /// Whether a `run` span is open right now.
     pub fn run_open(&self) -> bool {
-        self.shared.run_open.load(Ordering::Relaxed)
+        self.shared.state.run_open.load(Ordering::Relaxed)
     }
 }
 
