@@ -12,6 +12,11 @@ use tracing_mllog::compliance::{check_reader, detect_ruleset, Ruleset};
 
 const USAGE: &str = "\
 usage: mllog check [--ruleset X.Y.Z] [--werror] [--format text|json] FILE...
+       mllog summary [--format text|json|csv] [--plot OUT.svg|OUT.png] FILE...
+       mllog score [--ruleset X.Y.Z] [--format text|json] DIR
+       mllog package --system NAME [--out DIR] [--system-desc FILE] [--force] FILE...
+       mllog dry-run --benchmark NAME --out FILE [--division closed|open] [--gbs N] [--ruleset X.Y.Z]
+       (mllog summary|score|package --help: their options)
 
 Checks MLPerf Training MLLOG files for compliance, with the verdicts of the official
 checker (mlperf-logging 4.1.68). FILE `-` reads standard input.
@@ -155,6 +160,17 @@ fn check(o: &Options) -> u8 {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `summary`, `score`, `package`: tracing_mllog::results::cli.
+    if let Some(code) = args
+        .first()
+        .and_then(|c| tracing_mllog::results::cli::run(c, &args[1..]))
+    {
+        return ExitCode::from(code);
+    }
+    // `dry-run`: tracing_mllog::presets::dry_run.
+    if args.first().is_some_and(|c| c == "dry-run") {
+        return ExitCode::from(tracing_mllog::presets::dry_run::main(&args[1..]));
+    }
     if args.iter().any(|a| a == "-h" || a == "--help") || args.is_empty() {
         println!("{USAGE}");
         return ExitCode::from(if args.is_empty() { 2 } else { 0 });
