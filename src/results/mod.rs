@@ -1,0 +1,97 @@
+//! Results tooling: what a submitter needs after the runs.
+//!
+//! - [`summary`]: per run — benchmark, status, time to train, samples to converge, the eval
+//!   curve, throughput, init time — as typed structs, with text / JSON / CSV renderers.
+//! - [`score`]: the benchmark score of `results/<system>/<benchmark>/result_*.txt` the way
+//!   MLCommons' `result_summarizer` computes it (olympic mean, one dropped run, `scaling.json`),
+//!   with every decision explained.
+//! - [`plot`]: eval metric vs samples for each run, with the target line, and the step-time
+//!   distribution; SVG always, PNG with the `plot` feature.
+//! - [`package`]: lays result files out as the package checker expects
+//!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
+//! - [`progress`]: a progress bar on stderr for files that take more than a second.
+//! - [`cli`]: the `mllog summary`, `mllog score` and `mllog package` commands.
+//!
+//! ```
+//! use tracing_mllog::compliance::{example_log, Division, Ruleset};
+//! use tracing_mllog::results::summary::summarize_text;
+//! use tracing_mllog::Benchmark;
+//!
+//! let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+//! let run = summarize_text("result_0.txt", &log);
+//! assert_eq!(run.benchmark.as_deref(), Some("llama2_70b_lora"));
+//! assert!(run.converged);
+//! assert!(run.time_to_train_min.unwrap() > 0.0);
+//! ```
+
+pub mod cli;
+pub mod package;
+pub mod plot;
+pub mod progress;
+pub mod score;
+pub mod summary;
+
+/// How many result files the package checker wants for `benchmark` (training, strong scaling),
+/// from `mlperf_logging.benchmark_meta` 4.1.68. `None` for an unknown benchmark.
+pub fn required_runs(benchmark: &str) -> Option<usize> {
+    Some(match benchmark {
+        "bert" | "dlrm_dcnv2" | "gnmt" | "minigo" | "stable_diffusion" | "transformer" | "ncf"
+        | "rnnt" | "gnn" | "rgat" | "llama2_70b_lora" | "llama31_8b" | "flux1" | "gpt_oss_20b"
+        | "dlrmv4" => 10,
+        "dlrm" | "maskrcnn" | "resnet" | "ssd" | "retinanet" => 5,
+        "gpt3" | "llama31_405b" | "deepseekv3_671b" | "qwen35_397b_grpo" => 3,
+        "unet3d" => 40,
+        _ => return None,
+    })
+}
+
+/// How many runs olympic scoring may drop at each end: 4 for `unet3d`, else 1
+/// (`result_summarizer._compute_strong_score_standalone`).
+pub fn max_dropped_runs(benchmark: &str) -> usize {
+    if benchmark == "unet3d" {
+        4
+    } else {
+        1
+    }
+}
+
+/// Formats a float for JSON: non-finite values become `null`.
+pub(crate) fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        let s = format!("{x}");
+        if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        "null".into()
+    }
+}
+
+/// JSON string literal.
+pub(crate) fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+pub(crate) fn json_opt_num(x: Option<f64>) -> String {
+    x.map_or_else(|| "null".into(), json_num)
+}
+
+pub(crate) fn json_opt_str(s: Option<&str>) -> String {
+    s.map_or_else(|| "null".into(), json_str)
+}
