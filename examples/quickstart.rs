@@ -145,7 +145,7 @@ fn train(run_state: &RunHandle) -> Outcome {
         let block = info_span!("block").entered();
         loop {
             let samples = step * GLOBAL_BATCH_SIZE;
-            if samples % TRAIN_SAMPLES == 0 {
+            if samples.is_multiple_of(TRAIN_SAMPLES) {
                 rng.shuffle(&mut order);
             }
             let lr = cosine_lr(step);

@@ -95,10 +95,12 @@ impl Pipeline {
             ..Counters::default()
         });
         let worker_counters = counters.clone();
-        // One spare record per channel slot, allocated now: the training thread never
-        // allocates a record in the steady state, and memory stays bounded by the capacity.
-        let spare = Arc::new(ArrayQueue::new(capacity.max(1)));
-        for _ in 0..capacity.max(1) {
+        // A spare record for every record that can be in flight (each channel slot, the one
+        // the worker holds, the one a producer fills), allocated now: the training thread never
+        // allocates a record in the steady state, and memory stays bounded.
+        let spares = capacity.max(1) + 2;
+        let spare = Arc::new(ArrayQueue::new(spares));
+        for _ in 0..spares {
             let _ = spare.push(Box::new(Record::empty()));
         }
         let worker_spare = spare.clone();

@@ -1,0 +1,240 @@
+//! The comparison command: measures, in one run and on the same workloads, our layer against a
+//! bare `Registry`, tracing-subscriber's JSON `fmt` layer and Python `mlperf_logging.mllog`,
+//! plus end-to-end throughput to a file, memory under a burst, and `mllog check` against the
+//! official checker. Prints a table and one `ratio:` line per comparison.
+//!
+//! `cargo run --release --all-features --example compare` (Python comparisons need
+//! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; without it they are reported as
+//! skipped). Wall-clock numbers on a shared machine are indicative; the instruction budgets
+//! (`examples/budgets.rs`) are the repeatable measure.
+
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tracing::{info_span, Dispatch};
+use tracing_mllog::compliance::LivePolicy;
+use tracing_mllog::{mllog, MllogLayer};
+use tracing_subscriber::prelude::*;
+
+const OPS: u64 = 200_000;
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("mllog-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut rows: Vec<(String, f64, &'static str)> = Vec::new();
+
+    // 1. Calling-thread cost: event and non-emitting train_step span.
+    let stacks: Vec<(&str, Dispatch, Option<tracing_mllog::Guard>)> = {
+        let (layer, guard) = MllogLayer::builder()
+            .writer(std::io::sink())
+            .global_batch_size(8)
+            .live_check(LivePolicy::Off)
+            .build()
+            .expect("layer");
+        vec![
+            (
+                "registry",
+                Dispatch::new(tracing_subscriber::registry()),
+                None,
+            ),
+            (
+                "fmt_json",
+                Dispatch::new(
+                    tracing_subscriber::registry().with(
+                        tracing_subscriber::fmt::layer()
+                            .json()
+                            .with_writer(std::io::sink),
+                    ),
+                ),
+                None,
+            ),
+            (
+                "mllog",
+                Dispatch::new(tracing_subscriber::registry().with(layer)),
+                Some(guard),
+            ),
+        ]
+    };
+    let mut event_ns = Vec::new();
+    let mut span_ns = Vec::new();
+    for (name, dispatch, _) in &stacks {
+        let e = tracing::dispatcher::with_default(dispatch, || {
+            per_op(|i| mllog!("tracked_stats", 1.25, samples_count = i, step = i))
+        });
+        let s = tracing::dispatcher::with_default(dispatch, || {
+            let _run = info_span!("run").entered();
+            per_op(|i| {
+                let _s = info_span!("train_step", step = i, samples = 8u64).entered();
+            })
+        });
+        rows.push((format!("event (3 fields), {name}"), e, "ns/op"));
+        rows.push((format!("train_step span (2 fields), {name}"), s, "ns/op"));
+        event_ns.push((*name, e));
+        span_ns.push((*name, s));
+    }
+    drop(stacks);
+    let python_event = python_mllog_event_ns(&dir);
+    if let Some(p) = python_event {
+        rows.push(("event, Python mlperf_logging.mllog".into(), p, "ns/op"));
+    }
+
+    // 2. End to end: sustained records/s into a real file, lossless, and memory under a burst.
+    let (rate, rss_growth_mb) = end_to_end(&dir);
+    rows.push((
+        "end to end to a file (worker included)".into(),
+        rate,
+        "records/s",
+    ));
+    rows.push((
+        "peak RSS growth, 10M-record burst".into(),
+        rss_growth_mb,
+        "MB",
+    ));
+
+    // 3. mllog check vs the official checker on the same file.
+    let (ours_mb_s, official_mb_s) = check_speed(&dir);
+    rows.push(("mllog check".into(), ours_mb_s, "MB/s"));
+    if let Some(o) = official_mb_s {
+        rows.push(("official compliance checker".into(), o, "MB/s"));
+    }
+
+    println!("{:<48} {:>16}", "measurement", "value");
+    for (name, v, unit) in &rows {
+        println!("{name:<48} {v:>12.1} {unit}");
+    }
+    let get = |v: &[(&str, f64)], n: &str| v.iter().find(|(k, _)| *k == n).map(|(_, x)| *x);
+    let (ours_e, reg_e, json_e) = (
+        get(&event_ns, "mllog").unwrap(),
+        get(&event_ns, "registry").unwrap(),
+        get(&event_ns, "fmt_json").unwrap(),
+    );
+    let (ours_s, reg_s, json_s) = (
+        get(&span_ns, "mllog").unwrap(),
+        get(&span_ns, "registry").unwrap(),
+        get(&span_ns, "fmt_json").unwrap(),
+    );
+    println!("ratio: event mllog / registry = {:.2}", ours_e / reg_e);
+    println!("ratio: event fmt_json / mllog = {:.2}", json_e / ours_e);
+    println!("ratio: span mllog / registry = {:.2}", ours_s / reg_s);
+    println!("ratio: span fmt_json / mllog = {:.2}", json_s / ours_s);
+    match python_event {
+        Some(p) => println!("ratio: event python mllog / mllog = {:.1}", p / ours_e),
+        None => println!("ratio: event python mllog / mllog = skipped (set MLLOG_PYTHON)"),
+    }
+    match official_mb_s {
+        Some(o) => println!("ratio: check mllog / official = {:.1}", ours_mb_s / o),
+        None => println!("ratio: check mllog / official = skipped (set MLLOG_PYTHON)"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Mean nanoseconds per call of `f` over `OPS` calls, after a warm-up.
+fn per_op(mut f: impl FnMut(u64)) -> f64 {
+    for i in 0..OPS / 10 {
+        f(i);
+    }
+    let t = Instant::now();
+    for i in 0..OPS {
+        f(i);
+    }
+    t.elapsed().as_nanos() as f64 / OPS as f64
+}
+
+fn python() -> Option<String> {
+    std::env::var("MLLOG_PYTHON").ok()
+}
+
+fn python_mllog_event_ns(dir: &std::path::Path) -> Option<f64> {
+    let py = python()?;
+    let script = format!(
+        "import time, mlperf_logging.mllog as m\n\
+         m.config(filename={:?})\n\
+         l = m.get_mllogger()\n\
+         l.logger.handlers = [h for h in l.logger.handlers if h.__class__.__name__ == 'FileHandler']\n\
+         n = 20000\n\
+         t = time.perf_counter()\n\
+         for i in range(n):\n    l.event('tracked_stats', 1.25, metadata={{'samples_count': i, 'step': i}})\n\
+         print((time.perf_counter() - t) / n * 1e9)\n",
+        dir.join("python.log").display().to_string()
+    );
+    let out = Command::new(py).args(["-c", &script]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+fn end_to_end(dir: &std::path::Path) -> (f64, f64) {
+    let path = dir.join("e2e.log");
+    let (layer, mut guard) = MllogLayer::builder()
+        .output_file(&path)
+        .live_check(LivePolicy::Off)
+        .build()
+        .expect("layer");
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+    let rss_before = peak_rss_kb();
+    let n = 10_000_000u64;
+    let t = Instant::now();
+    tracing::dispatcher::with_default(&dispatch, || {
+        for i in 0..n {
+            mllog!("tracked_stats", 1.25, samples_count = i, step = i);
+        }
+    });
+    let report = guard.shutdown();
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(report.records, n, "lossless: {report}");
+    let growth_mb = peak_rss_kb().saturating_sub(rss_before) as f64 / 1024.0;
+    let _ = std::fs::remove_file(&path);
+    (n as f64 / secs, growth_mb)
+}
+
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn check_speed(dir: &std::path::Path) -> (f64, Option<f64>) {
+    // A long, compliant log: the built-in example plus many tracked_stats lines.
+    let base = tracing_mllog::compliance::example_log(
+        tracing_mllog::Ruleset::V6_1_0,
+        tracing_mllog::Benchmark::Llama2_70bLora,
+        tracing_mllog::Division::Closed,
+    )
+    .expect("example log");
+    let path = dir.join("check.log");
+    let mut f = std::fs::File::create(&path).expect("file");
+    f.write_all(base.as_bytes()).expect("write");
+    let line = r#":::MLLOG {"namespace": "", "time_ms": 1767225600000, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": {"throughput": 2.5}, "metadata": {"file": "train.py", "lineno": 1, "step": 1}}"#;
+    for _ in 0..200_000 {
+        writeln!(f, "{line}").expect("write");
+    }
+    drop(f);
+    let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
+    let t = Instant::now();
+    let text = std::fs::read_to_string(&path).expect("read");
+    let report = tracing_mllog::compliance::check_text(tracing_mllog::Ruleset::V6_1_0, &text);
+    std::hint::black_box(report);
+    let ours = bytes / t.elapsed().as_secs_f64().max(1e-9);
+    let official = python().and_then(|py| {
+        let t = Instant::now();
+        let ok = Command::new(py)
+            .args([
+                "-m",
+                "mlperf_logging.compliance_checker",
+                "--usage",
+                "training",
+            ])
+            .args(["--ruleset", "6.1.0", "--log_output"])
+            .arg(dir.join("official.log"))
+            .arg(&path)
+            .output()
+            .ok()?;
+        let _ = ok;
+        Some(bytes / t.elapsed().max(Duration::from_millis(1)).as_secs_f64())
+    });
+    (ours, official)
+}

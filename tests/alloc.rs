@@ -1,0 +1,76 @@
+//! No allocation on the calling thread in the steady state: an emitted event with numeric
+//! fields and a counted `train_step` span cost no heap allocation there (formatting and I/O
+//! happen on the worker, records are recycled). Proven with a counting global allocator.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use tracing::info_span;
+use tracing_mllog::{keys, mllog, MllogLayer};
+use tracing_subscriber::prelude::*;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.with(|a| a.set(a.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.with(|a| a.set(a.get() + 1));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+#[test]
+fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
+    let (layer, mut guard) = MllogLayer::builder()
+        .writer(std::io::sink())
+        .global_batch_size(8)
+        .train_loss_every(0)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _run = info_span!("run").entered();
+        let work = |n: u64| {
+            for i in 0..n {
+                let _s = info_span!("train_step", step = i, samples = 8u64).entered();
+                mllog!(keys::TRACKED_STATS, 1.25, samples_count = i, step = i);
+                mllog!(keys::TRAIN_LOSS, 0.5, converged = false);
+            }
+        };
+        // Warm up: callsites registered, thread-locals and the record pool in use.
+        work(20_000);
+        let before = allocations();
+        work(20_000);
+        let during = allocations() - before;
+        assert_eq!(
+            during, 0,
+            "allocations on the calling thread in the steady state"
+        );
+    });
+    let report = guard.shutdown();
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(
+        report.records,
+        3 + 80_000,
+        "run_start, the run's tracked_stats, run_stop and every event"
+    );
+}
