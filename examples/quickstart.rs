@@ -9,15 +9,19 @@
 //! eval loss (cross-entropy on a held-out set), and the run converges when it reaches the
 //! benchmark's target, 0.925, exactly like the real benchmark's eval loss.
 //!
+//! The hyperparameters go through the `llama2_70b_lora` preset, which validates them against
+//! the closed rules and logs every key the rules require, in order; the preset also gives the
+//! evaluation schedule and the target. The training code itself only opens spans (`init`,
+//! `run`, `block`, `train_step`, `eval`) and logs `seed` and `eval_accuracy` events.
+//!
 //! Run it: `cargo run --release --example quickstart`. `MLLOG_*` variables override the
 //! output file and the submission metadata.
 
 use std::time::Instant;
 
 use tracing::{field::Empty, info_span};
-use tracing_mllog::{
-    keys, mllog, Benchmark, Division, MllogLayer, RunHandle, SystemStatus, Target,
-};
+use tracing_mllog::presets::{Llama2_70bLora, Preset};
+use tracing_mllog::{keys, mllog, Division, MllogLayer, Ruleset, RunHandle, SystemStatus};
 use tracing_subscriber::prelude::*;
 
 const DIM: usize = 64;
@@ -28,21 +32,41 @@ const TRAIN_SAMPLES: usize = 8192;
 const EVAL_SAMPLES: usize = 1024;
 const GLOBAL_BATCH_SIZE: usize = 8;
 const MICRO_BATCH_SIZE: usize = 8;
-const GRADIENT_ACCUMULATION_STEPS: usize = GLOBAL_BATCH_SIZE / MICRO_BATCH_SIZE;
 const TRAINING_STEPS: usize = 1024;
 const BASE_LR: f64 = 2e-3;
 const WEIGHT_DECAY: f64 = 1e-4;
 const CLIP_NORM: f64 = 0.3;
-const TARGET_EVAL_LOSS: f64 = 0.925;
 const SEED: u64 = 1234;
 
 fn main() {
     let output = std::env::var("MLLOG_OUTPUT_FILE")
         .unwrap_or_else(|_| "results/quickstart/result_0.txt".to_owned());
-    let (layer, mut guard) = MllogLayer::builder()
+    // The hyperparameters this run really uses, checked against the closed rules here.
+    let preset = Llama2_70bLora {
+        global_batch_size: GLOBAL_BATCH_SIZE as u64,
+        gradient_accumulation_steps: (GLOBAL_BATCH_SIZE / MICRO_BATCH_SIZE) as u64,
+        base_learning_rate: BASE_LR,
+        training_steps: TRAINING_STEPS as u64,
+        gradient_clip_norm: CLIP_NORM,
+        weight_decay: WEIGHT_DECAY,
+        lora_alpha: LORA_ALPHA as u64,
+        train_samples: TRAIN_SAMPLES as u64,
+        eval_samples: EVAL_SAMPLES as u64,
+        ..Default::default()
+    }
+    .preset(Division::Closed, Ruleset::V6_1_0)
+    .unwrap_or_else(|e| {
+        eprintln!("quickstart: {e}");
+        std::process::exit(2);
+    });
+    assert_eq!(
+        preset.get(keys::LORA_RANK).and_then(|v| v.as_i128()),
+        Some(RANK as i128)
+    );
+    // Benchmark, division, ruleset, global batch size, target and hyperparameters.
+    let (layer, mut guard) = preset
+        .apply(MllogLayer::builder())
         .output_file(&output)
-        .benchmark(Benchmark::Llama2_70bLora)
-        .division(Division::Closed)
         .system_status(SystemStatus::Research)
         .org("tracing-mllog")
         .platform(format!(
@@ -54,11 +78,9 @@ fn main() {
         .precision("fp64", "fp64", "fp64")
         .parallelism(1, 1, 1, 1)
         .micro_batch_size(MICRO_BATCH_SIZE as u32)
-        // The layer counts samples from train_step spans, fills in samples_count, logs
-        // throughput per block and train_loss every 16 steps, and decides run_stop's status
-        // from the target.
-        .global_batch_size(GLOBAL_BATCH_SIZE as u64)
-        .target(Target::at_most(TARGET_EVAL_LOSS))
+        // The layer counts samples from train_step spans (the preset set the batch size),
+        // fills in samples_count, logs throughput per block and train_loss every 16 steps,
+        // and decides run_stop's status from the preset's target.
         .train_loss_every(16)
         .build()
         .unwrap_or_else(|e| {
@@ -69,18 +91,20 @@ fn main() {
     tracing_subscriber::registry().with(layer).init();
 
     let started = Instant::now();
-    let outcome = train(&run_handle);
+    let outcome = train(&preset, &run_handle);
+    let target = preset.target();
     let report = guard.shutdown();
 
     println!("MLLOG written to {output}");
     match outcome {
         Outcome::Converged { samples, eval_loss } => println!(
-            "run converged: eval loss {eval_loss:.4} <= {TARGET_EVAL_LOSS} after {samples} samples \
+            "run converged: eval loss {eval_loss:.4} (target {target}) after {samples} samples \
              ({:.2} s)",
             started.elapsed().as_secs_f64()
         ),
         Outcome::NotConverged { samples, eval_loss } => println!(
-            "run aborted: eval loss {eval_loss:.4} > {TARGET_EVAL_LOSS} after {samples} samples"
+            "run aborted: eval loss {eval_loss:.4} (target {target}) not reached after {samples} \
+             samples"
         ),
     }
     println!("pipeline: {report}");
@@ -109,22 +133,11 @@ enum Outcome {
     NotConverged { samples: usize, eval_loss: f64 },
 }
 
-fn train(run_state: &RunHandle) -> Outcome {
+fn train(preset: &Preset, run_state: &RunHandle) -> Outcome {
+    // init_start, the submission metadata and the preset's hyperparameters are logged when
+    // this span opens.
     let init = info_span!("init").entered();
     mllog!(keys::SEED, SEED);
-    mllog!(keys::GLOBAL_BATCH_SIZE, GLOBAL_BATCH_SIZE);
-    mllog!(
-        keys::GRADIENT_ACCUMULATION_STEPS,
-        GRADIENT_ACCUMULATION_STEPS
-    );
-    mllog!(keys::TRAIN_SAMPLES, TRAIN_SAMPLES);
-    mllog!(keys::EVAL_SAMPLES, EVAL_SAMPLES);
-    mllog!(keys::OPT_BASE_LR, BASE_LR);
-    mllog!(keys::OPT_LR_TRAINING_STEPS, TRAINING_STEPS);
-    mllog!(keys::OPT_ADAMW_WEIGHT_DECAY, WEIGHT_DECAY);
-    mllog!(keys::OPT_GRADIENT_CLIP_NORM, CLIP_NORM);
-    mllog!(keys::LORA_RANK, RANK);
-    mllog!(keys::LORA_ALPHA, LORA_ALPHA);
 
     let mut rng = Rng(SEED);
     let task = Task::generate(&mut rng);
@@ -133,11 +146,9 @@ fn train(run_state: &RunHandle) -> Outcome {
     drop(init);
 
     let _run = info_span!("run").entered();
-    // Evaluate every ceil(384 / gbs) * gbs samples and skip the first floor(0.125 * gbs + 2)
+    // Every ceil(384 / gbs) * gbs samples after skipping the first floor(0.125 * gbs + 2)
     // evaluations, as the llama2_70b_lora rules prescribe.
-    let eval_every = 384usize.div_ceil(GLOBAL_BATCH_SIZE) * GLOBAL_BATCH_SIZE;
-    let skipped = (0.125 * GLOBAL_BATCH_SIZE as f64 + 2.0).floor() as usize;
-    let schedule = tracing_mllog::EvalSchedule::every_skipping(eval_every as u64, skipped as u64);
+    let schedule = preset.eval_schedule();
     let mut order: Vec<usize> = (0..TRAIN_SAMPLES).collect();
     let mut step = 0usize;
     let mut eval_loss = f64::INFINITY;
