@@ -123,6 +123,8 @@ impl Pipeline {
             warn_compliance: false,
             #[cfg(feature = "rpd")]
             profiler: None,
+            #[cfg(feature = "object-store")]
+            upload: None,
         };
         Ok((pipeline, guard))
     }
@@ -266,9 +268,23 @@ pub struct Guard {
     warn_compliance: bool,
     #[cfg(feature = "rpd")]
     profiler: Option<Arc<crate::profile::SegmentProfiler>>,
+    #[cfg(feature = "object-store")]
+    upload: Option<crate::sink::UploadHandle>,
 }
 
 impl Guard {
+    #[cfg(feature = "object-store")]
+    pub(crate) fn attach_upload(&mut self, handle: crate::sink::UploadHandle) {
+        self.upload = Some(handle);
+    }
+
+    /// What the object-store uploader did: uploads, retries, the latest error, and after
+    /// shutdown whether the remote copy matches the local file.
+    #[cfg(feature = "object-store")]
+    pub fn upload_report(&self) -> Option<crate::sink::UploadReport> {
+        self.upload.as_ref().map(|h| h.report())
+    }
+
     pub(crate) fn attach_compliance(&mut self, handle: ComplianceHandle, warn: bool) {
         self.compliance = Some(handle);
         self.warn_compliance = warn;

@@ -146,3 +146,28 @@ fn quickstart_writes_rpd_markers_when_asked() {
         "{labels:?}"
     );
 }
+
+/// `MLLOG_UPLOAD_URL` works in the quickstart when it is built with the `object-store` feature:
+/// after the run the remote copy is byte-identical to the local log.
+#[cfg(feature = "object-store")]
+#[test]
+fn quickstart_uploads_its_log_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("bucket");
+    std::fs::create_dir_all(&remote).unwrap();
+    let url = format!("file://{}/", remote.display());
+    let (out, log) = run_quickstart(dir.path(), &[("MLLOG_UPLOAD_URL", url.as_str())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let local = std::fs::read(&log).unwrap();
+    let copy = std::fs::read(remote.join("result_0.txt")).unwrap();
+    assert_eq!(copy, local);
+
+    // A bad URL is an error naming the problem, before training starts.
+    let (out, _) = run_quickstart(dir.path(), &[("MLLOG_UPLOAD_URL", "ftp://nowhere/x")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ftp://"));
+}

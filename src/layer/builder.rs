@@ -98,6 +98,8 @@ pub struct Builder {
     rpd: Option<crate::sink::RpdConfig>,
     #[cfg(feature = "rpd")]
     profiler: Option<crate::profile::SegmentProfiler>,
+    #[cfg(feature = "object-store")]
+    upload: Option<crate::sink::UploadConfig>,
 }
 
 impl Default for Builder {
@@ -133,6 +135,8 @@ impl Default for Builder {
             rpd: None,
             #[cfg(feature = "rpd")]
             profiler: None,
+            #[cfg(feature = "object-store")]
+            upload: None,
         }
     }
 }
@@ -309,6 +313,15 @@ impl Builder {
         self
     }
 
+    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
+    /// the background, never blocking training, a final upload at shutdown. Needs a file
+    /// output.
+    #[cfg(feature = "object-store")]
+    pub fn upload(mut self, config: crate::sink::UploadConfig) -> Self {
+        self.upload = Some(config);
+        self
+    }
+
     /// The ruleset the submission metadata is validated against (default 6.1.0).
     pub fn ruleset(mut self, ruleset: Ruleset) -> Self {
         self.ruleset = ruleset;
@@ -467,17 +480,26 @@ impl Builder {
         let writes = self.all_ranks || rank == self.writer_rank;
 
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-        if writes {
-            match self.output.take().unwrap_or(Output::Stdout) {
-                Output::Stdout => sinks.push(Box::new(MllogFileSink::stdout())),
-                Output::File(path) => {
-                    let sink = MllogFileSink::create(&path, self.append)
-                        .map_err(|source| Error::Output { path, source })?;
-                    sinks.push(Box::new(sink));
-                }
-                Output::Writer(w) => sinks.push(Box::new(MllogFileSink::writer(w))),
-                Output::Nowhere => {}
+        let output = if writes {
+            self.output.take().unwrap_or(Output::Stdout)
+        } else {
+            Output::Nowhere
+        };
+        // The uploader (if any) needs the file's path.
+        #[cfg_attr(not(feature = "object-store"), allow(unused_variables))]
+        let file_path = match &output {
+            Output::File(path) => Some(path.clone()),
+            _ => None,
+        };
+        match output {
+            Output::Stdout => sinks.push(Box::new(MllogFileSink::stdout())),
+            Output::File(path) => {
+                let sink = MllogFileSink::create(&path, self.append)
+                    .map_err(|source| Error::Output { path, source })?;
+                sinks.push(Box::new(sink));
             }
+            Output::Writer(w) => sinks.push(Box::new(MllogFileSink::writer(w))),
+            Output::Nowhere => {}
         }
         sinks.extend(
             self.sinks
@@ -494,6 +516,34 @@ impl Builder {
             // Right after the MLLOG output: it checks exactly the lines written.
             sinks.insert(usize::from(!sinks.is_empty()), Box::new(sink));
         }
+        // The uploader reads the file the MLLOG sink has just flushed, so it comes after it.
+        #[cfg(feature = "object-store")]
+        let upload = {
+            use crate::sink::{UploadConfig, UploadSink};
+            let start = |e: crate::sink::UploadError| Error::Start {
+                what: "the object-store upload",
+                message: e.to_string(),
+            };
+            let config = UploadConfig::from_vars(&get)
+                .map_err(start)?
+                .or(self.upload.take());
+            match (writes, config) {
+                (true, Some(config)) => {
+                    let Some(path) = file_path.clone() else {
+                        return Err(Error::Start {
+                            what: "the object-store upload",
+                            message: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or \
+                                      Builder::output_file"
+                                .into(),
+                        });
+                    };
+                    let (sink, handle) = UploadSink::start(config, path).map_err(start)?;
+                    sinks.insert(usize::from(!sinks.is_empty()), Box::new(sink));
+                    Some(handle)
+                }
+                _ => None,
+            }
+        };
         #[cfg(feature = "rpd")]
         let profiler = {
             use crate::sink::RpdConfig;
@@ -558,6 +608,10 @@ impl Builder {
         #[cfg(feature = "rpd")]
         if let Some(p) = &profiler {
             guard.attach_profiler(p.clone());
+        }
+        #[cfg(feature = "object-store")]
+        if let Some(h) = upload {
+            guard.attach_upload(h);
         }
         let shared = Arc::new(Shared {
             pipeline,

@@ -1,0 +1,1108 @@
+//! Log sync to object storage that never blocks training (feature `object-store`).
+//!
+//! [`UploadSink`] sits after the MLLOG file sink. Its [`Sink::write`] only looks at the record
+//! key and its [`Sink::flush`] only sets a flag and wakes the uploader; every network call runs
+//! on a background tokio task (its own `mllog-upload` thread, or the application's
+//! multi-threaded tokio runtime when one is current at [`UploadSink::start`]). The uploader
+//! re-uploads the whole local log with one atomic `PUT` per sync (object stores have no
+//! append): at an interval, promptly after important records (`eval_accuracy`, `run_stop`),
+//! and a last time in [`Sink::close`], bounded by the close deadline. Failures are counted in
+//! the [`UploadReport`]; they never reach the training thread. See `docs/object-store.md`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload, RetryConfig};
+use tokio::sync::Notify;
+use url::Url;
+
+use super::{Sink, SinkError};
+use crate::record::Record;
+
+/// The variable naming the upload URL (`s3://bucket/run/mllog.log`, `gs://…`, `az://…`,
+/// `abfs://…`, `file:///…`, `memory:///…`). Unset: no upload.
+pub const ENV_UPLOAD_URL: &str = "MLLOG_UPLOAD_URL";
+/// Seconds between periodic uploads (decimal allowed; `0` disables periodic uploads).
+pub const ENV_UPLOAD_INTERVAL_SECS: &str = "MLLOG_UPLOAD_INTERVAL_SECS";
+/// Upper bound, in seconds, for the final upload at shutdown (also bounded by the pipeline's
+/// shutdown deadline).
+pub const ENV_UPLOAD_DEADLINE_SECS: &str = "MLLOG_UPLOAD_DEADLINE_SECS";
+/// Keys after which the log is uploaded promptly (at the next flush).
+pub const DEFAULT_IMPORTANT_KEYS: &[&str] = &["eval_accuracy", "run_stop"];
+
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+/// Time kept back from the close deadline so the reply reaches the worker in time.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
+
+/// Why upload configuration or start-up failed. Messages never contain option values or
+/// credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The URL does not parse or names an unsupported scheme.
+    #[error("invalid upload URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL without user info, query or fragment.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An option key the store for this URL does not know (the value is not shown).
+    #[error("unknown object store option `{key}` for {scheme} URLs")]
+    InvalidOption {
+        /// The key as given.
+        key: String,
+        /// The URL scheme.
+        scheme: String,
+    },
+    /// An environment variable has a bad value.
+    #[error("invalid {variable}: {reason}")]
+    InvalidEnv {
+        /// The variable's name.
+        variable: &'static str,
+        /// What is wrong (without the value when it could be secret).
+        reason: String,
+    },
+    /// The object store could not be built (credentials, endpoint, ...), secrets redacted.
+    #[error("object store: {0}")]
+    Store(String),
+    /// The uploader thread or runtime could not start.
+    #[error("uploader: {0}")]
+    Runtime(String),
+}
+
+/// Retries of one upload: exponential backoff from `initial_backoff`, doubling up to
+/// `max_backoff`, at most `max_attempts` attempts in all (the final upload also stops at its
+/// deadline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts per upload, the first included (at least 1).
+    pub max_attempts: u32,
+    /// Wait before the first retry.
+    pub initial_backoff: Duration,
+    /// Longest wait between attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn backoff(&self, retry: u32) -> Duration {
+        let factor = 1u32.checked_shl(retry.min(20)).unwrap_or(u32::MAX);
+        self.initial_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff)
+    }
+}
+
+enum Target {
+    Url(Url),
+    Store {
+        store: Arc<dyn ObjectStore>,
+        path: String,
+    },
+}
+
+/// Where and how to upload: URL, interval, important keys, retries, store options, extra
+/// artefacts and the final-upload deadline.
+///
+/// `Debug` shows option keys but never option values.
+pub struct UploadConfig {
+    target: Target,
+    interval: Option<Duration>,
+    important_keys: Vec<String>,
+    retry: RetryPolicy,
+    options: Vec<(String, String)>,
+    artefacts: Vec<PathBuf>,
+    deadline: Duration,
+    from_env: bool,
+    own_runtime: bool,
+}
+
+impl fmt::Debug for UploadConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("UploadConfig")
+            .field("url", &self.display_url())
+            .field("interval", &self.interval)
+            .field("important_keys", &self.important_keys)
+            .field("retry", &self.retry)
+            .field("option_keys", &keys)
+            .field("artefacts", &self.artefacts)
+            .field("deadline", &self.deadline)
+            .field("from_env", &self.from_env)
+            .field("own_runtime", &self.own_runtime)
+            .finish()
+    }
+}
+
+impl UploadConfig {
+    /// Uploads to `url`: `s3://bucket/key`, `gs://bucket/key`, `az://container/key` (also
+    /// `abfs[s]://`, `adl://`, `azure://` and the `https://` forms of S3 and Azure),
+    /// `file:///abs/path` or `memory:///key`. A URL ending in `/` names a directory: the local
+    /// file's name is appended.
+    ///
+    /// Credentials and endpoints come from the provider's environment variables (`AWS_*`,
+    /// `GOOGLE_*`/`SERVICE_ACCOUNT`, `AZURE_*`) plus [`UploadConfig::option`]s.
+    pub fn new(url: &str) -> Result<UploadConfig, UploadError> {
+        let parsed = Url::parse(url).map_err(|e| UploadError::InvalidUrl {
+            url: redact_url_str(url),
+            reason: e.to_string(),
+        })?;
+        let (scheme, _) =
+            ObjectStoreScheme::parse(&parsed).map_err(|_| UploadError::InvalidUrl {
+                url: redact_url(&parsed),
+                reason: format!(
+                "unsupported scheme `{}` (use s3://, gs://, az://, abfs://, file:// or memory://)",
+                parsed.scheme()
+            ),
+            })?;
+        if scheme == ObjectStoreScheme::Http {
+            return Err(UploadError::InvalidUrl {
+                url: redact_url(&parsed),
+                reason: "plain http(s) stores are not supported; use s3://, gs://, az://, \
+                         file:// or memory://"
+                    .into(),
+            });
+        }
+        Ok(UploadConfig::with_target(Target::Url(parsed)))
+    }
+
+    /// Uploads into a store you built yourself (a wrapped, throttled or in-memory store) at
+    /// `object_path` (`"runs/42/mllog.log"`; ending in `/` appends the local file's name).
+    pub fn from_store(store: Arc<dyn ObjectStore>, object_path: &str) -> UploadConfig {
+        UploadConfig::with_target(Target::Store {
+            store,
+            path: object_path.to_string(),
+        })
+    }
+
+    /// Reads [`ENV_UPLOAD_URL`], [`ENV_UPLOAD_INTERVAL_SECS`] and [`ENV_UPLOAD_DEADLINE_SECS`]:
+    /// `None` unless `MLLOG_UPLOAD_URL` is set (and not empty); a bad value is an error naming
+    /// the variable.
+    pub fn from_env() -> Result<Option<UploadConfig>, UploadError> {
+        UploadConfig::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`UploadConfig::from_env`] over any variable source (for tests and launchers).
+    pub fn from_vars(
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<UploadConfig>, UploadError> {
+        let url = match var(ENV_UPLOAD_URL) {
+            Some(url) if !url.trim().is_empty() => url,
+            _ => return Ok(None),
+        };
+        let mut config = UploadConfig::new(url.trim()).map_err(|e| UploadError::InvalidEnv {
+            variable: ENV_UPLOAD_URL,
+            reason: e.to_string(),
+        })?;
+        if let Some(v) = var(ENV_UPLOAD_INTERVAL_SECS) {
+            let secs = parse_secs(&v).map_err(|reason| UploadError::InvalidEnv {
+                variable: ENV_UPLOAD_INTERVAL_SECS,
+                reason,
+            })?;
+            config.interval = (secs > Duration::ZERO).then_some(secs);
+        }
+        if let Some(v) = var(ENV_UPLOAD_DEADLINE_SECS) {
+            config.deadline = parse_secs(&v).map_err(|reason| UploadError::InvalidEnv {
+                variable: ENV_UPLOAD_DEADLINE_SECS,
+                reason,
+            })?;
+        }
+        Ok(Some(config))
+    }
+
+    fn with_target(target: Target) -> UploadConfig {
+        UploadConfig {
+            target,
+            interval: Some(DEFAULT_INTERVAL),
+            important_keys: DEFAULT_IMPORTANT_KEYS
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
+            retry: RetryPolicy::default(),
+            options: Vec::new(),
+            artefacts: Vec::new(),
+            deadline: DEFAULT_DEADLINE,
+            from_env: true,
+            own_runtime: false,
+        }
+    }
+
+    /// Periodic upload interval (default 30 s); `Duration::ZERO` disables periodic uploads
+    /// (important records and the final upload remain). Unchanged files are not re-uploaded.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = (interval > Duration::ZERO).then_some(interval);
+        self
+    }
+
+    /// Replaces the keys that trigger a prompt upload (default [`DEFAULT_IMPORTANT_KEYS`]).
+    pub fn important_keys<I, S>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.important_keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Retry policy of each upload.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// An object_store option, e.g. `("aws_endpoint", "http://127.0.0.1:9000")`,
+    /// `("allow_http", "true")`, `("google_service_account_key", json)`. Keys are those of the
+    /// store's builder (`AmazonS3ConfigKey`, `GoogleConfigKey`, `AzureConfigKey`, plus client
+    /// keys such as `timeout`); an unknown key fails [`UploadSink::start`]. Explicit options
+    /// override environment variables. Values are never printed.
+    pub fn option(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options.push((key.into(), value.into()));
+        self
+    }
+
+    /// Another file (e.g. the RPD profile) uploaded next to the log at shutdown, after the
+    /// final log upload, under its own file name and within the same deadline.
+    pub fn artefact(mut self, path: impl Into<PathBuf>) -> Self {
+        self.artefacts.push(path.into());
+        self
+    }
+
+    /// Upper bound for the final upload (default 30 s); the close deadline bounds it too.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Whether the store builder starts from the provider's environment variables (default
+    /// `true`). With `false` only explicit options count.
+    pub fn read_provider_env(mut self, on: bool) -> Self {
+        self.from_env = on;
+        self
+    }
+
+    /// Always run the uploader on its own thread, even inside a tokio runtime (default
+    /// `false`: a current multi-threaded runtime is used when there is one).
+    pub fn own_runtime(mut self, on: bool) -> Self {
+        self.own_runtime = on;
+        self
+    }
+
+    /// The destination for reports: the URL without user info, query or fragment.
+    pub fn display_url(&self) -> String {
+        match &self.target {
+            Target::Url(url) => redact_url(url),
+            Target::Store { store, path } => format!("{store}/{path}"),
+        }
+    }
+
+    /// Builds the store this configuration describes and the object path of a log whose
+    /// local file is `local_file` (what the uploader uses; handy to read the remote copy back).
+    pub fn open_store(
+        &self,
+        local_file: &FsPath,
+    ) -> Result<(Arc<dyn ObjectStore>, ObjectPath), UploadError> {
+        let (store, dir_or_key) = match &self.target {
+            Target::Store { store, path } => (store.clone(), path.clone()),
+            Target::Url(url) => {
+                let store =
+                    build_store(url, &self.options, self.from_env).map_err(|e| match e {
+                        UploadError::Store(m) => UploadError::Store(redact(&m, &self.secrets())),
+                        other => other,
+                    })?;
+                (store, url.path().to_string())
+            }
+        };
+        let mut key = dir_or_key;
+        if key.is_empty() || key.ends_with('/') {
+            let name = local_file
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| UploadError::InvalidUrl {
+                    url: self.display_url(),
+                    reason: "the URL names a directory and the local file has no usable name"
+                        .into(),
+                })?;
+            key.push_str(name);
+        }
+        let path = match &self.target {
+            Target::Url(_) => ObjectPath::from_url_path(&key),
+            Target::Store { .. } => ObjectPath::parse(&key),
+        }
+        .map_err(|e| UploadError::InvalidUrl {
+            url: self.display_url(),
+            reason: e.to_string(),
+        })?;
+        Ok((store, path))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        let mut secrets: Vec<String> = self
+            .options
+            .iter()
+            .filter(|(k, v)| is_secret_key(k) && v.len() >= 4)
+            .map(|(_, v)| v.clone())
+            .collect();
+        for (k, v) in std::env::vars() {
+            let provider = [
+                "AWS_",
+                "AZURE_",
+                "GOOGLE_",
+                "SERVICE_ACCOUNT",
+                "OBJECT_STORE_",
+            ]
+            .iter()
+            .any(|p| k.starts_with(p));
+            if provider && is_secret_key(&k) && v.len() >= 4 {
+                secrets.push(v);
+            }
+        }
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        secrets
+    }
+}
+
+fn parse_secs(v: &str) -> Result<Duration, String> {
+    let secs: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{}` is not a number of seconds", v.trim()))?;
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{}` is not a non-negative number of seconds", v.trim()))
+}
+
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "secret",
+        "key",
+        "token",
+        "password",
+        "sas",
+        "credential",
+        "signature",
+        "bearer",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+}
+
+fn redact_url(url: &Url) -> String {
+    // The user name stays: `abfs://container@account.dfs.core.windows.net/...` needs it.
+    let mut u = url.clone();
+    if u.password().is_some() {
+        let _ = u.set_password(Some("***"));
+    }
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
+}
+
+fn redact_url_str(url: &str) -> String {
+    let cut = url.find(['?', '#']).unwrap_or(url.len());
+    let url = &url[..cut];
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user = url[s + 3..at].split(':').next().unwrap_or("");
+            format!("{}://{user}:***@{}", &url[..s], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Removes known secret values and signature-like query parameters from a message.
+fn redact(message: &str, secrets: &[String]) -> String {
+    let mut out = message.to_string();
+    for s in secrets {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "***");
+        }
+    }
+    for param in [
+        "sig=",
+        "signature=",
+        "x-amz-signature=",
+        "x-amz-credential=",
+        "x-amz-security-token=",
+        "x-goog-signature=",
+        "x-goog-credential=",
+        "access_token=",
+        "token=",
+    ] {
+        let mut from = 0;
+        loop {
+            let lower = out.to_ascii_lowercase();
+            let Some(pos) = lower[from..].find(param).map(|p| p + from) else {
+                break;
+            };
+            let start = pos + param.len();
+            let end = out[start..]
+                .find(|c: char| c == '&' || c == ')' || c == '"' || c == '\'' || c.is_whitespace())
+                .map_or(out.len(), |e| start + e);
+            out.replace_range(start..end, "***");
+            from = start + 3;
+        }
+    }
+    out
+}
+
+fn build_store(
+    url: &Url,
+    options: &[(String, String)],
+    from_env: bool,
+) -> Result<Arc<dyn ObjectStore>, UploadError> {
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+    use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+    use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+
+    let (scheme, _) = ObjectStoreScheme::parse(url).map_err(|_| UploadError::InvalidUrl {
+        url: redact_url(url),
+        reason: format!("unsupported scheme `{}`", url.scheme()),
+    })?;
+    let scheme_name = url.scheme().to_string();
+    let bad_key = |key: &str| UploadError::InvalidOption {
+        key: key.to_string(),
+        scheme: scheme_name.clone(),
+    };
+    // Our own retries (counted, deadline-aware) replace object_store's.
+    let no_retry = RetryConfig {
+        max_retries: 0,
+        ..RetryConfig::default()
+    };
+    let secrets: Vec<String> = options
+        .iter()
+        .filter(|(k, _)| is_secret_key(k))
+        .map(|(_, v)| v.clone())
+        .collect();
+    let store_err = |e: object_store::Error| UploadError::Store(redact(&e.to_string(), &secrets));
+    match scheme {
+        ObjectStoreScheme::Local | ObjectStoreScheme::Memory => {
+            if let Some((key, _)) = options.first() {
+                return Err(bad_key(key));
+            }
+            let store: Arc<dyn ObjectStore> = if scheme == ObjectStoreScheme::Local {
+                Arc::new(object_store::local::LocalFileSystem::new())
+            } else {
+                Arc::new(object_store::memory::InMemory::new())
+            };
+            Ok(store)
+        }
+        ObjectStoreScheme::AmazonS3 => {
+            install_crypto_provider();
+            let mut b = if from_env {
+                AmazonS3Builder::from_env()
+            } else {
+                AmazonS3Builder::new()
+            };
+            b = b.with_url(url.as_str()).with_retry(no_retry);
+            for (k, v) in options {
+                let key: AmazonS3ConfigKey =
+                    k.to_ascii_lowercase().parse().map_err(|_| bad_key(k))?;
+                b = b.with_config(key, v.clone());
+            }
+            Ok(Arc::new(b.build().map_err(store_err)?))
+        }
+        ObjectStoreScheme::GoogleCloudStorage => {
+            install_crypto_provider();
+            let mut b = if from_env {
+                GoogleCloudStorageBuilder::from_env()
+            } else {
+                GoogleCloudStorageBuilder::new()
+            };
+            b = b.with_url(url.as_str()).with_retry(no_retry);
+            for (k, v) in options {
+                let key: GoogleConfigKey =
+                    k.to_ascii_lowercase().parse().map_err(|_| bad_key(k))?;
+                b = b.with_config(key, v.clone());
+            }
+            Ok(Arc::new(b.build().map_err(store_err)?))
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            install_crypto_provider();
+            let mut b = if from_env {
+                MicrosoftAzureBuilder::from_env()
+            } else {
+                MicrosoftAzureBuilder::new()
+            };
+            b = b.with_url(url.as_str()).with_retry(no_retry);
+            for (k, v) in options {
+                let key: AzureConfigKey = k.to_ascii_lowercase().parse().map_err(|_| bad_key(k))?;
+                b = b.with_config(key, v.clone());
+            }
+            Ok(Arc::new(b.build().map_err(store_err)?))
+        }
+        _ => Err(UploadError::InvalidUrl {
+            url: redact_url(url),
+            reason: "unsupported scheme".into(),
+        }),
+    }
+}
+
+/// Errors a retry cannot fix (missing bucket, bad credentials): reported at once.
+fn is_permanent(e: &object_store::Error) -> bool {
+    matches!(
+        e,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+    )
+}
+
+/// reqwest is built without a default TLS crypto provider (to avoid aws-lc-sys); install
+/// rustls' `ring` provider unless the application installed one.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// What the uploader did. `final_remote_matches_local` is `None` until the final upload ran,
+/// then `Some(true)` only when the remote object was read back byte-identical to the local
+/// file (`Some(false)`: the final upload failed, timed out or the read-back differed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UploadReport {
+    /// The destination (no credentials, no query string).
+    pub url: String,
+    /// Successful uploads of the log (intermediate and final).
+    pub uploads_ok: u64,
+    /// Uploads of the log that failed after all retries (or ran out of time).
+    pub uploads_failed: u64,
+    /// Attempts repeated after a failure.
+    pub retries: u64,
+    /// Upload requests merged into an already pending one, plus intermediate uploads cut
+    /// short by shutdown.
+    pub skipped_or_coalesced: u64,
+    /// The latest failure, secrets redacted.
+    pub last_error: Option<String>,
+    /// Whether the remote copy is confirmed identical to the local file after the final upload.
+    pub final_remote_matches_local: Option<bool>,
+    /// Size in bytes of the latest successful log upload.
+    pub last_uploaded_bytes: u64,
+    /// Extra artefacts uploaded at shutdown.
+    pub artefacts_ok: u64,
+    /// Extra artefacts that could not be uploaded.
+    pub artefacts_failed: u64,
+}
+
+impl fmt::Display for UploadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "upload to {}: {} ok, {} failed, {} retries, {} skipped/coalesced",
+            self.url, self.uploads_ok, self.uploads_failed, self.retries, self.skipped_or_coalesced
+        )?;
+        match self.final_remote_matches_local {
+            Some(true) => write!(f, ", remote matches local")?,
+            Some(false) => write!(f, ", remote NOT confirmed to match local")?,
+            None => write!(f, ", final upload not run yet")?,
+        }
+        if self.artefacts_ok + self.artefacts_failed > 0 {
+            write!(
+                f,
+                ", artefacts {} ok / {} failed",
+                self.artefacts_ok, self.artefacts_failed
+            )?;
+        }
+        if let Some(e) = &self.last_error {
+            write!(f, "; last error: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+struct Shared {
+    report: Mutex<UploadReport>,
+    coalesced: AtomicU64,
+    urgent: AtomicBool,
+    wake: Notify,
+    finish: Notify,
+    /// `Some(deadline)`: final upload requested; set before `finish` is notified.
+    final_deadline: Mutex<Option<Instant>>,
+    /// Stop without a final upload (the sink was dropped without `close`).
+    abort: AtomicBool,
+    final_done: AtomicBool,
+}
+
+impl Shared {
+    fn update(&self, f: impl FnOnce(&mut UploadReport)) {
+        f(&mut self.report.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+/// Reads an [`UploadSink`]'s progress from any thread.
+#[derive(Clone)]
+pub struct UploadHandle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for UploadHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UploadHandle")
+            .field("report", &self.report())
+            .finish()
+    }
+}
+
+impl UploadHandle {
+    /// A snapshot of the counters.
+    pub fn report(&self) -> UploadReport {
+        let mut report = self
+            .shared
+            .report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        report.skipped_or_coalesced += self.shared.coalesced.load(Ordering::Relaxed);
+        report
+    }
+}
+
+/// The sink that keeps a remote copy of the MLLOG file current. Put it after the file sink.
+pub struct UploadSink {
+    shared: Arc<Shared>,
+    important: HashSet<String>,
+    pending_urgent: bool,
+    done_rx: mpsc::Receiver<Result<(), String>>,
+    closed: bool,
+}
+
+impl fmt::Debug for UploadSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UploadSink")
+            .field("important", &self.important)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Uploader {
+    shared: Arc<Shared>,
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    local_file: PathBuf,
+    artefacts: Vec<PathBuf>,
+    retry: RetryPolicy,
+    interval: Option<Duration>,
+    deadline: Duration,
+    secrets: Vec<String>,
+    last_uploaded: Option<Vec<u8>>,
+    done_tx: mpsc::SyncSender<Result<(), String>>,
+}
+
+impl UploadSink {
+    /// Builds the store (configuration errors surface here, not later) and starts the
+    /// uploader for `local_file`, the MLLOG file an earlier sink writes.
+    pub fn start(
+        config: UploadConfig,
+        local_file: PathBuf,
+    ) -> Result<(UploadSink, UploadHandle), UploadError> {
+        let (store, path) = config.open_store(&local_file)?;
+        let url = config.display_url();
+        let report = UploadReport {
+            url,
+            ..UploadReport::default()
+        };
+        let shared = Arc::new(Shared {
+            report: Mutex::new(report),
+            coalesced: AtomicU64::new(0),
+            urgent: AtomicBool::new(false),
+            wake: Notify::new(),
+            finish: Notify::new(),
+            final_deadline: Mutex::new(None),
+            abort: AtomicBool::new(false),
+            final_done: AtomicBool::new(false),
+        });
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let uploader = Uploader {
+            shared: shared.clone(),
+            store,
+            path,
+            local_file,
+            artefacts: config.artefacts.clone(),
+            retry: RetryPolicy {
+                max_attempts: config.retry.max_attempts.max(1),
+                ..config.retry
+            },
+            interval: config.interval,
+            deadline: config.deadline,
+            secrets: config.secrets(),
+            last_uploaded: None,
+            done_tx,
+        };
+        let app_runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        match app_runtime {
+            Some(handle) if !config.own_runtime => {
+                handle.spawn(uploader.run());
+            }
+            _ => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .thread_name("mllog-upload")
+                    .build()
+                    .map_err(|e| UploadError::Runtime(e.to_string()))?;
+                std::thread::Builder::new()
+                    .name("mllog-upload".into())
+                    .spawn(move || runtime.block_on(uploader.run()))
+                    .map_err(|e| UploadError::Runtime(e.to_string()))?;
+            }
+        }
+        let sink = UploadSink {
+            shared: shared.clone(),
+            important: config.important_keys.into_iter().collect(),
+            pending_urgent: false,
+            done_rx,
+            closed: false,
+        };
+        Ok((sink, UploadHandle { shared }))
+    }
+}
+
+impl Sink for UploadSink {
+    fn name(&self) -> &str {
+        "object-store-upload"
+    }
+
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        if !record.trace_only && self.important.contains(record.key.as_ref()) {
+            self.pending_urgent = true;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if self.pending_urgent {
+            self.pending_urgent = false;
+            if self.shared.urgent.swap(true, Ordering::AcqRel) {
+                self.shared.coalesced.fetch_add(1, Ordering::Relaxed);
+            }
+            self.shared.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        *self
+            .shared
+            .final_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(deadline);
+        self.shared.finish.notify_one();
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let outcome = match self.done_rx.recv_timeout(wait) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err("final upload did not finish within the shutdown deadline".to_string())
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err("the uploader stopped before the final upload (runtime shut down?)".into())
+            }
+        };
+        if let Err(message) = &outcome {
+            if !self.shared.final_done.swap(true, Ordering::AcqRel) {
+                self.shared.update(|r| {
+                    r.uploads_failed += 1;
+                    r.final_remote_matches_local = Some(false);
+                    r.last_error = Some(message.clone());
+                });
+            }
+        }
+        outcome.map_err(SinkError::Other)
+    }
+}
+
+impl Drop for UploadSink {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.shared.abort.store(true, Ordering::Release);
+            self.shared.finish.notify_one();
+        }
+    }
+}
+
+enum Attempt {
+    Ok,
+    Failed(String),
+    OutOfTime(String),
+}
+
+impl Uploader {
+    async fn run(mut self) {
+        let mut ticker = self.interval.map(|every| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        loop {
+            let shared = self.shared.clone();
+            let woke = tokio::select! {
+                biased;
+                _ = shared.finish.notified() => false,
+                _ = shared.wake.notified() => true,
+                _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => true,
+            };
+            if !woke {
+                break;
+            }
+            self.shared.urgent.store(false, Ordering::Release);
+            let finished = tokio::select! {
+                biased;
+                _ = shared.finish.notified() => true,
+                _ = self.upload_log(None) => false,
+            };
+            if finished {
+                self.shared.update(|r| r.skipped_or_coalesced += 1);
+                break;
+            }
+        }
+        if self.shared.abort.load(Ordering::Acquire) {
+            return;
+        }
+        let close_deadline = self
+            .shared
+            .final_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(|| Instant::now() + self.deadline);
+        let deadline = close_deadline
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or(close_deadline)
+            .min(Instant::now() + self.deadline);
+        let result = self.final_upload(deadline).await;
+        if !self.shared.final_done.swap(true, Ordering::AcqRel) {
+            let _ = self.done_tx.try_send(result);
+        }
+    }
+
+    fn read_local(&self, complete: bool) -> Result<Vec<u8>, String> {
+        let mut bytes = std::fs::read(&self.local_file)
+            .map_err(|e| format!("reading {}: {e}", self.local_file.display()))?;
+        if !complete {
+            // An intermediate snapshot ends at the last complete line.
+            let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+            bytes.truncate(end);
+        }
+        Ok(bytes)
+    }
+
+    /// One intermediate (deadline `None`) or final upload of the log, with retries.
+    async fn upload_log(&mut self, deadline: Option<Instant>) -> Attempt {
+        let bytes = match self.read_local(deadline.is_some()) {
+            Ok(b) => b,
+            Err(e) => {
+                let e = redact(&e, &self.secrets);
+                self.shared.update(|r| {
+                    r.uploads_failed += 1;
+                    r.last_error = Some(e.clone());
+                });
+                return Attempt::Failed(e);
+            }
+        };
+        if deadline.is_none() && self.last_uploaded.as_deref() == Some(&bytes[..]) {
+            return Attempt::Ok;
+        }
+        let path = self.path.clone();
+        let attempt = self.put_with_retry(&path, bytes.clone(), deadline).await;
+        match &attempt {
+            Attempt::Ok => {
+                let len = bytes.len() as u64;
+                self.last_uploaded = Some(bytes);
+                self.shared.update(|r| {
+                    r.uploads_ok += 1;
+                    r.last_uploaded_bytes = len;
+                });
+            }
+            Attempt::Failed(e) | Attempt::OutOfTime(e) => {
+                self.shared.update(|r| {
+                    r.uploads_failed += 1;
+                    r.last_error = Some(e.clone());
+                });
+            }
+        }
+        attempt
+    }
+
+    async fn put_with_retry(
+        &self,
+        path: &ObjectPath,
+        bytes: Vec<u8>,
+        deadline: Option<Instant>,
+    ) -> Attempt {
+        let payload = PutPayload::from(bytes);
+        let mut retry = 0u32;
+        loop {
+            let put = self.store.put(path, payload.clone());
+            let outcome = match deadline {
+                Some(d) => match tokio::time::timeout_at(d.into(), put).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Attempt::OutOfTime(format!(
+                            "upload of {path} did not finish before the deadline"
+                        ))
+                    }
+                },
+                None => put.await,
+            };
+            let (message, permanent) = match outcome {
+                Ok(_) => return Attempt::Ok,
+                Err(e) => (
+                    redact(&format!("upload of {path} failed: {e}"), &self.secrets),
+                    is_permanent(&e),
+                ),
+            };
+            if permanent || retry + 1 >= self.retry.max_attempts {
+                return Attempt::Failed(message);
+            }
+            let pause = self.retry.backoff(retry);
+            if let Some(d) = deadline {
+                if Instant::now() + pause >= d {
+                    return Attempt::OutOfTime(format!(
+                        "{message} (no time left for a retry before the deadline)"
+                    ));
+                }
+            }
+            self.shared.update(|r| {
+                r.retries += 1;
+                r.last_error = Some(message);
+            });
+            retry += 1;
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    async fn final_upload(&mut self, deadline: Instant) -> Result<(), String> {
+        let mut outcome = match self.upload_log(Some(deadline)).await {
+            Attempt::Ok => {
+                let verified = self.verify(deadline).await;
+                let matches = verified.is_ok();
+                self.shared
+                    .update(|r| r.final_remote_matches_local = Some(matches));
+                if let Err(e) = &verified {
+                    self.shared.update(|r| r.last_error = Some(e.clone()));
+                }
+                verified
+            }
+            Attempt::Failed(e) | Attempt::OutOfTime(e) => {
+                self.shared
+                    .update(|r| r.final_remote_matches_local = Some(false));
+                Err(e)
+            }
+        };
+        let artefacts = std::mem::take(&mut self.artefacts);
+        for file in artefacts {
+            let result = self.upload_artefact(&file, deadline).await;
+            self.shared.update(|r| match &result {
+                Ok(()) => r.artefacts_ok += 1,
+                Err(e) => {
+                    r.artefacts_failed += 1;
+                    r.last_error = Some(e.clone());
+                }
+            });
+            if let (Err(e), Ok(())) = (&result, &outcome) {
+                outcome = Err(e.clone());
+            }
+        }
+        outcome
+    }
+
+    async fn verify(&self, deadline: Instant) -> Result<(), String> {
+        let local = self.read_local(true)?;
+        let get = async {
+            let got = self.store.get(&self.path).await?;
+            got.bytes().await
+        };
+        match tokio::time::timeout_at(deadline.into(), get).await {
+            Err(_) => Err(format!(
+                "reading back {} did not finish before the deadline",
+                self.path
+            )),
+            Ok(Err(e)) => Err(redact(
+                &format!("reading back {} failed: {e}", self.path),
+                &self.secrets,
+            )),
+            Ok(Ok(remote)) if remote[..] == local[..] => Ok(()),
+            Ok(Ok(remote)) => Err(format!(
+                "remote {} ({} bytes) differs from the local file ({} bytes)",
+                self.path,
+                remote.len(),
+                local.len()
+            )),
+        }
+    }
+
+    async fn upload_artefact(&self, file: &FsPath, deadline: Instant) -> Result<(), String> {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("artefact {} has no usable file name", file.display()))?;
+        let mut parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_string()).collect();
+        parts.pop();
+        parts.push(name.to_string());
+        let path = ObjectPath::from_iter(parts);
+        let bytes =
+            std::fs::read(file).map_err(|e| format!("reading artefact {}: {e}", file.display()))?;
+        match self.put_with_retry(&path, bytes, Some(deadline)).await {
+            Attempt::Ok => Ok(()),
+            Attempt::Failed(e) | Attempt::OutOfTime(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_secrets_and_signatures() {
+        let secrets = vec!["hunter2hunter2".to_string()];
+        let msg = "error for url (http://h/c/b?sv=1&sig=abcDEF%2B&se=2) key hunter2hunter2";
+        let out = redact(msg, &secrets);
+        assert!(!out.contains("hunter2"), "{out}");
+        assert!(!out.contains("abcDEF"), "{out}");
+        assert!(out.contains("sv=1"), "{out}");
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let p = RetryPolicy {
+            max_attempts: 10,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(500),
+        };
+        assert_eq!(p.backoff(0), Duration::from_millis(100));
+        assert_eq!(p.backoff(1), Duration::from_millis(200));
+        assert_eq!(p.backoff(3), Duration::from_millis(500));
+        assert_eq!(p.backoff(40), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn url_redaction() {
+        assert_eq!(
+            redact_url_str("s3://user:pw@bucket/x?sig=1"),
+            "s3://user:***@bucket/x"
+        );
+        let u = Url::parse("az://user:pw@container/x?sig=1").unwrap();
+        assert_eq!(redact_url(&u), "az://user:***@container/x");
+        let u = Url::parse("abfs://c@acct.dfs.core.windows.net/k").unwrap();
+        assert_eq!(redact_url(&u), "abfs://c@acct.dfs.core.windows.net/k");
+    }
+}
