@@ -524,7 +524,7 @@ impl Builder {
                 what: "the object-store upload",
                 message: e.to_string(),
             };
-            let config = UploadConfig::from_vars(&get)
+            let config = UploadConfig::from_vars(get)
                 .map_err(start)?
                 .or(self.upload.take());
             match (writes, config) {
