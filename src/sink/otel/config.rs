@@ -1,0 +1,268 @@
+//! [`OtelConfig`], [`Backpressure`] and [`OtelError`].
+
+use std::time::Duration;
+
+use opentelemetry::trace::TraceId;
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::Resource;
+
+use crate::keys::Benchmark;
+use crate::submission::Submission;
+
+/// What the span queue does when the exporter falls behind (see `docs/otel.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backpressure {
+    /// Wait up to this long for room in the queue, then drop the span (counted). The wait
+    /// happens on the pipeline's worker thread, never on the training thread; while it waits
+    /// the pipeline's own channel absorbs the burst. The default (30 s).
+    Wait(Duration),
+    /// Never wait: drop the span at once when the queue is full (counted).
+    Drop,
+}
+
+impl Default for Backpressure {
+    fn default() -> Self {
+        Backpressure::Wait(Duration::from_secs(30))
+    }
+}
+
+/// Settings of an [`super::OtelSink`]. Builder style: `OtelConfig::new().rank(3).world_size(8)`.
+#[derive(Clone, Debug)]
+pub struct OtelConfig {
+    pub(crate) service_name: Option<String>,
+    pub(crate) train_step_rate: f64,
+    pub(crate) resource_attributes: Vec<(String, String)>,
+    pub(crate) queue_size: usize,
+    pub(crate) batch_size: usize,
+    pub(crate) batch_delay: Duration,
+    pub(crate) backpressure: Backpressure,
+    pub(crate) max_events_per_span: u32,
+    pub(crate) metric_interval: Option<Duration>,
+    pub(crate) rank: Option<u32>,
+    pub(crate) world_size: Option<u32>,
+    pub(crate) host: Option<String>,
+    pub(crate) submission: Submission,
+    pub(crate) trace_id: Option<TraceId>,
+}
+
+impl Default for OtelConfig {
+    fn default() -> Self {
+        OtelConfig {
+            service_name: None,
+            train_step_rate: 1.0,
+            resource_attributes: Vec::new(),
+            queue_size: 65_536,
+            batch_size: 512,
+            batch_delay: Duration::from_secs(1),
+            backpressure: Backpressure::default(),
+            max_events_per_span: 4096,
+            metric_interval: None,
+            rank: None,
+            world_size: None,
+            host: None,
+            submission: Submission::default(),
+            trace_id: None,
+        }
+    }
+}
+
+impl OtelConfig {
+    /// The defaults: every `train_step` record exported, queue of 65 536 spans, batches of
+    /// 512, [`Backpressure::Wait`] 30 s.
+    pub fn new() -> OtelConfig {
+        OtelConfig::default()
+    }
+
+    /// `service.name` of the resource. Default: `OTEL_SERVICE_NAME` if set, else the
+    /// benchmark's name (e.g. `llama2_70b_lora`), else `mllog`.
+    pub fn service_name(mut self, name: impl Into<String>) -> Self {
+        self.service_name = Some(name.into());
+        self
+    }
+
+    /// Fraction of `train_step` intervals that become spans (0.0 = none, 1.0 = all, the
+    /// default). Sampling is deterministic: with rate 0.25 every 4th step is kept. The step
+    /// time metric sees every step regardless.
+    pub fn train_step_sampling(mut self, rate: f64) -> Self {
+        self.train_step_rate = if rate.is_nan() {
+            0.0
+        } else {
+            rate.clamp(0.0, 1.0)
+        };
+        self
+    }
+
+    /// An extra resource attribute (string valued).
+    pub fn resource_attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.resource_attributes.push((key.into(), value.into()));
+        self
+    }
+
+    /// Spans that may wait for the exporter (default 65 536).
+    pub fn queue_size(mut self, spans: usize) -> Self {
+        self.queue_size = spans.max(1);
+        self
+    }
+
+    /// Spans per export request (default 512).
+    pub fn batch_size(mut self, spans: usize) -> Self {
+        self.batch_size = spans.max(1);
+        self
+    }
+
+    /// Longest time a finished span waits before its (partial) batch is exported (default 1 s).
+    pub fn batch_delay(mut self, delay: Duration) -> Self {
+        self.batch_delay = delay;
+        self
+    }
+
+    /// What to do when the queue is full (default [`Backpressure::Wait`] 30 s).
+    pub fn backpressure(mut self, backpressure: Backpressure) -> Self {
+        self.backpressure = backpressure;
+        self
+    }
+
+    /// Events kept per span (default 4096); further events are counted in
+    /// [`super::OtelReport::events_dropped`].
+    pub fn max_events_per_span(mut self, events: u32) -> Self {
+        self.max_events_per_span = events;
+        self
+    }
+
+    /// How often metrics are exported (default: `OTEL_METRIC_EXPORT_INTERVAL` or 60 s; a final
+    /// export always happens at shutdown).
+    pub fn metric_interval(mut self, interval: Duration) -> Self {
+        self.metric_interval = Some(interval);
+        self
+    }
+
+    /// This process's rank (resource `mllog.rank`, metric attribute `mllog.rank`).
+    pub fn rank(mut self, rank: u32) -> Self {
+        self.rank = Some(rank);
+        self
+    }
+
+    /// Number of ranks (resource `mllog.world_size`).
+    pub fn world_size(mut self, size: u32) -> Self {
+        self.world_size = Some(size);
+        self
+    }
+
+    /// Host name (resource `host.name`; default: the machine's host name).
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+
+    /// The benchmark (resource and metric attribute `mllog.benchmark`; default service name).
+    pub fn benchmark(mut self, benchmark: Benchmark) -> Self {
+        self.submission.benchmark = Some(benchmark);
+        self
+    }
+
+    /// Submission metadata for the resource (`mllog.submission.*`) and metric attributes.
+    pub fn submission(mut self, submission: Submission) -> Self {
+        self.submission = submission;
+        self
+    }
+
+    /// The trace id shared by every root span of this sink (providers built by the sink only).
+    /// Give all ranks the same id (e.g. `MLLOG_OTEL_TRACE_ID`) to see them in one trace.
+    /// Default: random per sink.
+    pub fn trace_id(mut self, id: u128) -> Self {
+        self.trace_id = Some(TraceId::from(id));
+        self
+    }
+
+    /// The service name that will be used.
+    pub fn effective_service_name(&self) -> String {
+        if let Some(name) = &self.service_name {
+            return name.clone();
+        }
+        if let Ok(name) = std::env::var("OTEL_SERVICE_NAME") {
+            if !name.trim().is_empty() {
+                return name;
+            }
+        }
+        match self.submission.benchmark {
+            Some(b) => b.as_str().to_owned(),
+            None => "mllog".to_owned(),
+        }
+    }
+
+    /// The resource the sink gives the providers it builds; use it for your own providers
+    /// too ([`super::OtelSink::with_providers`] does not change a provider's resource).
+    /// Also reads `OTEL_RESOURCE_ATTRIBUTES` (the SDK's detectors); these settings win.
+    pub fn resource(&self) -> Resource {
+        let mut attrs: Vec<KeyValue> = Vec::new();
+        let s = &self.submission;
+        if let Some(b) = s.benchmark {
+            attrs.push(KeyValue::new("mllog.benchmark", b.as_str()));
+        }
+        let text = [
+            ("mllog.submission.org", s.org.as_deref()),
+            ("mllog.submission.division", s.division.map(|d| d.as_str())),
+            ("mllog.submission.status", s.status.map(|d| d.as_str())),
+            ("mllog.submission.platform", s.platform.as_deref()),
+            ("mllog.submission.entry", s.entry.as_deref()),
+            ("mllog.submission.poc_name", s.poc_name.as_deref()),
+            ("mllog.submission.poc_email", s.poc_email.as_deref()),
+        ];
+        for (k, v) in text {
+            if let Some(v) = v {
+                attrs.push(KeyValue::new(k, v.to_owned()));
+            }
+        }
+        if let Some(r) = self.rank {
+            attrs.push(KeyValue::new("mllog.rank", i64::from(r)));
+        }
+        if let Some(w) = self.world_size {
+            attrs.push(KeyValue::new("mllog.world_size", i64::from(w)));
+        }
+        let host = self.host.clone().or_else(hostname);
+        if let Some(h) = host {
+            attrs.push(KeyValue::new("host.name", h));
+        }
+        for (k, v) in &self.resource_attributes {
+            attrs.push(KeyValue::new(k.clone(), v.clone()));
+        }
+        Resource::builder()
+            .with_service_name(self.effective_service_name())
+            .with_attributes(attrs)
+            .build()
+    }
+}
+
+/// The machine's host name, if it has one.
+pub(crate) fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length, which is what we pass.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Why an OpenTelemetry sink could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum OtelError {
+    /// An environment variable has an unusable value.
+    #[error("{name}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The OTLP exporter could not be built.
+    #[error("building the OTLP exporter: {0}")]
+    Exporter(String),
+    /// A thread or the Tokio runtime for gRPC could not be started.
+    #[error("starting the OpenTelemetry worker: {0}")]
+    Runtime(#[from] std::io::Error),
+}

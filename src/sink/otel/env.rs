@@ -1,0 +1,243 @@
+//! [`OtelSink::from_env`]: OTLP exporters from the standard `OTEL_EXPORTER_OTLP_*` variables.
+
+use std::time::Duration;
+
+use opentelemetry_otlp::{MetricExporter, Protocol, SpanExporter, WithExportConfig};
+
+use super::config::{Backpressure, OtelConfig, OtelError};
+use super::OtelSink;
+use crate::layer::RANK_VARIABLES;
+
+/// `MLLOG_OTEL=1` turns [`OtelSink::from_env`] on.
+pub const ENV_OTEL: &str = "MLLOG_OTEL";
+/// Fraction of `train_step` intervals exported as spans (0..=1).
+pub const ENV_OTEL_TRAIN_STEP_RATE: &str = "MLLOG_OTEL_TRAIN_STEP_RATE";
+/// Span queue size.
+pub const ENV_OTEL_QUEUE_SIZE: &str = "MLLOG_OTEL_QUEUE_SIZE";
+/// `wait` (default, 30 s), `wait:<ms>` or `drop`.
+pub const ENV_OTEL_BACKPRESSURE: &str = "MLLOG_OTEL_BACKPRESSURE";
+/// 32 hex digits: the trace id of every root span (give all ranks the same one).
+pub const ENV_OTEL_TRACE_ID: &str = "MLLOG_OTEL_TRACE_ID";
+
+const WORLD_SIZE_VARIABLES: [&str; 4] = [
+    "WORLD_SIZE",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+];
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Transport {
+    Grpc,
+    Http,
+}
+
+fn env_err(name: &str, value: &str, reason: impl Into<String>) -> OtelError {
+    OtelError::Env {
+        name: name.to_owned(),
+        value: value.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn transport(
+    get: &dyn Fn(&str) -> Option<String>,
+    signal_var: &str,
+) -> Result<Transport, OtelError> {
+    let (name, raw) = match get(signal_var) {
+        Some(v) => (signal_var, v),
+        None => match get("OTEL_EXPORTER_OTLP_PROTOCOL") {
+            Some(v) => ("OTEL_EXPORTER_OTLP_PROTOCOL", v),
+            None => return Ok(Transport::Http),
+        },
+    };
+    match raw.trim() {
+        "grpc" => Ok(Transport::Grpc),
+        "http/protobuf" | "" => Ok(Transport::Http),
+        other => Err(env_err(
+            name,
+            other,
+            "supported: grpc, http/protobuf (http/json is not built in)",
+        )),
+    }
+}
+
+/// Applies the `MLLOG_OTEL_*`, rank, world size and submission variables to `config`
+/// (settings made in code win only where no variable is set).
+pub(crate) fn overlay(
+    mut config: OtelConfig,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<OtelConfig, OtelError> {
+    if let Some(raw) = get(ENV_OTEL_TRAIN_STEP_RATE) {
+        let rate: f64 = raw
+            .trim()
+            .parse()
+            .ok()
+            .filter(|r: &f64| (0.0..=1.0).contains(r))
+            .ok_or_else(|| env_err(ENV_OTEL_TRAIN_STEP_RATE, &raw, "expected a number in 0..=1"))?;
+        config = config.train_step_sampling(rate);
+    }
+    if let Some(raw) = get(ENV_OTEL_QUEUE_SIZE) {
+        let n: usize = raw
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| env_err(ENV_OTEL_QUEUE_SIZE, &raw, "expected a positive integer"))?;
+        config = config.queue_size(n);
+    }
+    if let Some(raw) = get(ENV_OTEL_BACKPRESSURE) {
+        let v = raw.trim().to_ascii_lowercase();
+        let bp = if v == "drop" {
+            Backpressure::Drop
+        } else if v == "wait" {
+            Backpressure::default()
+        } else if let Some(ms) = v.strip_prefix("wait:") {
+            let ms: u64 = ms.parse().map_err(|_| {
+                env_err(ENV_OTEL_BACKPRESSURE, &raw, "expected wait:<milliseconds>")
+            })?;
+            Backpressure::Wait(Duration::from_millis(ms))
+        } else {
+            return Err(env_err(
+                ENV_OTEL_BACKPRESSURE,
+                &raw,
+                "expected wait, wait:<ms> or drop",
+            ));
+        };
+        config = config.backpressure(bp);
+    }
+    if let Some(raw) = get(ENV_OTEL_TRACE_ID) {
+        let id = u128::from_str_radix(raw.trim(), 16)
+            .ok()
+            .filter(|id| *id != 0 && raw.trim().len() == 32)
+            .ok_or_else(|| {
+                env_err(
+                    ENV_OTEL_TRACE_ID,
+                    &raw,
+                    "expected 32 hex digits, not all zero",
+                )
+            })?;
+        config = config.trace_id(id);
+    }
+    if config.rank.is_none() {
+        for name in RANK_VARIABLES {
+            if let Some(raw) = get(name) {
+                let r: u32 = raw
+                    .trim()
+                    .parse()
+                    .map_err(|_| env_err(name, &raw, "expected a non-negative integer"))?;
+                config = config.rank(r);
+                break;
+            }
+        }
+    }
+    if config.world_size.is_none() {
+        for name in WORLD_SIZE_VARIABLES {
+            if let Some(raw) = get(name) {
+                let n: u32 = raw
+                    .trim()
+                    .parse()
+                    .map_err(|_| env_err(name, &raw, "expected a positive integer"))?;
+                config = config.world_size(n);
+                break;
+            }
+        }
+    }
+    config
+        .submission
+        .overlay_env(get)
+        .map_err(|e| env_err("MLLOG_SUBMISSION_*", "", e.to_string()))?;
+    Ok(config)
+}
+
+impl OtelSink {
+    /// `None` unless `MLLOG_OTEL=1`; otherwise an OTLP sink configured from the environment:
+    /// [`OtelSink::from_env_with`] with the default [`OtelConfig`].
+    pub fn from_env() -> Result<Option<OtelSink>, OtelError> {
+        OtelSink::from_env_with(OtelConfig::new())
+    }
+
+    /// `None` unless `MLLOG_OTEL=1` (also `true`/`yes`/`on`). Otherwise builds OTLP span and
+    /// metric exporters the way the OpenTelemetry specification says: protocol from
+    /// `OTEL_EXPORTER_OTLP_{TRACES,METRICS}_PROTOCOL` or `OTEL_EXPORTER_OTLP_PROTOCOL`
+    /// (`grpc` or `http/protobuf`, the default), endpoint, headers, timeout and compression
+    /// from the other `OTEL_EXPORTER_OTLP_*` variables (read by `opentelemetry-otlp`).
+    /// `OTEL_TRACES_EXPORTER=none` / `OTEL_METRICS_EXPORTER=none` leave that signal out
+    /// (no traces: `None`). gRPC runs on a small Tokio runtime the sink owns. `config` is
+    /// overlaid with `MLLOG_OTEL_*`, rank (`RANK`, ...), world size (`WORLD_SIZE`, ...) and
+    /// submission (`MLLOG_SUBMISSION_*`) variables.
+    pub fn from_env_with(config: OtelConfig) -> Result<Option<OtelSink>, OtelError> {
+        let get = |name: &str| std::env::var(name).ok();
+        let on = match get(ENV_OTEL) {
+            None => false,
+            Some(raw) => match raw.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" | "" => false,
+                _ => {
+                    return Err(env_err(
+                        ENV_OTEL,
+                        &raw,
+                        "expected 1/0, true/false, yes/no or on/off",
+                    ))
+                }
+            },
+        };
+        if !on || get("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none") {
+            return Ok(None);
+        }
+        let config = overlay(config, &get)?;
+        let traces = transport(&get, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
+        let metrics = if get("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none") {
+            None
+        } else {
+            Some(transport(&get, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")?)
+        };
+        let runtime = if traces == Transport::Grpc || metrics == Some(Transport::Grpc) {
+            Some(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("mllog-otel-rt")
+                    .enable_all()
+                    .build()?,
+            )
+        } else {
+            None
+        };
+        let exp_err =
+            |e: opentelemetry_otlp::ExporterBuildError| OtelError::Exporter(e.to_string());
+        let span_exporter = match traces {
+            Transport::Grpc => {
+                let rt = runtime.as_ref().expect("runtime for gRPC");
+                rt.block_on(async { SpanExporter::builder().with_tonic().build() })
+                    .map_err(exp_err)?
+            }
+            Transport::Http => SpanExporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .build()
+                .map_err(exp_err)?,
+        };
+        let metric_exporter = match metrics {
+            None => None,
+            Some(Transport::Grpc) => {
+                let rt = runtime.as_ref().expect("runtime for gRPC");
+                Some(
+                    rt.block_on(async { MetricExporter::builder().with_tonic().build() })
+                        .map_err(exp_err)?,
+                )
+            }
+            Some(Transport::Http) => Some(
+                MetricExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .build()
+                    .map_err(exp_err)?,
+            ),
+        };
+        // The span export thread drives gRPC exports on the runtime; HTTP uses the blocking
+        // client on a plain thread (it must not run inside a Tokio runtime). The runtime
+        // lives as long as the sink either way (gRPC metrics need it too).
+        let grpc_spans = traces == Transport::Grpc;
+        OtelSink::build(span_exporter, metric_exporter, config, runtime, grpc_spans).map(Some)
+    }
+}

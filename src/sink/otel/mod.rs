@@ -1,0 +1,909 @@
+//! The OpenTelemetry sink (feature `otel`): MLLOG intervals become spans, point records
+//! become span events, and a few well-known keys become metrics. See `docs/otel.md` for the
+//! naming scheme, the queue policy and the environment variables.
+
+mod config;
+mod env;
+mod processor;
+
+pub use config::{Backpressure, OtelConfig, OtelError};
+pub use env::{
+    ENV_OTEL, ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_TRACE_ID,
+    ENV_OTEL_TRAIN_STEP_RATE,
+};
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use opentelemetry::metrics::{Gauge, Histogram, MeterProvider as _};
+use opentelemetry::trace::{
+    SpanId, Status, TraceContextExt, TraceId, Tracer as _, TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
+use opentelemetry_sdk::trace::{
+    IdGenerator, RandomIdGenerator, Sampler, SdkTracer, SdkTracerProvider, SpanExporter,
+};
+
+use self::processor::{Counters, Executor, QueueProcessor, Settings};
+use super::{Sink, SinkError};
+use crate::record::{EventType, Record, Value};
+
+/// Name of the instrumentation scope of every span and metric.
+pub const OTEL_SCOPE: &str = "tracing-mllog";
+
+/// What the sink did, from [`OtelHandle::report`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OtelReport {
+    /// Spans started (intervals, kept `train_step`s and standalone `mllog.point` spans).
+    pub spans_started: u64,
+    /// Spans ended and handed to the SDK.
+    pub spans_ended: u64,
+    /// Spans the exporter accepted. With your own providers
+    /// ([`OtelSink::with_providers`]) delivery is your processor's business: this then counts
+    /// spans handed to the provider and [`OtelReport::delivery_tracked`] is false.
+    pub spans_exported: u64,
+    /// `train_step` intervals not turned into spans by sampling (not a loss).
+    pub sampled_out: u64,
+    /// Span events added (point records).
+    pub events: u64,
+    /// Point records not added because their span already had
+    /// [`OtelConfig::max_events_per_span`] events.
+    pub events_dropped: u64,
+    /// Metric measurements recorded.
+    pub metrics_points: u64,
+    /// Spans that did not reach the exporter: queue full (after the backpressure wait),
+    /// export failed, or still queued at the shutdown deadline. After shutdown,
+    /// `spans_ended == spans_exported + dropped` holds exactly when delivery is tracked.
+    pub dropped: u64,
+    /// Of `dropped`, those refused by a full queue.
+    pub dropped_queue_full: u64,
+    /// Failed export requests (spans and metrics).
+    pub export_errors: u64,
+    /// End records without a start (and starts that reused an open id).
+    pub unmatched: u64,
+    /// The latest error message.
+    pub last_error: Option<String>,
+    /// Whether spans go through the sink's own queue, so that `spans_exported` and `dropped`
+    /// are exact.
+    pub delivery_tracked: bool,
+}
+
+/// A cloneable view of an [`OtelSink`]'s counters, usable after the sink moved into the
+/// pipeline.
+#[derive(Clone, Debug)]
+pub struct OtelHandle {
+    counters: Arc<Counters>,
+}
+
+impl OtelHandle {
+    /// The counters now. Final once the guard has shut the pipeline down.
+    pub fn report(&self) -> OtelReport {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Acquire);
+        let tracked = c.tracked.load(Ordering::Acquire);
+        let ended = get(&c.spans_ended);
+        let mut exported = get(&c.spans_exported);
+        let mut dropped = get(&c.dropped);
+        if !tracked {
+            exported = ended;
+        } else if c.closed.load(Ordering::Acquire) {
+            // Whatever did not reach the exporter by the deadline is lost.
+            dropped = dropped.max(ended.saturating_sub(exported));
+        }
+        OtelReport {
+            spans_started: get(&c.spans_started),
+            spans_ended: ended,
+            spans_exported: exported,
+            sampled_out: get(&c.sampled_out),
+            events: get(&c.events),
+            events_dropped: get(&c.events_dropped),
+            metrics_points: get(&c.metrics_points),
+            dropped,
+            dropped_queue_full: get(&c.dropped_queue_full),
+            export_errors: get(&c.export_errors) + get(&c.metric_export_errors),
+            unmatched: get(&c.unmatched),
+            last_error: c
+                .last_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            delivery_tracked: tracked,
+        }
+    }
+}
+
+struct Instruments {
+    eval_accuracy: Gauge<f64>,
+    throughput: Gauge<f64>,
+    train_loss: Gauge<f64>,
+    step_time: Histogram<f64>,
+}
+
+enum Open {
+    Span {
+        cx: Context,
+        events: u32,
+        start_ns: i64,
+        step: bool,
+        /// The start record's metadata fields, so the stop record's do not repeat them.
+        fields: Vec<(crate::record::Str, Value)>,
+    },
+    Skipped {
+        parent: Option<u64>,
+        start_ns: i64,
+    },
+}
+
+/// Sends the record stream to OpenTelemetry (feature `otel`).
+///
+/// Build it with [`OtelSink::from_env`] (OTLP exporters from `OTEL_EXPORTER_OTLP_*` when
+/// `MLLOG_OTEL=1`), [`OtelSink::with_exporters`] / [`OtelSink::with_span_exporter`] (any
+/// exporter, through the sink's own counting queue) or [`OtelSink::with_providers`] (your own
+/// SDK providers), then hand it to [`crate::Builder::sink`]. Keep an [`OtelHandle`] from
+/// [`OtelSink::handle`] to read the [`OtelReport`].
+pub struct OtelSink {
+    name: String,
+    tracer: SdkTracer,
+    tracer_provider: SdkTracerProvider,
+    meter_provider: Option<SdkMeterProvider>,
+    instruments: Option<Instruments>,
+    own_providers: bool,
+    runtime: Option<tokio::runtime::Runtime>,
+    open: HashMap<u64, Open>,
+    order: Vec<u64>,
+    counters: Arc<Counters>,
+    step_rate: f64,
+    step_acc: f64,
+    max_events: u32,
+    metric_attrs: Vec<KeyValue>,
+    benchmark_from_config: bool,
+    last_ns: i64,
+    closed: bool,
+    keys: KeyCache,
+}
+
+/// `mllog.<field>` / `mllog.stop.<field>` attribute keys, made once per field name (shared,
+/// reference-counted) instead of formatted for every record.
+#[derive(Default)]
+struct KeyCache {
+    plain: HashMap<crate::record::Str, opentelemetry::Key>,
+    stop: HashMap<crate::record::Str, opentelemetry::Key>,
+}
+
+impl KeyCache {
+    fn plain(&mut self, field: &crate::record::Str) -> opentelemetry::Key {
+        if let Some(k) = self.plain.get(field) {
+            return k.clone();
+        }
+        let k = opentelemetry::Key::from(Arc::<str>::from(format!("mllog.{field}")));
+        self.plain.insert(field.clone(), k.clone());
+        k
+    }
+    fn stop(&mut self, field: &crate::record::Str) -> opentelemetry::Key {
+        if let Some(k) = self.stop.get(field) {
+            return k.clone();
+        }
+        let k = opentelemetry::Key::from(Arc::<str>::from(format!("mllog.stop.{field}")));
+        self.stop.insert(field.clone(), k.clone());
+        k
+    }
+}
+
+/// Every root span of one sink shares one trace id, so a rank's `init` and `run` are one trace.
+#[derive(Debug)]
+struct FixedTraceId {
+    trace_id: TraceId,
+    random: RandomIdGenerator,
+}
+
+impl IdGenerator for FixedTraceId {
+    fn new_trace_id(&self) -> TraceId {
+        self.trace_id
+    }
+    fn new_span_id(&self) -> SpanId {
+        self.random.new_span_id()
+    }
+}
+
+/// Counts metric export failures.
+struct CountingMetricExporter<M> {
+    inner: M,
+    counters: Arc<Counters>,
+}
+
+impl<M: PushMetricExporter> PushMetricExporter for CountingMetricExporter<M> {
+    fn export(
+        &self,
+        metrics: &ResourceMetrics,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        let fut = self.inner.export(metrics);
+        let counters = self.counters.clone();
+        async move {
+            let r = fut.await;
+            if let Err(e) = &r {
+                counters
+                    .metric_export_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                counters.error(format!("metric export: {e}"));
+            }
+            r
+        }
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
+    }
+}
+
+impl OtelSink {
+    /// Uses your providers as they are (their resource, sampler and processors). At shutdown
+    /// the sink force-flushes them (within the guard's deadline) but does not shut them down.
+    /// Delivery after the provider is not visible to the sink
+    /// ([`OtelReport::delivery_tracked`] is false); use [`OtelSink::with_exporters`] for
+    /// exact drop counts. [`OtelConfig::resource`] gives the resource the sink would use.
+    pub fn with_providers(
+        tracer_provider: SdkTracerProvider,
+        meter_provider: Option<SdkMeterProvider>,
+        config: OtelConfig,
+    ) -> OtelSink {
+        OtelSink::assemble(
+            tracer_provider,
+            meter_provider,
+            config,
+            false,
+            None,
+            Counters::default().into(),
+        )
+    }
+
+    /// Builds providers around these exporters: spans through the sink's bounded queue and
+    /// export thread (exact counts, [`Backpressure`] as configured), metrics through a
+    /// periodic reader. The resource is [`OtelConfig::resource`].
+    pub fn with_exporters<S, M>(
+        span_exporter: S,
+        metric_exporter: M,
+        config: OtelConfig,
+    ) -> Result<OtelSink, OtelError>
+    where
+        S: SpanExporter + 'static,
+        M: PushMetricExporter,
+    {
+        OtelSink::build(span_exporter, Some(metric_exporter), config, None, false)
+    }
+
+    /// Like [`OtelSink::with_exporters`] without metrics.
+    pub fn with_span_exporter<S>(
+        span_exporter: S,
+        config: OtelConfig,
+    ) -> Result<OtelSink, OtelError>
+    where
+        S: SpanExporter + 'static,
+    {
+        OtelSink::build::<S, NoMetrics>(span_exporter, None, config, None, false)
+    }
+
+    pub(crate) fn build<S, M>(
+        mut span_exporter: S,
+        metric_exporter: Option<M>,
+        config: OtelConfig,
+        runtime: Option<tokio::runtime::Runtime>,
+        spans_on_runtime: bool,
+    ) -> Result<OtelSink, OtelError>
+    where
+        S: SpanExporter + 'static,
+        M: PushMetricExporter,
+    {
+        let counters: Arc<Counters> = Arc::new(Counters::default());
+        let resource = config.resource();
+        span_exporter.set_resource(&resource);
+        let executor = match &runtime {
+            Some(rt) if spans_on_runtime => Executor::Tokio(rt.handle().clone()),
+            _ => Executor::Plain,
+        };
+        let processor = QueueProcessor::start(
+            span_exporter,
+            Settings {
+                queue_size: config.queue_size,
+                batch_size: config.batch_size,
+                batch_delay: config.batch_delay,
+                backpressure: config.backpressure,
+            },
+            executor,
+            counters.clone(),
+        )?;
+        let trace_id = config
+            .trace_id
+            .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id());
+        let tracer_provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .with_sampler(Sampler::AlwaysOn)
+            .with_id_generator(FixedTraceId {
+                trace_id,
+                random: RandomIdGenerator::default(),
+            })
+            .with_max_events_per_span(config.max_events_per_span)
+            .with_resource(resource.clone())
+            .build();
+        let meter_provider = metric_exporter.map(|m| {
+            let exporter = CountingMetricExporter {
+                inner: m,
+                counters: counters.clone(),
+            };
+            let mut reader = PeriodicReader::builder(exporter);
+            if let Some(i) = config.metric_interval {
+                reader = reader.with_interval(i);
+            }
+            SdkMeterProvider::builder()
+                .with_reader(reader.build())
+                .with_resource(resource)
+                .build()
+        });
+        Ok(OtelSink::assemble(
+            tracer_provider,
+            meter_provider,
+            config,
+            true,
+            runtime,
+            counters,
+        ))
+    }
+
+    fn assemble(
+        tracer_provider: SdkTracerProvider,
+        meter_provider: Option<SdkMeterProvider>,
+        config: OtelConfig,
+        own_providers: bool,
+        runtime: Option<tokio::runtime::Runtime>,
+        counters: Arc<Counters>,
+    ) -> OtelSink {
+        let tracer = tracer_provider.tracer(OTEL_SCOPE);
+        let instruments = meter_provider.as_ref().map(|mp| {
+            let meter = mp.meter(OTEL_SCOPE);
+            Instruments {
+                eval_accuracy: meter
+                    .f64_gauge("mllog.eval_accuracy")
+                    .with_description("eval_accuracy records (the benchmark's quality metric)")
+                    .build(),
+                throughput: meter
+                    .f64_gauge("mllog.throughput")
+                    .with_description("throughput from `throughput` or `tracked_stats` records")
+                    .build(),
+                train_loss: meter
+                    .f64_gauge("mllog.train_loss")
+                    .with_description("training loss from `train_loss` or `tracked_stats` records")
+                    .build(),
+                step_time: meter
+                    .f64_histogram("mllog.train_step.duration")
+                    .with_unit("s")
+                    .with_description("duration of every train_step interval (sampled or not)")
+                    .build(),
+            }
+        });
+        let mut metric_attrs = Vec::new();
+        let s = &config.submission;
+        if let Some(b) = s.benchmark {
+            metric_attrs.push(KeyValue::new("mllog.benchmark", b.as_str()));
+        }
+        if let Some(r) = config.rank {
+            metric_attrs.push(KeyValue::new("mllog.rank", i64::from(r)));
+        }
+        for (k, v) in [
+            ("mllog.submission.org", s.org.as_deref()),
+            ("mllog.submission.division", s.division.map(|d| d.as_str())),
+            ("mllog.submission.status", s.status.map(|d| d.as_str())),
+            ("mllog.submission.platform", s.platform.as_deref()),
+        ] {
+            if let Some(v) = v {
+                metric_attrs.push(KeyValue::new(k, v.to_owned()));
+            }
+        }
+        OtelSink {
+            name: "otel".to_owned(),
+            tracer,
+            tracer_provider,
+            meter_provider,
+            instruments,
+            own_providers,
+            runtime,
+            open: HashMap::new(),
+            order: Vec::new(),
+            counters,
+            step_rate: config.train_step_rate,
+            step_acc: 0.0,
+            max_events: config.max_events_per_span,
+            metric_attrs,
+            benchmark_from_config: s.benchmark.is_some(),
+            last_ns: 0,
+            closed: false,
+            keys: KeyCache::default(),
+        }
+    }
+
+    /// A handle to the counters.
+    pub fn handle(&self) -> OtelHandle {
+        OtelHandle {
+            counters: self.counters.clone(),
+        }
+    }
+
+    fn parent_cx(&self, mut parent: Option<u64>) -> Context {
+        // Sampled-out intervals are transparent: their children hang on the nearest kept one.
+        for _ in 0..64 {
+            match parent.and_then(|p| self.open.get(&p)) {
+                Some(Open::Span { cx, .. }) => return cx.clone(),
+                Some(Open::Skipped { parent: up, .. }) => parent = *up,
+                None => break,
+            }
+        }
+        Context::new()
+    }
+
+    /// The open span a point record belongs to: its scope (skipping sampled-out intervals),
+    /// else the innermost open span.
+    fn event_target(&self, record: &Record) -> Option<u64> {
+        let mut id = record.scope;
+        for _ in 0..64 {
+            match id.and_then(|i| self.open.get(&i).map(|o| (i, o))) {
+                Some((i, Open::Span { .. })) => return Some(i),
+                Some((_, Open::Skipped { parent, .. })) => id = *parent,
+                None => break,
+            }
+        }
+        // No scope (or its chain ended at a sampled-out root): the innermost open span.
+        self.order
+            .iter()
+            .rev()
+            .find(|i| matches!(self.open.get(i), Some(Open::Span { .. })))
+            .copied()
+    }
+
+    fn on_start(&mut self, record: &Record) {
+        let name = interval_name(&record.key, "_start");
+        let (id, parent) = match record.interval {
+            Some(ids) => (ids.id, ids.parent),
+            None => (synthetic_id(name), self.order.last().copied()),
+        };
+        if self.open.contains_key(&id) {
+            self.counters.unmatched.fetch_add(1, Ordering::Relaxed);
+            self.end_open(id, record.time.wall_ns, true);
+        }
+        let step = name == "train_step";
+        if step && !self.keep_step() {
+            self.counters.sampled_out.fetch_add(1, Ordering::Relaxed);
+            self.open.insert(
+                id,
+                Open::Skipped {
+                    parent,
+                    start_ns: record.time.wall_ns,
+                },
+            );
+            self.order.push(id);
+            return;
+        }
+        let parent_cx = self.parent_cx(parent);
+        let mut attrs = Vec::with_capacity(6 + record.metadata.fields.len());
+        record_attributes(record, &mut attrs, &mut self.keys);
+        let span = self
+            .tracer
+            .span_builder(interval_span_name(&record.key, name))
+            .with_start_time(system_time(record.time.wall_ns))
+            .with_attributes(attrs)
+            .start_with_context(&self.tracer, &parent_cx);
+        self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
+        let cx = parent_cx.with_span(span);
+        self.open.insert(
+            id,
+            Open::Span {
+                cx,
+                events: 0,
+                start_ns: record.time.wall_ns,
+                step,
+                fields: record.metadata.fields.to_vec(),
+            },
+        );
+        self.order.push(id);
+    }
+
+    fn keep_step(&mut self) -> bool {
+        if self.step_rate >= 1.0 {
+            return true;
+        }
+        self.step_acc += self.step_rate;
+        if self.step_acc >= 1.0 - 1e-9 {
+            self.step_acc -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn on_end(&mut self, record: &Record) {
+        let name = interval_name(&record.key, "_stop");
+        let id = match record.interval {
+            Some(ids) => ids.id,
+            None => synthetic_id(name),
+        };
+        let Some(open) = self.open.get(&id) else {
+            self.counters.unmatched.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if let Open::Span { cx, fields, .. } = open {
+            let span = cx.span();
+            let mut attrs = Vec::with_capacity(4 + record.metadata.fields.len());
+            attrs.push(KeyValue::new("mllog.stop_key", record.key.clone()));
+            if let Some(v) = otel_value(&record.value) {
+                attrs.push(KeyValue::new("mllog.stop_value", v));
+            }
+            for (k, v) in &record.metadata.fields {
+                // Same as at the start: already there. Different: `mllog.stop.<field>`.
+                let name = match fields.iter().find(|(sk, _)| sk == k) {
+                    Some((_, sv)) if sv == v => continue,
+                    Some(_) => self.keys.stop(k),
+                    None => self.keys.plain(k),
+                };
+                if let Some(v) = otel_value(v) {
+                    attrs.push(KeyValue::new(name, v));
+                }
+            }
+            span.set_attributes(attrs);
+            if let Some(status) = record.metadata.get("status").and_then(Value::as_str) {
+                if status != "success" {
+                    span.set_status(Status::error(status.to_owned()));
+                }
+            }
+        }
+        self.end_open(id, record.time.wall_ns, false);
+    }
+
+    /// Ends (or forgets, if sampled out) an open interval and records its step time.
+    fn end_open(&mut self, id: u64, end_ns: i64, incomplete: bool) {
+        let Some(open) = self.open.remove(&id) else {
+            return;
+        };
+        if let Some(pos) = self.order.iter().rposition(|&i| i == id) {
+            self.order.remove(pos);
+        }
+        let (start_ns, step) = match &open {
+            Open::Span { start_ns, step, .. } => (*start_ns, *step),
+            Open::Skipped { start_ns, .. } => (*start_ns, true),
+        };
+        if step && !incomplete {
+            if let Some(ins) = &self.instruments {
+                let secs = (end_ns - start_ns) as f64 / 1e9;
+                ins.step_time.record(secs, &self.metric_attrs);
+                self.counters.metrics_points.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if let Open::Span { cx, .. } = open {
+            let span = cx.span();
+            if incomplete {
+                span.set_attribute(KeyValue::new("mllog.incomplete", true));
+            }
+            span.end_with_timestamp(system_time(end_ns));
+            self.counters.spans_ended.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn on_point(&mut self, record: &Record) {
+        self.learn_submission(record);
+        self.record_metrics(record);
+        let mut attrs = Vec::with_capacity(6 + record.metadata.fields.len());
+        record_attributes(record, &mut attrs, &mut self.keys);
+        let time = system_time(record.time.wall_ns);
+        match self.event_target(record) {
+            Some(id) => {
+                let max = self.max_events;
+                if let Some(Open::Span { cx, events, .. }) = self.open.get_mut(&id) {
+                    if *events >= max {
+                        self.counters.events_dropped.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    *events += 1;
+                    cx.span()
+                        .add_event_with_timestamp(record.key.clone(), time, attrs);
+                }
+            }
+            None => {
+                // Outside every interval (e.g. `cache_clear` before `init_start`): a
+                // zero-length span carrying the one event.
+                let span_attrs = vec![KeyValue::new("mllog.key", record.key.clone())];
+                let span = self
+                    .tracer
+                    .span_builder("mllog.point")
+                    .with_start_time(time)
+                    .with_attributes(span_attrs)
+                    .start_with_context(&self.tracer, &Context::new());
+                self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
+                let cx = Context::new().with_span(span);
+                cx.span()
+                    .add_event_with_timestamp(record.key.clone(), time, attrs);
+                cx.span().end_with_timestamp(time);
+                self.counters.spans_ended.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.counters.events.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn learn_submission(&mut self, record: &Record) {
+        let attr = match &*record.key {
+            "submission_benchmark" if !self.benchmark_from_config => "mllog.benchmark",
+            "submission_org" => "mllog.submission.org",
+            "submission_division" => "mllog.submission.division",
+            "submission_status" => "mllog.submission.status",
+            "submission_platform" => "mllog.submission.platform",
+            _ => return,
+        };
+        let Some(v) = record.value.as_str() else {
+            return;
+        };
+        let kv = KeyValue::new(attr, v.to_owned());
+        match self
+            .metric_attrs
+            .iter_mut()
+            .find(|k| k.key.as_str() == attr)
+        {
+            Some(slot) => *slot = kv,
+            None => self.metric_attrs.push(kv),
+        }
+    }
+
+    fn record_metrics(&mut self, record: &Record) {
+        let Some(ins) = &self.instruments else {
+            return;
+        };
+        let mut n = 0;
+        match &*record.key {
+            "eval_accuracy" => {
+                if let Some(v) = record.value.as_f64() {
+                    let mut attrs = self.metric_attrs.clone();
+                    for field in ["samples_count", "epoch_num"] {
+                        if let Some(i) = record.metadata.get(field).and_then(Value::as_i128) {
+                            attrs.push(KeyValue::new(format!("mllog.{field}"), i as i64));
+                        }
+                    }
+                    ins.eval_accuracy.record(v, &attrs);
+                    n += 1;
+                }
+            }
+            "throughput" => {
+                if let Some(v) = record.value.as_f64() {
+                    ins.throughput.record(v, &self.metric_attrs);
+                    n += 1;
+                }
+            }
+            "train_loss" => {
+                if let Some(v) = record.value.as_f64() {
+                    ins.train_loss.record(v, &self.metric_attrs);
+                    n += 1;
+                }
+            }
+            "tracked_stats" => {
+                if let Some(v) = record.value.get("throughput").and_then(Value::as_f64) {
+                    ins.throughput.record(v, &self.metric_attrs);
+                    n += 1;
+                }
+                let loss = record
+                    .value
+                    .get("train_loss")
+                    .or_else(|| record.value.get("loss"))
+                    .and_then(Value::as_f64);
+                if let Some(v) = loss {
+                    ins.train_loss.record(v, &self.metric_attrs);
+                    n += 1;
+                }
+            }
+            _ => {}
+        }
+        if n > 0 {
+            self.counters.metrics_points.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn finish(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        // Intervals still open (an aborted run): end them at the last record's time.
+        let still_open: Vec<u64> = self.order.iter().rev().copied().collect();
+        for id in still_open {
+            self.end_open(id, self.last_ns, true);
+        }
+        self.order.clear();
+        self.open.clear();
+        let tp = self.tracer_provider.clone();
+        let mp = self.meter_provider.clone();
+        let own = self.own_providers;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("mllog-otel-shutdown".into())
+            .spawn(move || {
+                let left = || deadline.saturating_duration_since(Instant::now());
+                let mut errors = Vec::new();
+                let r = if own {
+                    tp.shutdown_with_timeout(left())
+                } else {
+                    tp.force_flush()
+                };
+                if let Err(e) = r {
+                    errors.push(format!("tracer provider: {e}"));
+                }
+                if let Some(mp) = mp {
+                    let r = if own {
+                        mp.shutdown_with_timeout(left())
+                    } else {
+                        mp.force_flush()
+                    };
+                    if let Err(e) = r {
+                        errors.push(format!("meter provider: {e}"));
+                    }
+                }
+                let _ = tx.send(errors);
+            });
+        let result = match spawned {
+            Err(e) => Err(SinkError::Io(e)),
+            Ok(_) => match rx.recv_deadline(deadline + Duration::from_millis(300)) {
+                Ok(errors) if errors.is_empty() => Ok(()),
+                Ok(errors) => Err(SinkError::Other(errors.join("; "))),
+                Err(_) => Err(SinkError::Other(
+                    "OpenTelemetry shutdown did not finish by the deadline".to_owned(),
+                )),
+            },
+        };
+        if let Err(e) = &result {
+            self.counters.error(e.to_string());
+        }
+        self.counters.closed.store(true, Ordering::Release);
+        result
+    }
+}
+
+impl Sink for OtelSink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.last_ns = self.last_ns.max(record.time.wall_ns);
+        match record.event_type {
+            EventType::IntervalStart => self.on_start(record),
+            EventType::IntervalEnd => self.on_end(record),
+            EventType::PointInTime => self.on_point(record),
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        // The export thread sends a partial batch after `batch_delay` on its own; flushing
+        // here (called whenever the channel runs dry) would turn every quiet moment into a
+        // tiny export request.
+        Ok(())
+    }
+
+    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        self.finish(deadline)
+    }
+}
+
+impl Drop for OtelSink {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.finish(Instant::now() + Duration::from_secs(5));
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// A metric exporter type for "no metrics" (never constructed).
+struct NoMetrics;
+
+impl PushMetricExporter for NoMetrics {
+    #[allow(clippy::manual_async_fn)]
+    fn export(
+        &self,
+        _metrics: &ResourceMetrics,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        async { Ok(()) }
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        Ok(())
+    }
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        Ok(())
+    }
+    fn temporality(&self) -> Temporality {
+        Temporality::Cumulative
+    }
+}
+
+/// The span name: the interval name, borrowed from the key when the key is static.
+fn interval_span_name(key: &crate::record::Str, name: &str) -> std::borrow::Cow<'static, str> {
+    match key {
+        std::borrow::Cow::Borrowed(k) => {
+            std::borrow::Cow::Borrowed(k.strip_suffix("_start").unwrap_or(k))
+        }
+        std::borrow::Cow::Owned(_) => std::borrow::Cow::Owned(name.to_owned()),
+    }
+}
+
+/// `run_start` → `run`.
+fn interval_name<'a>(key: &'a str, suffix: &str) -> &'a str {
+    key.strip_suffix(suffix).unwrap_or(key)
+}
+
+/// An interval id for records without pairing (e.g. parsed from a log): one per name.
+fn synthetic_id(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish() | (1 << 63)
+}
+
+fn system_time(wall_ns: i64) -> SystemTime {
+    if wall_ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(wall_ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(wall_ns.unsigned_abs())
+    }
+}
+
+/// `mllog.key`, `mllog.value`, `mllog.<field>`, `code.*`, `thread.id`, `mllog.namespace`,
+/// `mllog.trace_only`.
+fn record_attributes(record: &Record, attrs: &mut Vec<KeyValue>, keys: &mut KeyCache) {
+    attrs.push(KeyValue::new("mllog.key", record.key.clone()));
+    if let Some(v) = otel_value(&record.value) {
+        attrs.push(KeyValue::new("mllog.value", v));
+    }
+    for (k, v) in &record.metadata.fields {
+        if let Some(v) = otel_value(v) {
+            attrs.push(KeyValue::new(keys.plain(k), v));
+        }
+    }
+    if let Some(file) = &record.metadata.file {
+        attrs.push(KeyValue::new("code.file.path", file.clone()));
+    }
+    if let Some(line) = record.metadata.lineno {
+        attrs.push(KeyValue::new("code.line.number", i64::from(line)));
+    }
+    if record.tid != 0 {
+        attrs.push(KeyValue::new("thread.id", i64::from(record.tid)));
+    }
+    if !record.namespace.is_empty() {
+        attrs.push(KeyValue::new("mllog.namespace", record.namespace.clone()));
+    }
+    if record.trace_only {
+        attrs.push(KeyValue::new("mllog.trace_only", true));
+    }
+}
+
+/// An MLLOG value as an attribute value: bool, int (i64), float, string; integers beyond
+/// i64, lists and objects as their JSON text; `null` → no attribute.
+fn otel_value(v: &Value) -> Option<opentelemetry::Value> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => (*b).into(),
+        Value::Int(i) => match i64::try_from(*i) {
+            Ok(i) => i.into(),
+            Err(_) => i.to_string().into(),
+        },
+        Value::Float(f) => (*f).into(),
+        Value::Str(s) => s.clone().into(),
+        Value::Array(_) | Value::Object(_) => v.to_json().into(),
+    })
+}

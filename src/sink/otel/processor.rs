@@ -1,0 +1,260 @@
+//! The span processor the sink uses for providers it builds: a bounded queue to a dedicated
+//! export thread, with deliberate backpressure and exact counts (unlike the SDK's
+//! `BatchSpanProcessor`, which drops silently on a full queue and only logs a total at
+//! shutdown).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError};
+use opentelemetry::Context;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
+
+use super::config::Backpressure;
+
+/// Counters shared by the sink, its processor, its export thread and every handle.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub spans_started: AtomicU64,
+    pub spans_ended: AtomicU64,
+    pub spans_exported: AtomicU64,
+    pub sampled_out: AtomicU64,
+    pub events: AtomicU64,
+    pub events_dropped: AtomicU64,
+    pub metrics_points: AtomicU64,
+    pub dropped: AtomicU64,
+    pub dropped_queue_full: AtomicU64,
+    pub export_errors: AtomicU64,
+    pub metric_export_errors: AtomicU64,
+    pub unmatched: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+    /// Spans go through our [`QueueProcessor`], so delivery is known exactly.
+    pub tracked: AtomicBool,
+    /// `close` has run (successfully or not).
+    pub closed: AtomicBool,
+}
+
+impl Counters {
+    pub fn error(&self, msg: String) {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
+    }
+}
+
+pub(crate) enum Msg {
+    /// Boxed so that the preallocated queue holds pointers, not 350-byte slots.
+    Span(Box<SpanData>),
+    Flush(Sender<()>),
+    Shutdown(Instant, Sender<()>),
+}
+
+/// Runs an exporter's future to completion: on the Tokio runtime the gRPC exporter was built
+/// in, or with a plain executor (HTTP with the blocking client, in-process exporters).
+#[derive(Clone, Debug)]
+pub(crate) enum Executor {
+    Plain,
+    Tokio(tokio::runtime::Handle),
+}
+
+impl Executor {
+    pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        match self {
+            Executor::Plain => futures_executor::block_on(f),
+            Executor::Tokio(h) => h.block_on(f),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct QueueProcessor {
+    tx: Sender<Msg>,
+    backpressure: Backpressure,
+    counters: Arc<Counters>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) struct Settings {
+    pub queue_size: usize,
+    pub batch_size: usize,
+    pub batch_delay: Duration,
+    pub backpressure: Backpressure,
+}
+
+impl QueueProcessor {
+    pub fn start<E: SpanExporter + 'static>(
+        exporter: E,
+        settings: Settings,
+        executor: Executor,
+        counters: Arc<Counters>,
+    ) -> std::io::Result<QueueProcessor> {
+        let (tx, rx) = crossbeam_channel::bounded(settings.queue_size);
+        let c = counters.clone();
+        let batch_size = settings.batch_size;
+        let delay = settings.batch_delay;
+        let thread = std::thread::Builder::new()
+            .name("mllog-otel-export".into())
+            .spawn(move || export_loop(exporter, rx, c, batch_size, delay, executor))?;
+        counters.tracked.store(true, Ordering::Relaxed);
+        Ok(QueueProcessor {
+            tx,
+            backpressure: settings.backpressure,
+            counters,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+}
+
+impl SpanProcessor for QueueProcessor {
+    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        let full = match self.backpressure {
+            Backpressure::Drop => match self.tx.try_send(Msg::Span(Box::new(span))) {
+                Ok(()) => false,
+                Err(TrySendError::Full(_)) => true,
+                Err(TrySendError::Disconnected(_)) => true,
+            },
+            Backpressure::Wait(wait) => match self.tx.send_timeout(Msg::Span(Box::new(span)), wait)
+            {
+                Ok(()) => false,
+                Err(SendTimeoutError::Timeout(_)) => true,
+                Err(SendTimeoutError::Disconnected(_)) => true,
+            },
+        };
+        if full {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .dropped_queue_full
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.tx
+            .send(Msg::Flush(ack))
+            .map_err(|_| OTelSdkError::AlreadyShutdown)?;
+        done.recv().map_err(|_| OTelSdkError::AlreadyShutdown)
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        let deadline = Instant::now() + timeout;
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.tx
+            .send_deadline(Msg::Shutdown(deadline, ack), deadline)
+            .map_err(|_| OTelSdkError::Timeout(timeout))?;
+        // A little grace past the deadline for the thread to count what it could not send.
+        match done.recv_deadline(deadline + Duration::from_millis(200)) {
+            Ok(()) => {
+                let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(t) = thread {
+                    let _ = t.join();
+                }
+                Ok(())
+            }
+            Err(_) => Err(OTelSdkError::Timeout(timeout)),
+        }
+    }
+}
+
+fn export_loop<E: SpanExporter>(
+    exporter: E,
+    rx: Receiver<Msg>,
+    counters: Arc<Counters>,
+    batch_size: usize,
+    delay: Duration,
+    executor: Executor,
+) {
+    let mut batch: Vec<SpanData> = Vec::with_capacity(batch_size);
+    let mut batch_due = Instant::now();
+    let export = |batch: &mut Vec<SpanData>| {
+        if batch.is_empty() {
+            return;
+        }
+        let spans = std::mem::replace(batch, Vec::with_capacity(batch_size));
+        let n = spans.len() as u64;
+        match executor.block_on(exporter.export(spans)) {
+            Ok(()) => {
+                counters.spans_exported.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                counters.dropped.fetch_add(n, Ordering::Relaxed);
+                counters.export_errors.fetch_add(1, Ordering::Relaxed);
+                counters.error(format!("span export ({n} spans): {e}"));
+            }
+        }
+    };
+    let discard = |batch: &mut Vec<SpanData>| {
+        counters
+            .dropped
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        batch.clear();
+    };
+    loop {
+        let msg = if batch.is_empty() {
+            rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_deadline(batch_due)
+        };
+        match msg {
+            Ok(Msg::Span(s)) => {
+                if batch.is_empty() {
+                    batch_due = Instant::now() + delay;
+                }
+                batch.push(*s);
+                if batch.len() >= batch_size {
+                    export(&mut batch);
+                }
+            }
+            Ok(Msg::Flush(ack)) => {
+                export(&mut batch);
+                let _ = ack.send(());
+            }
+            Ok(Msg::Shutdown(deadline, ack)) => {
+                let mut late = false;
+                while let Ok(m) = rx.try_recv() {
+                    match m {
+                        Msg::Span(s) => {
+                            batch.push(*s);
+                            if batch.len() >= batch_size {
+                                late = late || Instant::now() >= deadline;
+                                if late {
+                                    discard(&mut batch);
+                                } else {
+                                    export(&mut batch);
+                                }
+                            }
+                        }
+                        Msg::Flush(a) | Msg::Shutdown(_, a) => {
+                            let _ = a.send(());
+                        }
+                    }
+                }
+                if late || Instant::now() >= deadline {
+                    if !batch.is_empty() {
+                        counters.error(format!(
+                            "shutdown deadline passed: {} spans not exported",
+                            batch.len()
+                        ));
+                    }
+                    discard(&mut batch);
+                } else {
+                    export(&mut batch);
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                let _ = exporter.shutdown_with_timeout(left.max(Duration::from_millis(10)));
+                let _ = ack.send(());
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => export(&mut batch),
+            Err(RecvTimeoutError::Disconnected) => {
+                export(&mut batch);
+                let _ = exporter.shutdown();
+                return;
+            }
+        }
+    }
+}
