@@ -125,6 +125,8 @@ impl Pipeline {
             profiler: None,
             #[cfg(feature = "object-store")]
             upload: None,
+            #[cfg(feature = "otel")]
+            otel: None,
         };
         Ok((pipeline, guard))
     }
@@ -270,9 +272,22 @@ pub struct Guard {
     profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     #[cfg(feature = "object-store")]
     upload: Option<crate::sink::UploadHandle>,
+    #[cfg(feature = "otel")]
+    otel: Option<crate::sink::OtelHandle>,
 }
 
 impl Guard {
+    #[cfg(feature = "otel")]
+    pub(crate) fn attach_otel(&mut self, handle: crate::sink::OtelHandle) {
+        self.otel = Some(handle);
+    }
+
+    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
+    #[cfg(feature = "otel")]
+    pub fn otel_report(&self) -> Option<crate::sink::OtelReport> {
+        self.otel.as_ref().map(|h| h.report())
+    }
+
     #[cfg(feature = "object-store")]
     pub(crate) fn attach_upload(&mut self, handle: crate::sink::UploadHandle) {
         self.upload = Some(handle);

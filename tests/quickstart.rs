@@ -6,34 +6,12 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn quickstart_exe() -> PathBuf {
-    // `cargo test` builds the examples next to the test binaries (target/<profile>/examples).
-    let me = std::env::current_exe().unwrap();
-    let exe = me
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/quickstart");
-    if !exe.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let ok = Command::new(cargo)
-            .args(["build", "--example", "quickstart"])
-            .current_dir(common::crate_dir())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "building the quickstart failed");
-    }
-    exe
-}
-
 fn run_quickstart(
     dir: &std::path::Path,
     extra_env: &[(&str, &str)],
 ) -> (std::process::Output, PathBuf) {
     let log = dir.join("result_0.txt");
-    let mut cmd = Command::new(quickstart_exe());
+    let mut cmd = Command::new(common::quickstart_exe());
     cmd.env("MLLOG_OUTPUT_FILE", &log).current_dir(dir);
     for var in tracing_mllog::SUBMISSION_VARIABLES {
         cmd.env_remove(var);

@@ -199,3 +199,58 @@ fn nan_metrics_are_nan_never_null() {
     }
     assert_eq!(status(&records), "aborted");
 }
+
+#[test]
+fn traced_steps_reach_tracing_sinks_but_never_the_mllog_file() {
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let file = Shared::default();
+    let (sink, handle) = MemorySink::new();
+    let (layer, guard) = MllogLayer::builder()
+        .writer(file.clone())
+        .sink(sink)
+        .global_batch_size(4)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .environment([("MLLOG_TRACE_STEPS", "1")])
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _run = info_span!("run").entered();
+        let _block = info_span!("block").entered();
+        for i in 0..2u64 {
+            let s = info_span!("train_step", step = i, loss = Empty).entered();
+            s.record("loss", 0.5);
+        }
+    });
+    drop(guard);
+    let records = handle.records();
+    let steps: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.key.starts_with("train_step"))
+        .collect();
+    assert_eq!(steps.len(), 4);
+    assert!(steps.iter().all(|r| r.trace_only));
+    let block = find(&records, "block_start")[0].interval.unwrap().id;
+    assert!(steps
+        .iter()
+        .all(|r| r.interval.unwrap().parent == Some(block)));
+    assert_eq!(
+        steps[1].interval, steps[0].interval,
+        "start and stop are paired"
+    );
+    assert_eq!(steps[1].metadata.get("samples_count"), Some(&Value::Int(4)));
+    let text = String::from_utf8(file.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        text.contains("block_start") && !text.contains(r#""key": "train_step"#),
+        "{text}"
+    );
+}

@@ -89,6 +89,7 @@ pub struct Builder {
     samples_per_step: Option<u64>,
     train_loss_every: u64,
     throughput_stats: bool,
+    trace_steps: bool,
     target: Option<Target>,
     ruleset: Ruleset,
     validate_submission: bool,
@@ -126,6 +127,7 @@ impl Default for Builder {
             samples_per_step: None,
             train_loss_every: 0,
             throughput_stats: true,
+            trace_steps: false,
             target: None,
             ruleset: Ruleset::DEFAULT,
             validate_submission: true,
@@ -409,6 +411,15 @@ impl Builder {
         self
     }
 
+    /// Also send each counted `train_step` as a pair of trace-only interval records
+    /// (`train_step_start`/`train_step_stop`), for the OpenTelemetry and RPD sinks; the MLLOG
+    /// file and the checker skip them (default off: it costs two records per step;
+    /// `MLLOG_TRACE_STEPS`).
+    pub fn trace_steps(mut self, on: bool) -> Self {
+        self.trace_steps = on;
+        self
+    }
+
     /// The span name of training steps (default `train_step`).
     pub fn train_step_span(mut self, name: impl Into<String>) -> Self {
         self.step_span = name.into();
@@ -571,6 +582,25 @@ impl Builder {
             .filter(|_| writes)
             .map(Arc::new)
         };
+        // OpenTelemetry exports from every rank: the collector should see the whole job.
+        #[cfg(feature = "otel")]
+        let otel = {
+            use crate::sink::{OtelConfig, OtelSink};
+            let config = OtelConfig::new()
+                .rank(rank)
+                .submission(self.submission.clone());
+            match OtelSink::from_env_with(config).map_err(|e| Error::Start {
+                what: "the OpenTelemetry sink",
+                message: e.to_string(),
+            })? {
+                Some(sink) => {
+                    let handle = sink.handle();
+                    sinks.push(Box::new(sink));
+                    Some(handle)
+                }
+                None => None,
+            }
+        };
         // A rank with nothing to feed disables every callsite (see `MllogLayer`).
         let active = !sinks.is_empty();
 
@@ -613,6 +643,10 @@ impl Builder {
         if let Some(h) = upload {
             guard.attach_upload(h);
         }
+        #[cfg(feature = "otel")]
+        if let Some(h) = otel {
+            guard.attach_otel(h);
+        }
         let shared = Arc::new(Shared {
             pipeline,
             intervals,
@@ -631,6 +665,7 @@ impl Builder {
             samples_per_step: self.samples_per_step,
             train_loss_every: self.train_loss_every,
             throughput_stats: self.throughput_stats,
+            trace_steps: self.trace_steps,
             stats: Arc::new(crate::run::RunStats::new(self.target)),
             #[cfg(feature = "rpd")]
             profiler,
@@ -692,6 +727,9 @@ impl Builder {
                     ))
                 }
             };
+        }
+        if let Some(v) = flag("MLLOG_TRACE_STEPS")? {
+            self.trace_steps = v;
         }
         if let Some(v) = flag("MLLOG_BLOCK_TPUT_LOG")? {
             self.throughput_stats = v;

@@ -98,6 +98,8 @@ pub(crate) struct Shared {
     pub(crate) train_loss_every: u64,
     /// `tracked_stats {"throughput": ..}` at the end of each block and of the run.
     pub(crate) throughput_stats: bool,
+    /// Send counted steps as trace-only `train_step` interval records (for OTel and RPD).
+    pub(crate) trace_steps: bool,
     pub(crate) stats: Arc<RunStats>,
     #[cfg(feature = "rpd")]
     pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
@@ -282,11 +284,34 @@ impl Core {
         }
         let mut fields = StepFields::default();
         attrs.record(&mut fields);
+        let time = Timestamp::now();
+        let traced = shared.trace_steps.then(|| {
+            let ids = IntervalIds {
+                id: shared.state.next_id.fetch_add(1, Ordering::Relaxed),
+                parent: step::current_interval(),
+            };
+            let mut r = shared.record(
+                attrs.metadata(),
+                time,
+                EventType::IntervalStart,
+                Cow::Borrowed("train_step_start"),
+                Value::Null,
+            );
+            r.trace_only = true;
+            r.interval = Some(ids);
+            r.scope = ids.parent;
+            if let Some(step_no) = fields.step {
+                r.metadata.set("step", step_no);
+            }
+            shared.pipeline.push(r);
+            ids
+        });
         step::push(StepFrame {
             span: id.into_u64(),
             meta: attrs.metadata(),
-            start_mono: Timestamp::mono_now(),
+            start_mono: time.mono_ns,
             fields,
+            traced,
         });
     }
 
@@ -300,6 +325,27 @@ impl Core {
         let total = shared
             .stats
             .on_step(end_mono.saturating_sub(frame.start_mono), samples);
+        if let Some(ids) = frame.traced {
+            // For tracing sinks (OTel, RPD) only: the MLLOG file and the checker skip it.
+            let mut r = shared.record(
+                frame.meta,
+                Timestamp::now(),
+                EventType::IntervalEnd,
+                Cow::Borrowed("train_step_stop"),
+                Value::Null,
+            );
+            r.trace_only = true;
+            r.interval = Some(ids);
+            r.scope = ids.parent;
+            r.metadata.set(keys::SAMPLES_COUNT, total);
+            if let Some(step_no) = f.step {
+                r.metadata.set("step", step_no);
+            }
+            if let Some(loss) = f.loss {
+                r.metadata.set("loss", loss);
+            }
+            shared.pipeline.push(r);
+        }
         if shared.train_loss_every == 0 {
             return;
         }

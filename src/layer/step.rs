@@ -56,6 +56,8 @@ pub(crate) struct StepFrame {
     pub(crate) meta: &'static tracing_core::Metadata<'static>,
     pub(crate) start_mono: u64,
     pub(crate) fields: StepFields,
+    /// The interval ids of the step's trace-only records, when steps are traced.
+    pub(crate) traced: Option<crate::record::IntervalIds>,
 }
 
 thread_local! {

@@ -63,3 +63,26 @@ pub fn official_check(log: &Path, ruleset: &str, werror: bool) -> (bool, String)
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// The quickstart example, as `cargo test` builds it next to the test binaries (with the same
+/// features); built on demand when missing.
+pub fn quickstart_exe() -> PathBuf {
+    let me = std::env::current_exe().unwrap();
+    let exe = me
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/quickstart");
+    if !exe.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = Command::new(cargo)
+            .args(["build", "--all-features", "--example", "quickstart"])
+            .current_dir(crate_dir())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "building the quickstart failed");
+    }
+    exe
+}
