@@ -4,24 +4,24 @@
 pub mod compliance;
 mod error;
 pub mod keys;
-#[cfg(feature = "rpd")]
-pub mod profile;
 mod layer;
 mod pipeline;
 pub mod presets;
+#[cfg(feature = "rpd")]
+pub mod profile;
 pub mod record;
 pub mod results;
 pub mod run;
 pub mod sink;
 mod submission;
 
+pub use compliance::Ruleset;
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
 pub use layer::{detect_rank, Builder, Interval, MllogLayer, RANK_VARIABLES};
 pub use pipeline::{Guard, Overflow, Report, SinkReport};
 pub use record::{EventType, Record, Value};
-pub use compliance::Ruleset;
 pub use run::{Direction, EvalSchedule, RunHandle, Target};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};
 

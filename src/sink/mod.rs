@@ -18,15 +18,15 @@ pub use otel::{
     ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_TRACE_ID, ENV_OTEL_TRAIN_STEP_RATE,
     OTEL_SCOPE,
 };
-#[cfg(feature = "object-store")]
-pub use upload::{
-    RetryPolicy, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
-    DEFAULT_IMPORTANT_KEYS, ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
-};
 #[cfg(feature = "rpd")]
 pub use rpd::{
     sanitize_label, RpdConfig, RpdError, RpdSchema, RpdSink, DEFAULT_LABEL_FIELDS, ENV_RPD_FILE,
     ENV_RPD_SCHEMA,
+};
+#[cfg(feature = "object-store")]
+pub use upload::{
+    RetryPolicy, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
+    DEFAULT_IMPORTANT_KEYS, ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
 
 use std::time::Instant;
