@@ -950,19 +950,15 @@ fn rank_child() {
         return;
     };
     let rank: u32 = std::env::var("RANK").unwrap().parse().unwrap();
-    let sink = OtelSink::from_env_with(OtelConfig::new().benchmark(Benchmark::Llama2_70bLora))
-        .expect("OtelSink::from_env")
-        .expect("MLLOG_OTEL=1 is set");
-    let otel = sink.handle();
-    // Until the layer feeds sinks on non-writing ranks by itself, every rank writes its own
-    // file (`all_ranks`).
+    // MLLOG_OTEL=1 makes the builder add the OTel sink, on every rank; only rank 0 writes
+    // its MLLOG file.
     let (layer, mut guard) = MllogLayer::builder()
         .output_file(&out)
         .rank(rank)
-        .all_ranks(true)
         .benchmark(Benchmark::Llama2_70bLora)
         .org("tracing-mllog")
-        .sink(sink)
+        .trace_steps(true)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()
         .expect("build the layer");
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -991,7 +987,7 @@ fn rank_child() {
         }
     });
     let report = guard.shutdown();
-    let o = otel.report();
+    let o = guard.otel_report().expect("MLLOG_OTEL=1 is set");
     println!(
         "OTEL_REPORT rank={rank} started={} exported={} dropped={} errors={} pipeline_dropped={} last_error={:?}",
         o.spans_started,

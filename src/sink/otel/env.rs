@@ -186,6 +186,10 @@ impl OtelSink {
             return Ok(None);
         }
         let config = overlay(config, &get)?;
+        // With the object-store feature, reqwest is built without a default TLS provider
+        // (`rustls-no-provider`); the HTTP exporter needs one. Keep one the application set.
+        #[cfg(feature = "object-store")]
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let traces = transport(&get, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
         let metrics = if get("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none") {
             None

@@ -36,6 +36,18 @@ pub(crate) struct Counters {
     pub tracked: AtomicBool,
     /// `close` has run (successfully or not).
     pub closed: AtomicBool,
+    /// The shutdown deadline, once shutdown began: past it, queued spans are counted as
+    /// dropped instead of starting another export.
+    pub shutdown_deadline: Mutex<Option<Instant>>,
+}
+
+impl Counters {
+    fn past_shutdown_deadline(&self) -> bool {
+        self.shutdown_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|d| Instant::now() >= d)
+    }
 }
 
 impl Counters {
@@ -142,6 +154,11 @@ impl SpanProcessor for QueueProcessor {
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         let deadline = Instant::now() + timeout;
+        *self
+            .counters
+            .shutdown_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(deadline);
         let (ack, done) = crossbeam_channel::bounded(1);
         self.tx
             .send_deadline(Msg::Shutdown(deadline, ack), deadline)
@@ -172,6 +189,14 @@ fn export_loop<E: SpanExporter>(
     let mut batch_due = Instant::now();
     let export = |batch: &mut Vec<SpanData>| {
         if batch.is_empty() {
+            return;
+        }
+        if counters.past_shutdown_deadline() {
+            // Shutdown gave up waiting: never start another export after its deadline.
+            counters
+                .dropped
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            batch.clear();
             return;
         }
         let spans = std::mem::replace(batch, Vec::with_capacity(batch_size));
