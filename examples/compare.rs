@@ -92,7 +92,13 @@ fn main() {
         "MB",
     ));
 
-    // 3. mllog check vs the official checker on the same file.
+    // 3. The same training-shaped work with each sink on: the calling thread's cost.
+    let sinks = sink_costs(&dir);
+    for (name, ns) in &sinks {
+        rows.push((format!("step + event, {name}"), *ns, "ns/op"));
+    }
+
+    // 4. mllog check vs the official checker on the same file.
     let (ours_mb_s, official_mb_s) = check_speed(&dir);
     rows.push(("mllog check".into(), ours_mb_s, "MB/s"));
     if let Some(o) = official_mb_s {
@@ -122,6 +128,10 @@ fn main() {
         Some(p) => println!("ratio: event python mllog / mllog = {:.1}", p / ours_e),
         None => println!("ratio: event python mllog / mllog = skipped (set MLLOG_PYTHON)"),
     }
+    let base = sinks[0].1;
+    for (name, ns) in &sinks[1..] {
+        println!("ratio: {name} / file only = {:.2}", ns / base);
+    }
     match official_mb_s {
         Some(o) => println!("ratio: check mllog / official = {:.1}", ours_mb_s / o),
         None => println!("ratio: check mllog / official = skipped (set MLLOG_PYTHON)"),
@@ -139,6 +149,142 @@ fn per_op(mut f: impl FnMut(u64)) -> f64 {
         f(i);
     }
     t.elapsed().as_nanos() as f64 / OPS as f64
+}
+
+/// Per iteration of a training loop's logging (a counted `train_step` span and an event with
+/// three fields), on the calling thread, with the MLLOG file alone and with each optional sink
+/// added (those whose feature is on).
+fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
+    type Add = Box<dyn FnOnce(tracing_mllog::Builder) -> tracing_mllog::Builder>;
+    let mut configs: Vec<(String, Add)> = vec![("file only".into(), Box::new(|b| b))];
+    #[cfg(feature = "rpd")]
+    {
+        let (rpd, rpd2) = (dir.join("compare.rpd"), dir.join("compare-steps.rpd"));
+        configs.push((
+            "file + RPD".into(),
+            Box::new(move |b| b.rpd(tracing_mllog::sink::RpdConfig::new(rpd))),
+        ));
+        configs.push((
+            "file + RPD + traced steps".into(),
+            Box::new(move |b| {
+                b.rpd(tracing_mllog::sink::RpdConfig::new(rpd2))
+                    .trace_steps(true)
+            }),
+        ));
+    }
+    #[cfg(feature = "otel")]
+    for traced in [false, true] {
+        let name = if traced {
+            "file + OTel + traced steps"
+        } else {
+            "file + OTel"
+        };
+        configs.push((
+            name.into(),
+            Box::new(move |b| {
+                let sink = tracing_mllog::sink::OtelSink::with_span_exporter(
+                    NullExporter,
+                    tracing_mllog::sink::OtelConfig::new(),
+                )
+                .expect("otel sink");
+                b.sink_on_every_rank(sink).trace_steps(traced)
+            }),
+        ));
+    }
+    #[cfg(feature = "object-store")]
+    {
+        use std::sync::Arc;
+        use tracing_mllog::sink::UploadConfig;
+        let remote = dir.join("remote");
+        std::fs::create_dir_all(&remote).expect("remote dir");
+        let url = format!("file://{}/", remote.display());
+        configs.push((
+            "file + upload (healthy)".into(),
+            Box::new(move |b| {
+                b.upload(
+                    UploadConfig::new(&url)
+                        .expect("url")
+                        .interval(Duration::from_millis(50)),
+                )
+            }),
+        ));
+        configs.push((
+            "file + upload (slow store)".into(),
+            Box::new(|b| {
+                use object_store::throttle::{ThrottleConfig, ThrottledStore};
+                let t = ThrottleConfig {
+                    wait_put_per_call: Duration::from_secs(2),
+                    ..ThrottleConfig::default()
+                };
+                let store = ThrottledStore::new(object_store::memory::InMemory::new(), t);
+                b.upload(UploadConfig::from_store(Arc::new(store), "compare/"))
+            }),
+        ));
+        configs.push((
+            "file + upload (dead endpoint)".into(),
+            Box::new(|b| {
+                b.upload(
+                    UploadConfig::new("s3://compare-bucket/run/")
+                        .expect("url")
+                        .read_provider_env(false)
+                        .option("aws_endpoint", "http://127.0.0.1:1")
+                        .option("aws_allow_http", "true")
+                        .option("aws_access_key_id", "compare")
+                        .option("aws_secret_access_key", "compare-secret")
+                        .option("aws_region", "us-east-1")
+                        .deadline(Duration::from_secs(1)),
+                )
+            }),
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, (name, add)) in configs.into_iter().enumerate() {
+        let builder = MllogLayer::builder()
+            .output_file(dir.join(format!("sinks-{i}.log")))
+            .global_batch_size(8)
+            .live_check(LivePolicy::Off)
+            .shutdown_timeout(Duration::from_secs(3));
+        let (layer, guard) = add(builder).build().expect("layer");
+        let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+        // Bursts that fit the channel, drained between bursts (untimed): the training thread's
+        // own cost when the worker keeps up on average, as it does when steps take
+        // milliseconds. Back to back without pause, the slowest sink sets the pace instead.
+        let ns = tracing::dispatcher::with_default(&dispatch, || {
+            let _run = info_span!("run").entered();
+            let _block = info_span!("block").entered();
+            let mut total = Duration::ZERO;
+            let (bursts, per_burst) = (100u64, 1000u64);
+            for b in 0..bursts {
+                let t = Instant::now();
+                for i in 0..per_burst {
+                    let i = b * per_burst + i;
+                    let _s = info_span!("train_step", step = i, samples = 8u64).entered();
+                    mllog!("tracked_stats", 1.25, samples_count = i, step = i);
+                }
+                total += t.elapsed();
+                guard.flush(Duration::from_secs(30));
+            }
+            total.as_nanos() as f64 / (bursts * per_burst) as f64
+        });
+        drop(dispatch);
+        drop(guard);
+        out.push((name, ns));
+    }
+    out
+}
+
+#[cfg(feature = "otel")]
+#[derive(Debug)]
+struct NullExporter;
+
+#[cfg(feature = "otel")]
+impl opentelemetry_sdk::trace::SpanExporter for NullExporter {
+    fn export(
+        &self,
+        _batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> impl std::future::Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send {
+        std::future::ready(Ok(()))
+    }
 }
 
 fn python() -> Option<String> {
