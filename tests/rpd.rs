@@ -1305,3 +1305,35 @@ fn the_layer_drives_the_profiler_and_the_rpd_sink() {
         "warmup is not an MLLOG interval"
     );
 }
+
+/// primus profiled the `train` segment on every rank: here only the writing rank profiles.
+#[test]
+fn only_the_writing_rank_profiles() {
+    use tracing::info_span;
+    use tracing_mllog::MllogLayer;
+    use tracing_subscriber::prelude::*;
+
+    let _env = env_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, calls) = fresh_stub(dir.path(), "");
+    let profiler = SegmentProfiler::builder()
+        .segment(Segment::Train)
+        .library(&lib)
+        .rpd_file(dir.path().join("trace.rpd"))
+        .build()
+        .unwrap();
+    let (layer, guard) = MllogLayer::builder()
+        .output_file(dir.path().join("log.txt"))
+        .rank(1)
+        .profiler(profiler)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _run = info_span!("run").entered();
+    });
+    assert!(guard.profile_report().is_none());
+    drop(guard);
+    let log = lines(&calls);
+    assert!(!log.iter().any(|l| l == "rpdstart"), "{log:?}");
+}
