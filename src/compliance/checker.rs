@@ -614,19 +614,22 @@ impl Checker {
         if key == "run_start" {
             self.run_started = true;
         }
-        if let Ok(i) = self.set.all_keys.binary_search(&key) {
-            self.first_seen
-                .entry(self.set.all_keys[i])
-                .or_insert(lineno);
-            if let Some(h) = &mut self.history {
-                h.push(HistLine {
-                    lineno,
-                    key: record.key.clone(),
-                    value: record.value.clone(),
-                    metadata: record.metadata.clone(),
-                    time_ms,
-                });
-            }
+        let Ok(i) = self.set.all_keys.binary_search(&key) else {
+            // No rule file of the ruleset has a rule for this key (and it is not
+            // `eval_accuracy`, which aggregation reads): no run would do anything with it.
+            return;
+        };
+        self.first_seen
+            .entry(self.set.all_keys[i])
+            .or_insert(lineno);
+        if let Some(h) = &mut self.history {
+            h.push(HistLine {
+                lineno,
+                key: record.key.clone(),
+                value: record.value.clone(),
+                metadata: record.metadata.clone(),
+                time_ms,
+            });
         }
         let line = Line {
             key,
@@ -640,6 +643,15 @@ impl Checker {
             run.line(&line, &mut enq, &mut self.other);
         }
         self.enqueue(enq);
+    }
+
+    /// What [`Checker::feed`] does with a record whose key no rule file has a rule for.
+    fn count(&mut self, key: &str) {
+        debug_assert!(self.set.all_keys.binary_search(&key).is_err());
+        self.records += 1;
+        if key == "run_start" {
+            self.run_started = true;
+        }
     }
 
     /// Records a line that holds `:::MLLOG ` but could not be parsed (the official checker
@@ -817,11 +829,26 @@ pub fn check_text(ruleset: Ruleset, text: &str) -> Report {
 /// Checks a log from a reader (streaming; constant memory once the benchmark is known).
 pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<Report> {
     let mut checker = Checker::new(ruleset);
+    // Records of keys no rule file reads (most of a log: `tracked_stats`, `train_loss`, ...)
+    // are validated but not built, and only counted (see `Checker::feed`). The keys the rules
+    // read, by length: a key is looked up among the few of its length.
+    let mut by_len: Vec<Vec<&'static str>> = Vec::new();
+    for &k in &checker.set.all_keys {
+        if by_len.len() <= k.len() {
+            by_len.resize(k.len() + 1, Vec::new());
+        }
+        by_len[k.len()].push(k);
+    }
+    let mut wanted = |key: &str| by_len.get(key.len()).is_some_and(|ks| ks.contains(&key));
     let mut reader = LogReader::new(input);
-    for item in reader.by_ref() {
+    let mut record = Record::empty();
+    loop {
+        let item = reader.next_record_into(&mut record, &mut wanted);
         match item {
-            Ok(p) => checker.feed(p.lineno, &p.record),
-            Err(e) => checker.feed_error(&e),
+            None => break,
+            Some(Ok((lineno, true))) => checker.feed(lineno, &record),
+            Some(Ok((_, false))) => checker.count(&record.key),
+            Some(Err(e)) => checker.feed_error(&e),
         }
     }
     if let Some(e) = reader.io_error() {

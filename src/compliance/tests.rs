@@ -410,3 +410,53 @@ fn sink_drives_checker_and_fires_callback() {
         .errors()
         .any(|f| f.line == Some(3) && f.key.as_deref() == Some("lora_rank")));
 }
+
+/// `check_reader` (which skips building records of keys no rule reads) gives the same report
+/// as feeding every record in full, on the real corpus and on mutated examples.
+#[test]
+fn check_reader_matches_full_feed() {
+    let full = |r: Ruleset, text: &str| {
+        let mut c = Checker::new(r);
+        let mut reader = crate::record::LogReader::new(text.as_bytes());
+        for item in reader.by_ref() {
+            match item {
+                Ok(p) => c.feed(p.lineno, &p.record),
+                Err(e) => c.feed_error(&e),
+            }
+        }
+        c.report()
+    };
+    let mut logs: Vec<String> = Vec::new();
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real");
+    if let Ok(dir) = std::fs::read_dir(corpus) {
+        for e in dir.flatten() {
+            if e.path().extension().is_some_and(|x| x == "txt") {
+                let bytes = std::fs::read(e.path()).unwrap_or_default();
+                logs.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+    }
+    let base = llama2();
+    logs.push(edit(
+        &base,
+        "\"key\": \"run_start\"",
+        "\"k\\u0065y\": \"run_start\"",
+    ));
+    logs.push(edit(&base, "\"value\": 16", "\"value\": 16, \"value\": 8"));
+    logs.push(edit(
+        &base,
+        "\"key\": \"run_stop\"",
+        "\"key\": \"run_stop\" ,",
+    ));
+    logs.push(format!("{base}:::MLLOG {{\"key\": \"train_loss\", \"time_ms\": 1, \"value\": [1,], \"metadata\": {{}}}}\n"));
+    logs.push(base);
+    for log in &logs {
+        for r in [Ruleset::V5_1_0, Ruleset::V6_1_0] {
+            let fast = check_reader(r, log.as_bytes()).unwrap();
+            assert_eq!(
+                fast.render_json("log", true),
+                full(r, log).render_json("log", true)
+            );
+        }
+    }
+}

@@ -60,6 +60,8 @@ pub fn parse_log(text: &str) -> (Vec<ParsedLine>, Vec<LineError>) {
 pub struct LogReader<R> {
     input: R,
     buf: Vec<u8>,
+    /// The line as lossy UTF-8, only for lines that are not valid UTF-8.
+    lossy: String,
     lineno: usize,
     index: usize,
     pending_cr: bool,
@@ -74,6 +76,7 @@ impl<R: BufRead> LogReader<R> {
         LogReader {
             input,
             buf: Vec::with_capacity(512),
+            lossy: String::new(),
             lineno: 0,
             index: 0,
             pending_cr: false,
@@ -125,7 +128,7 @@ impl<R: BufRead> LogReader<R> {
                 }
             }
             got_any = true;
-            match available.iter().position(|&b| b == b'\n' || b == b'\r') {
+            match find_eol(available) {
                 Some(i) => {
                     let was_cr = available[i] == b'\r';
                     self.buf.extend_from_slice(&available[..i]);
@@ -143,10 +146,14 @@ impl<R: BufRead> LogReader<R> {
     }
 }
 
-impl<R: BufRead> Iterator for LogReader<R> {
-    type Item = Result<ParsedLine, LineError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<R: BufRead> LogReader<R> {
+    /// The next line holding the token: `f` is applied to the text after the last token
+    /// (trimmed); returns the physical line number, the index among token lines and `f`'s
+    /// result, or the [`LineError`] made of `f`'s error (also kept in [`LogReader::errors`]).
+    fn next_with<T>(
+        &mut self,
+        mut f: impl FnMut(&str) -> Result<T, String>,
+    ) -> Option<Result<(usize, usize, T), LineError>> {
         while !self.done {
             match self.next_physical_line() {
                 Ok(true) => {}
@@ -163,19 +170,28 @@ impl<R: BufRead> Iterator for LogReader<R> {
             self.lineno += 1;
             // The official checker reads logs as latin-1; real logs carry UTF-8 noise. Lossy
             // UTF-8 keeps every ASCII byte of a record intact, which is all a record may hold.
-            let line = String::from_utf8_lossy(&self.buf);
-            let Some(pos) = line.rfind(MLLOG_TOKEN) else {
+            // Valid UTF-8 (nearly every line) is used in place, without a copy.
+            // The token is ASCII, which lossy decoding keeps byte for byte and never makes up,
+            // so the last token of the raw bytes is the last token of the decoded line, and the
+            // text after it decodes on its own. Valid UTF-8 (nearly every line) is used in
+            // place, without a copy.
+            let Some(pos) = rfind_token(&self.buf) else {
                 continue;
+            };
+            let rest = &self.buf[pos + MLLOG_TOKEN.len()..];
+            let rest: &str = match std::str::from_utf8(rest) {
+                Ok(rest) => rest,
+                Err(_) => {
+                    self.lossy.clear();
+                    self.lossy.push_str(&String::from_utf8_lossy(rest));
+                    &self.lossy
+                }
             };
             let index = self.index;
             self.index += 1;
-            let body = line[pos + MLLOG_TOKEN.len()..].trim();
-            return Some(match record_from_json(body) {
-                Ok(record) => Ok(ParsedLine {
-                    lineno: self.lineno,
-                    index,
-                    record,
-                }),
+            let body = rest.trim();
+            return Some(match f(body) {
+                Ok(t) => Ok((self.lineno, index, t)),
                 Err(message) => {
                     let err = LineError {
                         lineno: self.lineno,
@@ -190,6 +206,220 @@ impl<R: BufRead> Iterator for LogReader<R> {
         }
         None
     }
+
+    /// For the compliance checker: the next record, read into `rec` (reusing its buffers);
+    /// returns its physical line number. A record whose key `wanted` rejects is fully validated
+    /// (a malformed one is the same [`LineError`] as with the iterator) but comes back with a
+    /// `null` value and empty metadata, which costs no allocation.
+    /// Returns the physical line number and whether the record was built in full.
+    pub(crate) fn next_record_into(
+        &mut self,
+        rec: &mut Record,
+        wanted: &mut dyn FnMut(&str) -> bool,
+    ) -> Option<Result<(usize, bool), LineError>> {
+        self.next_with(|body| record_into(body, rec, wanted))
+            .map(|r| r.map(|(lineno, _, full)| (lineno, full)))
+    }
+}
+
+/// The position of the last `:::MLLOG ` in `line`: candidates are found from the end by their
+/// `M`, eight bytes at a time.
+fn rfind_token(line: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let tok = MLLOG_TOKEN.as_bytes();
+    let mut end = line.len();
+    loop {
+        // Find the last `M` before `end`.
+        while end >= 8 {
+            let w = u64::from_le_bytes(line[end - 8..end].try_into().expect("8 bytes"));
+            let x = w ^ (LO * b'M' as u64);
+            if x.wrapping_sub(LO) & !x & HI != 0 {
+                break;
+            }
+            end -= 8;
+        }
+        let m = line[..end].iter().rposition(|&b| b == b'M')?;
+        if m >= 3 && line[m - 3..].starts_with(tok) {
+            return Some(m - 3);
+        }
+        end = m;
+    }
+}
+
+/// The position of the first `\n` or `\r`, eight bytes at a time.
+fn find_eol(s: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    let mut i = 0;
+    while i + 8 <= s.len() {
+        let w = u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+        if has_zero(w ^ (LO * b'\n' as u64)) | has_zero(w ^ (LO * b'\r' as u64)) != 0 {
+            break;
+        }
+        i += 8;
+    }
+    s[i..]
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|p| i + p)
+}
+
+impl<R: BufRead> Iterator for LogReader<R> {
+    type Item = Result<ParsedLine, LineError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_with(record_from_json).map(|r| {
+            r.map(|(lineno, index, record)| ParsedLine {
+                lineno,
+                index,
+                record,
+            })
+        })
+    }
+}
+
+/// [`record_from_json`] into `rec`, without building the value and metadata of a record whose
+/// key `wanted` rejects. A fast path that accepts only what [`record_from_json`] accepts (and
+/// then reads the same record); anything unusual (an error, a duplicated member) is left to
+/// [`record_from_json`], so errors and edge cases are exactly its own.
+fn record_into(
+    body: &str,
+    rec: &mut Record,
+    wanted: &mut dyn FnMut(&str) -> bool,
+) -> Result<bool, String> {
+    match record_fast(body, rec, wanted) {
+        Some(full) => Ok(full),
+        None => {
+            *rec = record_from_json(body)?;
+            Ok(true)
+        }
+    }
+}
+
+fn record_fast(body: &str, rec: &mut Record, wanted: &mut dyn FnMut(&str) -> bool) -> Option<bool> {
+    let mut p = Parser {
+        s: body.as_bytes(),
+        i: 0,
+        depth: 1,
+    };
+    p.ws();
+    if !p.eat("{") {
+        return None;
+    }
+    let mut namespace: Option<Str> = None;
+    let mut time = None;
+    let mut event_type = None;
+    let mut key: Option<(usize, usize)> = None;
+    let mut value = None;
+    let mut metadata = None;
+    p.ws();
+    if !p.eat("}") {
+        loop {
+            p.ws();
+            if p.s.get(p.i) != Some(&b'"') {
+                return None;
+            }
+            // Member names with escapes or repeated members: the slow path.
+            let name = p.plain_string()?;
+            p.ws();
+            if !p.eat(":") {
+                return None;
+            }
+            p.ws();
+            let start = p.i;
+            match name {
+                b"namespace" if namespace.is_none() && p.plain_string() == Some(b"") => {
+                    namespace = Some(Cow::Borrowed(""))
+                }
+                b"namespace" if namespace.is_none() => {
+                    p.i = start;
+                    namespace = Some(match p.value().ok()? {
+                        Value::Str(s) => s,
+                        other => Cow::Owned(other.to_json()),
+                    })
+                }
+                b"time_ms" if time.is_none() => time = Some(time_from(&p.value().ok()?).ok()?),
+                b"event_type" if event_type.is_none() && p.plain_string().is_some() => {
+                    let t = std::str::from_utf8(&p.s[start + 1..p.i - 1]).ok()?;
+                    event_type = Some(EventType::from_name(t).unwrap_or(EventType::PointInTime))
+                }
+                b"event_type" if event_type.is_none() => {
+                    p.i = start;
+                    event_type = Some(match p.value().ok()? {
+                        Value::Str(s) => EventType::from_name(&s).unwrap_or(EventType::PointInTime),
+                        _ => EventType::PointInTime,
+                    })
+                }
+                b"key" if key.is_none() => {
+                    p.plain_string()?;
+                    key = Some((start + 1, p.i - 1));
+                }
+                b"value" if value.is_none() => {
+                    p.skip_value().ok()?;
+                    value = Some((start, p.i));
+                }
+                b"metadata" if metadata.is_none() => {
+                    if p.s.get(p.i) != Some(&b'{') {
+                        return None;
+                    }
+                    p.skip_value().ok()?;
+                    metadata = Some((start, p.i));
+                }
+                b"namespace" | b"time_ms" | b"event_type" | b"key" | b"value" | b"metadata" => {
+                    return None
+                }
+                _ => p.skip_value().ok()?,
+            }
+            p.ws();
+            if p.eat(",") {
+                continue;
+            }
+            if p.eat("}") {
+                break;
+            }
+            return None;
+        }
+    }
+    p.ws();
+    if p.i != p.s.len() {
+        return None;
+    }
+    let (time, (ks, ke), value, metadata) = (time?, key?, value?, metadata?);
+    let k = &body[ks..ke];
+    rec.namespace = namespace.unwrap_or(Cow::Borrowed(""));
+    rec.time = time;
+    rec.event_type = event_type.unwrap_or(EventType::PointInTime);
+    rec.interval = None;
+    rec.scope = None;
+    rec.trace_only = false;
+    rec.tid = 0;
+    let full = wanted(k);
+    if full {
+        rec.key = match crate::keys::intern(k) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(k.to_owned()),
+        };
+        rec.value = parse_json(&body[value.0..value.1]).ok()?;
+        let Value::Object(fields) = parse_json(&body[metadata.0..metadata.1]).ok()? else {
+            return None;
+        };
+        rec.metadata = metadata_from(fields);
+    } else {
+        match &mut rec.key {
+            Cow::Owned(s) => {
+                s.clear();
+                s.push_str(k);
+            }
+            slot => *slot = Cow::Owned(k.to_owned()),
+        }
+        rec.value = Value::Null;
+        rec.metadata.file = None;
+        rec.metadata.lineno = None;
+        rec.metadata.fields.clear();
+    }
+    Some(full)
 }
 
 fn record_from_json(body: &str) -> Result<Record, String> {
@@ -313,7 +543,7 @@ struct Parser<'a> {
     depth: u32,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
     fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.i) {
             self.i += 1;
@@ -354,6 +584,135 @@ impl Parser<'_> {
         };
         self.depth -= 1;
         v
+    }
+
+    /// A string without escapes at the cursor (which must be at its `"`): its bytes. `None`
+    /// (cursor unspecified) for anything else.
+    fn plain_string(&mut self) -> Option<&'a [u8]> {
+        let s = self.s;
+        if s.get(self.i) != Some(&b'"') {
+            return None;
+        }
+        let start = self.i + 1;
+        let mut i = start;
+        while let Some(&b) = s.get(i) {
+            if b == b'"' {
+                self.i = i + 1;
+                return Some(&s[start..i]);
+            }
+            if b == b'\\' || b < 0x20 {
+                return None;
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Validates the value at the cursor exactly as [`Parser::value`] does (same depth limit,
+    /// same errors) without building it.
+    fn skip_value(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > 256 {
+            return self.err("nested too deeply");
+        }
+        let r = match self.s.get(self.i) {
+            None => self.err("unexpected end"),
+            Some(b'{') => self.skip_object(),
+            Some(b'[') => self.skip_array(),
+            Some(b'"') => self.skip_string(),
+            Some(b't') if self.eat("true") => Ok(()),
+            Some(b'f') if self.eat("false") => Ok(()),
+            Some(b'n') if self.eat("null") => Ok(()),
+            Some(b'N') if self.eat("NaN") => Ok(()),
+            Some(b'I') if self.eat("Infinity") => Ok(()),
+            Some(b'-') if self.eat("-Infinity") => Ok(()),
+            Some(b'-' | b'0'..=b'9') => self.number_end().map(|_| ()),
+            Some(_) => self.err("expected a value"),
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn skip_object(&mut self) -> Result<(), String> {
+        self.i += 1;
+        self.ws();
+        if self.eat("}") {
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            if self.s.get(self.i) != Some(&b'"') {
+                return self.err("expected a string key");
+            }
+            self.skip_string()?;
+            self.ws();
+            if !self.eat(":") {
+                return self.err("expected ':'");
+            }
+            self.ws();
+            self.skip_value()?;
+            self.ws();
+            if self.eat(",") {
+                continue;
+            }
+            if self.eat("}") {
+                return Ok(());
+            }
+            return self.err("expected ',' or '}'");
+        }
+    }
+
+    fn skip_array(&mut self) -> Result<(), String> {
+        self.i += 1;
+        self.ws();
+        if self.eat("]") {
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            self.skip_value()?;
+            self.ws();
+            if self.eat(",") {
+                continue;
+            }
+            if self.eat("]") {
+                return Ok(());
+            }
+            return self.err("expected ',' or ']'");
+        }
+    }
+
+    /// Validates a string as [`Parser::string`] does, without building it.
+    fn skip_string(&mut self) -> Result<(), String> {
+        self.i += 1;
+        loop {
+            match self.s.get(self.i) {
+                None => return self.err("unterminated string"),
+                Some(b'"') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.i += 1;
+                    let Some(&e) = self.s.get(self.i) else {
+                        return self.err("unterminated escape");
+                    };
+                    self.i += 1;
+                    match e {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            if (0xD800..0xDC00).contains(&hi) && self.eat("\\u") {
+                                self.hex4()?;
+                            }
+                        }
+                        _ => return self.err("bad escape"),
+                    }
+                }
+                Some(&b) if b < 0x20 => return self.err("control character in string"),
+                Some(_) => self.i += 1,
+            }
+        }
     }
 
     fn object(&mut self) -> Result<Value, String> {
@@ -432,7 +791,11 @@ impl Parser<'_> {
                 }
                 self.i += 1;
             }
-            out.push_str(&String::from_utf8_lossy(&self.s[start..self.i]));
+            let part = &self.s[start..self.i];
+            match std::str::from_utf8(part) {
+                Ok(t) => out.push_str(t),
+                Err(_) => out.push_str(&String::from_utf8_lossy(part)),
+            }
             match self.s.get(self.i) {
                 None => return self.err("unterminated string"),
                 Some(b'"') => {
@@ -479,6 +842,20 @@ impl Parser<'_> {
 
     fn number(&mut self) -> Result<Value, String> {
         let start = self.i;
+        let is_float = self.number_end()?;
+        let text = std::str::from_utf8(&self.s[start..self.i]).expect("ASCII digits");
+        if !is_float {
+            if let Ok(i) = text.parse::<i128>() {
+                return Ok(Value::Int(i));
+            }
+        }
+        text.parse::<f64>()
+            .map(Value::Float)
+            .or_else(|_| self.err("bad number"))
+    }
+
+    /// Moves over a number's grammar; whether it has a fraction or an exponent.
+    fn number_end(&mut self) -> Result<bool, String> {
         if self.s[self.i] == b'-' {
             self.i += 1;
         }
@@ -518,15 +895,7 @@ impl Parser<'_> {
                 return self.err("expected exponent digits");
             }
         }
-        let text = std::str::from_utf8(&self.s[start..self.i]).expect("ASCII digits");
-        if !is_float {
-            if let Ok(i) = text.parse::<i128>() {
-                return Ok(Value::Int(i));
-            }
-        }
-        text.parse::<f64>()
-            .map(Value::Float)
-            .or_else(|_| self.err("bad number"))
+        Ok(is_float)
     }
 }
 
@@ -562,6 +931,114 @@ host:1:5:::MLLOG {\"time_ms\": \"2.5\", \"key\": \"x\", \"value\": NaN, \"metada
         let (_, errors) = parse_log(":::MLLOG {\"key\": \"a\", \"value\": 1, \n:::MLLOG{}\n");
         assert_eq!(errors.len(), 1);
         assert!(errors[0].message.contains("invalid JSON"));
+    }
+
+    /// The checker's fast path reads exactly what `record_from_json` reads, and fails exactly
+    /// where it fails; a record it does not want comes back with its key only.
+    #[test]
+    fn fast_path_matches_full_parse() {
+        let mut bodies: Vec<String> = vec![
+            r#"{"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "seed", "value": 7, "metadata": {"file": "a.rs", "lineno": 3}}"#.into(),
+            r#"{"namespace": "ns", "time_ms": "2.5", "event_type": "INTERVAL_END", "key": "run_stop", "value": {"a": [1, 2.5e3, -0.0, NaN, -Infinity, null, true]}, "metadata": {"status": "success", "x": "\u00e9\ud83d\ude00\ud800"}}"#.into(),
+            r#"{"namespace": 3, "time_ms": 1.5, "event_type": 4, "key": "k", "value": "v", "metadata": {}}"#.into(),
+            r#"{"key": "a", "key": "b", "time_ms": 1, "value": 1, "metadata": {}}"#.into(),
+            r#"{"k\u0065y": "a", "time_ms": 1, "value": 1, "metadata": {}}"#.into(),
+            r#"{"key": "a\"b", "time_ms": 1, "value": 1, "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": 1, "metadata": {}, "extra": [{"deep": [[]]}]}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": 1, "metadata": []}"#.into(),
+            r#"{"key": 1, "time_ms": 1, "value": 1, "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": NaN, "value": 1, "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": 01, "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": "\x", "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": "\u+abc", "metadata": {}}"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": 1, "metadata": {}} x"#.into(),
+            r#"{"key": "a", "time_ms": 1, "value": [1,], "metadata": {}}"#.into(),
+            "{\"key\": \"a\", \"time_ms\": 1, \"value\": \"tab\there\", \"metadata\": {}}".into(),
+            r#"[1]"#.into(),
+            r#"{}"#.into(),
+            r#"{"#.into(),
+        ];
+        let deep = format!(
+            "{{\"key\": \"a\", \"time_ms\": 1, \"value\": {}1{}, \"metadata\": {{}}}}",
+            "[".repeat(255),
+            "]".repeat(255)
+        );
+        bodies.push(deep.replace("[1]", "[[1]]"));
+        bodies.push(deep);
+        let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real");
+        if let Ok(dir) = std::fs::read_dir(corpus) {
+            for e in dir.flatten() {
+                let text = std::fs::read(e.path()).unwrap_or_default();
+                for line in String::from_utf8_lossy(&text).lines() {
+                    if let Some(pos) = line.rfind(MLLOG_TOKEN) {
+                        bodies.push(line[pos + MLLOG_TOKEN.len()..].trim().to_string());
+                    }
+                }
+            }
+        }
+        for body in &bodies {
+            let full = record_from_json(body);
+            let mut rec = Record::empty();
+            let got = record_into(body, &mut rec, &mut |_| true);
+            match &full {
+                Ok(r) => {
+                    assert_eq!(got, Ok(true), "{body}");
+                    // Debug, not ==: NaN values are equal spellings but not equal numbers.
+                    assert_eq!(format!("{rec:?}"), format!("{r:?}"), "{body}");
+                }
+                Err(e) => assert_eq!(got.as_ref(), Err(e), "{body}"),
+            }
+            let mut rec = Record::empty();
+            let got = record_into(body, &mut rec, &mut |_| false);
+            match &full {
+                Ok(r) => {
+                    assert!(got.is_ok(), "{body}");
+                    assert_eq!(rec.key, r.key, "{body}");
+                    assert_eq!(rec.time, r.time, "{body}");
+                    if got == Ok(false) {
+                        assert_eq!(rec.value, Value::Null);
+                        assert!(rec.metadata.is_empty());
+                    } else {
+                        assert_eq!(format!("{rec:?}"), format!("{r:?}"), "{body}");
+                    }
+                }
+                Err(e) => assert_eq!(got.as_ref(), Err(e), "{body}"),
+            }
+        }
+    }
+
+    #[test]
+    fn finds_the_last_token_and_line_ends() {
+        for line in [
+            "",
+            "M",
+            ":::MLLOG ",
+            "x:::MLLOG a:::MLLOG b",
+            "MMMMMMMMMMMMMMMMMMMMM:::MLLOG {}MMMMMMMMMMMMMMM",
+            ":::MLLOG:::MLLOG x",
+            "no token here at all, just a long line of noise MLLOG ::MLLOG",
+        ] {
+            assert_eq!(
+                rfind_token(line.as_bytes()),
+                line.rfind(MLLOG_TOKEN),
+                "{line}"
+            );
+        }
+        for s in [
+            "",
+            "abc",
+            "abcdefghij\rk",
+            "abcdefghijklmnop\n",
+            "\n",
+            "abcdefgh",
+        ] {
+            let b = s.as_bytes();
+            assert_eq!(
+                find_eol(b),
+                b.iter().position(|&c| c == b'\n' || c == b'\r')
+            );
+        }
     }
 
     #[test]
