@@ -1,25 +1,27 @@
-//! The record pipeline: a bounded channel from the training threads to one worker thread that
-//! fans every record out, in order, to the sinks; and the [`Guard`] that flushes it.
+//! The record pipeline: a bounded lock-free queue from the training threads to one worker
+//! thread that fans every record out, in order, to the sinks; and the [`Guard`] that flushes
+//! it.
 //!
-//! The training thread only pushes typed records; formatting and I/O happen on the worker.
-//! Nothing is dropped silently: every record that does not reach a sink is counted and shows
-//! up in the [`Report`].
+//! The training thread only pushes typed records (a recycled box, one compare-and-swap) and
+//! wakes the worker if it sleeps; formatting and I/O happen on the worker. Rare control
+//! messages (flush, shutdown) take a separate channel. Nothing is dropped silently: every
+//! record that does not reach a sink is counted and shows up in the [`Report`].
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use crossbeam_queue::ArrayQueue;
 
 use crate::compliance::ComplianceHandle;
 use crate::record::Record;
 use crate::sink::Sink;
 
-/// What the layer does when the channel is full (the worker is behind).
+/// What the layer does when the queue is full (the worker is behind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Overflow {
     /// Wait until there is room: lossless. The default, because MLLOG records are few and a
@@ -30,9 +32,7 @@ pub enum Overflow {
     DropAfter(Duration),
 }
 
-pub(crate) enum Msg {
-    /// Boxed so the channel moves a pointer; the boxes are recycled (see [`Pipeline::record`]).
-    Record(Box<Record>),
+enum Control {
     Flush(Sender<()>),
     Shutdown(Instant),
 }
@@ -64,15 +64,36 @@ struct Counters {
     sinks: Vec<SinkCounters>,
 }
 
+/// What producers and the worker share.
+struct Queue {
+    records: ArrayQueue<Box<Record>>,
+    /// Emptied records the worker hands back, so the training thread reuses their memory
+    /// instead of allocating: in the steady state a record costs no allocation there.
+    spare: ArrayQueue<Box<Record>>,
+    worker: OnceLock<Thread>,
+    /// The worker is about to park or parked: a producer must wake it.
+    sleeping: AtomicBool,
+    /// The worker has stopped taking records.
+    closed: AtomicBool,
+    /// Producers between their `closed` check and the end of their push: the worker waits
+    /// for them before its last drain, so no record is stranded in the queue.
+    pushing: AtomicUsize,
+    counters: Counters,
+}
+
+impl Queue {
+    fn wake(&self) {
+        if let Some(t) = self.worker.get() {
+            t.unpark();
+        }
+    }
+}
+
 /// The sending side, held by the layer. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Pipeline {
-    tx: Sender<Msg>,
+    queue: Arc<Queue>,
     overflow: Overflow,
-    counters: Arc<Counters>,
-    /// Emptied records the worker hands back, so the training thread reuses their memory
-    /// instead of allocating: in the steady state a record costs no allocation there.
-    spare: Arc<ArrayQueue<Box<Record>>>,
 }
 
 impl Pipeline {
@@ -83,40 +104,46 @@ impl Pipeline {
         overflow: Overflow,
         shutdown_timeout: Duration,
     ) -> std::io::Result<(Pipeline, Guard)> {
-        let (tx, rx) = bounded(capacity.max(1));
-        let counters = Arc::new(Counters {
-            sinks: sinks
-                .iter()
-                .map(|s| SinkCounters {
-                    name: s.name().to_owned(),
-                    ..SinkCounters::default()
-                })
-                .collect(),
-            ..Counters::default()
+        let capacity = capacity.max(1);
+        // A spare record for every record that can be in flight (each queue slot, the one the
+        // worker holds, one per producer filling one), allocated now: the training thread
+        // does not allocate a record in the steady state, and memory stays bounded.
+        let spares = capacity + 2;
+        let queue = Arc::new(Queue {
+            records: ArrayQueue::new(capacity),
+            spare: ArrayQueue::new(spares),
+            worker: OnceLock::new(),
+            sleeping: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            pushing: AtomicUsize::new(0),
+            counters: Counters {
+                sinks: sinks
+                    .iter()
+                    .map(|s| SinkCounters {
+                        name: s.name().to_owned(),
+                        ..SinkCounters::default()
+                    })
+                    .collect(),
+                ..Counters::default()
+            },
         });
-        let worker_counters = counters.clone();
-        // A spare record for every record that can be in flight (each channel slot, the one
-        // the worker holds, the one a producer fills), allocated now: the training thread never
-        // allocates a record in the steady state, and memory stays bounded.
-        let spares = capacity.max(1) + 2;
-        let spare = Arc::new(ArrayQueue::new(spares));
         for _ in 0..spares {
-            let _ = spare.push(Box::new(Record::empty()));
+            let _ = queue.spare.push(Box::new(Record::empty()));
         }
-        let worker_spare = spare.clone();
+        let (control, control_rx) = bounded(64);
+        let worker_queue = queue.clone();
         let worker = std::thread::Builder::new()
             .name("tracing-mllog".into())
-            .spawn(move || run_worker(rx, sinks, &worker_counters, &worker_spare))?;
+            .spawn(move || run_worker(&worker_queue, control_rx, sinks))?;
+        let _ = queue.worker.set(worker.thread().clone());
         let pipeline = Pipeline {
-            tx: tx.clone(),
+            queue: queue.clone(),
             overflow,
-            counters: counters.clone(),
-            spare,
         };
         let guard = Guard {
-            tx,
+            control,
+            queue,
             worker: Some(worker),
-            counters,
             shutdown_timeout,
             timed_out: false,
             compliance: None,
@@ -133,77 +160,108 @@ impl Pipeline {
 
     /// An empty record to fill: a recycled one when the worker has handed one back.
     pub(crate) fn record(&self) -> Box<Record> {
-        self.spare
+        self.queue
+            .spare
             .pop()
             .unwrap_or_else(|| Box::new(Record::empty()))
     }
 
     /// Hands a record to the worker. Never panics; a record that cannot be delivered is counted.
     pub(crate) fn push(&self, record: Box<Record>) {
-        let msg = Msg::Record(record);
-        let result = match self.overflow {
-            Overflow::Block => self.tx.send(msg).map_err(|_| false),
-            Overflow::DropAfter(wait) => self.tx.send_timeout(msg, wait).map_err(|e| match e {
-                SendTimeoutError::Timeout(_) => true,
-                SendTimeoutError::Disconnected(_) => false,
-            }),
-        };
-        match result {
-            Ok(()) => {}
-            Err(true) => {
-                self.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
+        let q = &*self.queue;
+        q.pushing.fetch_add(1, Ordering::SeqCst);
+        if q.closed.load(Ordering::SeqCst) {
+            q.pushing.fetch_sub(1, Ordering::SeqCst);
+            q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut record = record;
+        let mut waited: Option<Instant> = None;
+        let mut tries = 0u32;
+        while let Err(back) = q.records.push(record) {
+            // Full: the worker is behind. Wake it and wait (or give up, by policy).
+            record = back;
+            q.wake();
+            let since = *waited.get_or_insert_with(Instant::now);
+            if let Overflow::DropAfter(limit) = self.overflow {
+                if since.elapsed() >= limit {
+                    q.pushing.fetch_sub(1, Ordering::SeqCst);
+                    q.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
             }
-            Err(false) => {
-                self.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
+            if q.closed.load(Ordering::SeqCst) {
+                q.pushing.fetch_sub(1, Ordering::SeqCst);
+                q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
+                return;
             }
+            tries += 1;
+            if tries < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        q.pushing.fetch_sub(1, Ordering::SeqCst);
+        // Pairs with the worker's fence between `sleeping = true` and its last look at the
+        // queue: either it sees this record, or this thread sees it sleeping and wakes it.
+        fence(Ordering::SeqCst);
+        if q.sleeping.load(Ordering::Relaxed) {
+            q.wake();
         }
     }
 }
 
-fn run_worker(
-    rx: Receiver<Msg>,
-    mut sinks: Vec<Box<dyn Sink>>,
-    counters: &Counters,
-    spare: &ArrayQueue<Box<Record>>,
-) {
+fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink>>) {
     ON_WORKER.with(|w| w.set(true));
-    let mut deadline = None;
-    'outer: while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        while let Some(msg) = next.take() {
-            match msg {
-                Msg::Record(mut record) => {
-                    write_all(&mut sinks, counters, &record);
-                    record.clear();
-                    let _ = spare.push(record);
-                }
-                Msg::Flush(ack) => {
-                    flush_all(&mut sinks, counters);
-                    let _ = ack.send(());
-                }
-                Msg::Shutdown(d) => {
-                    deadline = Some(d);
-                    break 'outer;
-                }
-            }
-            next = rx.try_recv().ok();
+    let counters = &q.counters;
+    let drain = |sinks: &mut Vec<Box<dyn Sink>>| -> bool {
+        let mut any = false;
+        while let Some(mut record) = q.records.pop() {
+            write_all(sinks, counters, &record);
+            record.clear();
+            let _ = q.spare.push(record);
+            any = true;
         }
-        // The channel ran dry: make what we have visible (file readers, uploaders).
-        flush_all(&mut sinks, counters);
-    }
-    // Records queued behind the shutdown message (other threads still logging) are drained
-    // rather than lost; after this the receiver is dropped and later sends count as dropped.
-    while let Ok(msg) = rx.try_recv() {
-        match msg {
-            Msg::Record(record) => write_all(&mut sinks, counters, &record),
-            Msg::Flush(ack) => {
+        any
+    };
+    let deadline = loop {
+        if drain(&mut sinks) {
+            // The queue ran dry: make what we have visible (file readers, uploaders).
+            flush_all(&mut sinks, counters);
+        }
+        match control.try_recv() {
+            Ok(Control::Flush(ack)) => {
+                // Everything pushed before the flush request is in the queue by now.
+                drain(&mut sinks);
                 flush_all(&mut sinks, counters);
                 let _ = ack.send(());
+                continue;
             }
-            Msg::Shutdown(_) => {}
+            Ok(Control::Shutdown(d)) => break d,
+            Err(TryRecvError::Disconnected) => break Instant::now() + Duration::from_secs(5),
+            Err(TryRecvError::Empty) => {}
+        }
+        q.sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if q.records.is_empty() && control.is_empty() {
+            // Woken by a producer or a control message; the timeout is only a safety net.
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+        q.sleeping.store(false, Ordering::Relaxed);
+    };
+    // Stop taking records; producers already past their check finish their push, and those
+    // records are written too. Anything later is counted as dropped by its producer.
+    q.closed.store(true, Ordering::SeqCst);
+    while q.pushing.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    drain(&mut sinks);
+    while let Ok(c) = control.try_recv() {
+        if let Control::Flush(ack) = c {
+            let _ = ack.send(());
         }
     }
-    let deadline = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(5));
     for (sink, c) in sinks.iter_mut().zip(&counters.sinks) {
         let result = catch_unwind(AssertUnwindSafe(|| sink.close(deadline)));
         note(c, result, false);
@@ -261,9 +319,9 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// the run is known: it reports anything that was lost on stderr when dropped.
 #[must_use = "dropping the guard shuts the MLLOG pipeline down; hold it until training ends"]
 pub struct Guard {
-    tx: Sender<Msg>,
+    control: Sender<Control>,
+    queue: Arc<Queue>,
     worker: Option<JoinHandle<()>>,
-    counters: Arc<Counters>,
     shutdown_timeout: Duration,
     timed_out: bool,
     compliance: Option<ComplianceHandle>,
@@ -320,15 +378,20 @@ impl Guard {
     /// have flushed, or until `timeout` passes. Returns whether it completed in time.
     pub fn flush(&self, timeout: Duration) -> bool {
         let (ack_tx, ack_rx) = bounded(1);
-        if self.tx.send_timeout(Msg::Flush(ack_tx), timeout).is_err() {
+        if self
+            .control
+            .send_timeout(Control::Flush(ack_tx), timeout)
+            .is_err()
+        {
             return false;
         }
+        self.queue.wake();
         ack_rx.recv_timeout(timeout).is_ok()
     }
 
     /// What happened so far: records written, dropped, write errors per sink.
     pub fn report(&self) -> Report {
-        let c = &self.counters;
+        let c = &self.queue.counters;
         Report {
             records: c.received.load(Ordering::Relaxed),
             dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
@@ -373,13 +436,14 @@ impl Guard {
         }
         let deadline = Instant::now() + self.shutdown_timeout;
         if self
-            .tx
-            .send_deadline(Msg::Shutdown(deadline), deadline)
+            .control
+            .send_deadline(Control::Shutdown(deadline), deadline)
             .is_err()
         {
             self.timed_out = true;
             return;
         }
+        self.queue.wake();
         while !worker.is_finished() {
             if Instant::now() >= deadline {
                 // The worker is stuck in a sink (e.g. a hung file system). Leave it; the
