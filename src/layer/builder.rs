@@ -652,7 +652,8 @@ impl Builder {
             intervals,
             step_span: Cow::Owned(self.step_span),
             warmup_span: Cow::Owned(self.warmup_span),
-            namespace: Cow::Owned(self.namespace),
+            // Leaked once per layer, so that every record borrows it instead of cloning a String.
+            namespace: Cow::Borrowed(Box::leak(self.namespace.into_boxed_str())),
             root_dir: self.root_dir,
             cache_clear: self.cache_clear,
             after_init_start: {

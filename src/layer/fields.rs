@@ -55,7 +55,8 @@ thread_local! {
     /// Recently interned strings, by a cheap hash of their content: a training loop logs the
     /// same few keys over and over, and a hit costs one short comparison instead of a binary
     /// search over every known key.
-    static INTERNED: std::cell::Cell<[&'static str; 32]> = const { std::cell::Cell::new([""; 32]) };
+    static INTERNED: [std::cell::Cell<&'static str>; 32] =
+        const { [const { std::cell::Cell::new("") }; 32] };
 }
 
 fn intern_cached(s: &str) -> Option<&'static str> {
@@ -65,13 +66,13 @@ fn intern_cached(s: &str) -> Option<&'static str> {
     };
     let slot = (b.len() * 7 + *first as usize * 3 + *last as usize) % 32;
     INTERNED.with(|cache| {
-        let mut entries = cache.get();
-        if entries[slot] == s {
-            return Some(entries[slot]);
+        let cached = cache[slot].get();
+        // Keys are usually the `keys::*` constants themselves: the same pointer each time.
+        if (cached.as_ptr() == s.as_ptr() && cached.len() == s.len()) || cached == s {
+            return Some(cached);
         }
         let found = keys::intern(s)?;
-        entries[slot] = found;
-        cache.set(entries);
+        cache[slot].set(found);
         Some(found)
     })
 }

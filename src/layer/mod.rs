@@ -199,7 +199,7 @@ impl Shared {
         r.value = value;
         r.metadata.file = Some(self.file_of(meta));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
-        r.tid = rank::thread_id();
+        r.tid = step::thread_id();
         r
     }
 
@@ -563,7 +563,7 @@ where
         forget(replace(&mut r.value, value));
         r.metadata.file = Some(shared.file_of(meta));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
-        r.tid = rank::thread_id();
+        r.tid = step::thread_id();
         r.scope = step::current_interval();
         shared.pipeline.push(r);
     }

@@ -1,6 +1,4 @@
-//! Which rank this process is, and the OS thread id records carry.
-
-use std::cell::Cell;
+//! Which rank this process is.
 
 use crate::Error;
 
@@ -32,23 +30,6 @@ pub(crate) fn detect_rank_from(
             .map_err(|_| Error::env(name, &text, "expected a non-negative integer rank"));
     }
     Ok(None)
-}
-
-thread_local! {
-    static TID: Cell<u32> = const { Cell::new(0) };
-}
-
-/// The OS thread id (`gettid`), cached per thread.
-pub(crate) fn thread_id() -> u32 {
-    TID.with(|t| {
-        let mut v = t.get();
-        if v == 0 {
-            // SAFETY: gettid takes no arguments and cannot fail.
-            v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-            t.set(v);
-        }
-        v
-    })
 }
 
 #[cfg(test)]

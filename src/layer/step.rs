@@ -65,6 +65,21 @@ thread_local! {
     /// Interval spans entered on this thread: (span id, interval id), innermost last. Gives a
     /// record its enclosing interval without a span lookup.
     static ENTERED_INTERVALS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+    /// The OS thread id (`gettid`), cached; 0 until first asked.
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The OS thread id of the calling thread, cached per thread.
+pub(crate) fn thread_id() -> u32 {
+    TID.with(|t| {
+        let mut v = t.get();
+        if v == 0 {
+            // SAFETY: gettid takes no arguments and cannot fail.
+            v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+            t.set(v);
+        }
+        v
+    })
 }
 
 pub(crate) fn enter_interval(span: u64, interval: u64) {
