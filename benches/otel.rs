@@ -52,6 +52,7 @@ fn bench(c: &mut Criterion) {
     let (null_layer, mut null_guard) = MllogLayer::builder()
         .no_output()
         .sink(Null)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
         .expect("layer");
@@ -62,6 +63,7 @@ fn bench(c: &mut Criterion) {
     let (layer, mut guard) = MllogLayer::builder()
         .no_output()
         .sink(sink)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
         .expect("layer");
