@@ -4,7 +4,7 @@
 //! `import mlperf_logging` — run `.ci/run` (which sets up the pinned checker) or set
 //! `MLLOG_PYTHON`. These tests never skip.
 //!
-//! `MLLOG_DIFF_CASES` sets the number of mutated logs (default 2000), `MLLOG_DIFF_SEED` the seed
+//! `MLLOG_DIFF_CASES` sets the number of mutated logs (default 4000), `MLLOG_DIFF_SEED` the seed
 //! (default: from the clock; always printed).
 
 use std::fmt::Write as _;
@@ -393,7 +393,7 @@ fn seeded_mutations_match_official() {
     let n: usize = std::env::var("MLLOG_DIFF_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
+        .unwrap_or(4000);
     let seed: u64 = std::env::var("MLLOG_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
