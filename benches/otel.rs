@@ -52,6 +52,8 @@ fn bench(c: &mut Criterion) {
     let (null_layer, mut null_guard) = MllogLayer::builder()
         .no_output()
         .sink(Null)
+        .trace_steps(true)
+        .global_batch_size(8)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
@@ -63,6 +65,8 @@ fn bench(c: &mut Criterion) {
     let (layer, mut guard) = MllogLayer::builder()
         .no_output()
         .sink(sink)
+        .trace_steps(true)
+        .global_batch_size(8)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
@@ -139,6 +143,25 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| {
                     i += 1;
                     let _s = info_span!("block", samples_count = i, first_epoch_num = 1).entered();
+                })
+            })
+        });
+    }
+    group.finish();
+
+    // The span a training loop opens at rate: `train_step` (traced for our sink: two
+    // trace-only records per step, which the OTel sink turns into one span).
+    let mut group = c.benchmark_group("otel_train_step_sustained");
+    group.measurement_time(Duration::from_secs(3));
+    for (name, dispatch) in stacks {
+        group.bench_function(name, |b| {
+            tracing::dispatcher::with_default(dispatch, || {
+                let _run = info_span!("run").entered();
+                let _block = info_span!("block").entered();
+                let mut i = 0u64;
+                b.iter(|| {
+                    i += 1;
+                    let _s = info_span!("train_step", step = i, samples = 8u64).entered();
                 })
             })
         });
