@@ -475,6 +475,16 @@ fn edge_cases_match_official() {
     let map = |f: &dyn Fn(usize, &str) -> String| {
         join(lines.iter().enumerate().map(|(i, l)| f(i, l)).collect())
     };
+    // The log with one replacement on line `at`.
+    let edit = |at: usize, from: &str, to: &str| {
+        map(&|i, l| {
+            if i == at {
+                l.replace(from, to)
+            } else {
+                l.to_string()
+            }
+        })
+    };
     let rs = find("run_start");
     let rk = find("lora_rank");
     let ev = find("eval_accuracy");
@@ -495,16 +505,7 @@ fn edge_cases_match_official() {
                 }
             }),
         ),
-        (
-            "no_space_after_token",
-            map(&|i, l| {
-                if i == rk {
-                    l.replace(":::MLLOG ", ":::MLLOG")
-                } else {
-                    l.to_string()
-                }
-            }),
-        ),
+        ("no_space_after_token", edit(rk, ":::MLLOG ", ":::MLLOG")),
         (
             "time_ms_string",
             map(&|i, l| {
@@ -524,13 +525,7 @@ fn edge_cases_match_official() {
         ),
         (
             "time_ms_bool",
-            map(&|i, l| {
-                if i == 0 {
-                    l.replace("\"time_ms\": 1767225600000", "\"time_ms\": true")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(0, "\"time_ms\": 1767225600000", "\"time_ms\": true"),
         ),
         (
             "no_file_lineno",
@@ -541,13 +536,7 @@ fn edge_cases_match_official() {
         ),
         (
             "eval_only_epoch_num",
-            map(&|i, l| {
-                if i == ev {
-                    l.replace(", \"samples_count\": 2304", "")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(ev, ", \"samples_count\": 2304", ""),
         ),
         (
             "status_aborted",
@@ -555,64 +544,29 @@ fn edge_cases_match_official() {
         ),
         (
             "run_stop_before_run_start_time",
-            map(&|i, l| {
-                if i == stop {
-                    l.replace("\"time_ms\": 1767225880000", "\"time_ms\": 1767225000000")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(
+                stop,
+                "\"time_ms\": 1767225880000",
+                "\"time_ms\": 1767225000000",
+            ),
         ),
         (
             "nan_unchecked",
-            map(&|i, l| {
-                if i == find("seed") {
-                    l.replace("\"value\": 1234", "\"value\": NaN")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(find("seed"), "\"value\": 1234", "\"value\": NaN"),
         ),
         (
             "nan_accuracy",
-            map(&|i, l| {
-                if i == ev {
-                    l.replace("\"value\": 0.9158", "\"value\": NaN")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(ev, "\"value\": 0.9158", "\"value\": NaN"),
         ),
         (
             "null_accuracy",
-            map(&|i, l| {
-                if i == ev {
-                    l.replace("\"value\": 0.9158", "\"value\": null")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(ev, "\"value\": 0.9158", "\"value\": null"),
         ),
         (
             "key_not_a_string",
-            map(&|i, l| {
-                if i == find("seed") {
-                    l.replace("\"key\": \"seed\"", "\"key\": 5")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(find("seed"), "\"key\": \"seed\"", "\"key\": 5"),
         ),
-        (
-            "value_missing",
-            map(&|i, l| {
-                if i == find("seed") {
-                    l.replace("\"value\": 1234, ", "")
-                } else {
-                    l.to_string()
-                }
-            }),
-        ),
+        ("value_missing", edit(find("seed"), "\"value\": 1234, ", "")),
         (
             "run_start_twice",
             map(&|i, l| {
@@ -632,13 +586,7 @@ fn edge_cases_match_official() {
         ("empty", String::new()),
         (
             "duplicate_keys_in_json",
-            map(&|i, l| {
-                if i == rk {
-                    l.replace("\"value\": 16,", "\"value\": 8, \"value\": 16,")
-                } else {
-                    l.to_string()
-                }
-            }),
+            edit(rk, "\"value\": 16,", "\"value\": 8, \"value\": 16,"),
         ),
         (
             "bool_parallelism",
