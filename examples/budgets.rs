@@ -5,8 +5,10 @@
 //! repetition count, takes the calling (main) thread's instruction total, and reports the
 //! marginal cost per operation: `(Ir(N2) - Ir(N1)) / (N2 - N1)`, so start-up, callsite
 //! registration and shutdown cancel out. Each workload is also measured on a bare `Registry`
-//! in the same run. Exits 1 when a budget is exceeded, unless `--report-only` is given
-//! (`.ci/run` reports the numbers that way while issue 8's budgets are not met yet).
+//! and on the `Registry` with a layer that does nothing (the floor for any layer), in the same
+//! run. Exits 1 when a budget is exceeded, unless `--report-only` is given or the workload is
+//! named with `--known-over <workload>` (`.ci/run` names the one budget issue 8 leaves open,
+//! so the others are enforced).
 //!
 //! Run one workload directly: `budgets run <workload> <n>`.
 
@@ -77,20 +79,36 @@ fn main() {
     };
 
     let report_only = args.iter().any(|a| a == "--report-only");
+    // Budgets known to be over (named in an open issue): reported, not failed on.
+    let known_over: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0] == "--known-over")
+        .map(|w| w[1].as_str())
+        .collect();
     let mut failed = false;
+    let mut verdict = |workload: &str, ok: bool| -> &'static str {
+        let known = known_over.contains(&workload);
+        failed |= !ok && !known;
+        match (ok, known) {
+            (true, false) => "ok",
+            (true, true) => "ok (now within budget: drop --known-over)",
+            (false, true) => "OVER BUDGET (known, issue 8)",
+            (false, false) => "OVER BUDGET",
+        }
+    };
     println!(
-        "{:<28} {:>10} {:>10} {:>8} {:>10}",
-        "workload", "Ir/op", "Registry", "ratio", "budget"
+        "{:<24} {:>8} {:>9} {:>12} {:>8} {:>8}",
+        "workload", "Ir/op", "Registry", "EmptyLayer", "ratio", "budget"
     );
     for (workload, budget) in BUDGETS {
         let got = measure(workload);
         let base = measure(&format!("registry_{workload}"));
+        let floor = measure(&format!("empty_layer_{workload}"));
         let ok = got <= *budget as f64;
-        failed |= !ok;
         println!(
-            "{workload:<28} {got:>10.0} {base:>10.0} {:>8.2} {budget:>10} {}",
+            "{workload:<24} {got:>8.0} {base:>9.0} {floor:>12.0} {:>8.2} {budget:>8} {}",
             got / base,
-            if ok { "ok" } else { "OVER BUDGET" }
+            verdict(workload, ok)
         );
     }
     for (ours, base) in [
@@ -99,14 +117,17 @@ fn main() {
     ] {
         let (o, b) = (measure(ours), measure(base));
         let ratio = o / b;
-        let ok = ratio <= RANK_RATIO;
-        failed |= !ok;
         println!(
-            "{ours:<28} {o:>12.0} {:>12} ratio {ratio:.2} vs {base} ({b:.0}) {}",
+            "{ours:<24} {o:>8.0} {b:>9.0} {:>12} {ratio:>8.2} {:>8} {}",
+            "",
             format!("x{RANK_RATIO}"),
-            if ok { "ok" } else { "OVER BUDGET" }
+            verdict(ours, ratio <= RANK_RATIO)
         );
     }
+    println!(
+        "(Registry: a bare tracing_subscriber::Registry; EmptyLayer: the Registry plus a layer \
+         that does nothing, the floor for any layer.)"
+    );
     if failed && !report_only {
         std::process::exit(1);
     }
@@ -125,12 +146,27 @@ fn tempfile_dir() -> std::path::PathBuf {
     dir
 }
 
+/// A layer that does nothing: what any layer costs on top of the `Registry` (`Layered`'s
+/// dispatch, the close guard), the floor for every layer.
+struct EmptyLayer;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for EmptyLayer {}
+
 fn run(workload: &str, n: u64) {
     let (kind, registry_only) = match workload.strip_prefix("registry_") {
         Some(k) => (k, true),
         None => (workload.strip_prefix("rank1_").unwrap_or(workload), false),
     };
-    let (dispatch, guard) = if registry_only {
+    let (kind, empty_layer) = match kind.strip_prefix("empty_layer_") {
+        Some(k) => (k, true),
+        None => (kind, false),
+    };
+    let (dispatch, guard) = if empty_layer {
+        (
+            Dispatch::new(tracing_subscriber::registry().with(EmptyLayer)),
+            None,
+        )
+    } else if registry_only {
         (Dispatch::new(tracing_subscriber::registry()), None)
     } else {
         let (layer, guard) = MllogLayer::builder()

@@ -44,6 +44,7 @@ thread_local! {
 }
 
 /// Whether the current thread is the pipeline's worker thread.
+#[inline]
 pub(crate) fn on_worker_thread() -> bool {
     ON_WORKER.with(Cell::get)
 }

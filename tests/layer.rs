@@ -241,3 +241,126 @@ fn file_is_relative_to_root_dir_and_foreign_targets_never_enter() {
     assert_eq!(keys_of(&records), ["seed"]);
     assert_eq!(records[0].metadata.file.as_deref(), Some("layer.rs"));
 }
+
+/// The same callsites seen by two layers with different span names: each layer classifies
+/// them for itself (the per-thread callsite cache is keyed by layer).
+#[test]
+fn callsites_are_classified_per_layer() {
+    fn steps() {
+        let _run = info_span!("run").entered();
+        for i in 1..=2u64 {
+            let _a = info_span!("train_step", step = i, loss = 1.5).entered();
+        }
+        for i in 1..=2u64 {
+            let _b = info_span!("optimizer_step", step = i, loss = 2.5).entered();
+        }
+    }
+    let losses = |records: &[tracing_mllog::Record]| -> Vec<Value> {
+        records
+            .iter()
+            .filter(|r| r.key == keys::TRAIN_LOSS)
+            .map(|r| r.value.clone())
+            .collect()
+    };
+    let builder = || {
+        MllogLayer::builder()
+            .cache_clear(false)
+            .global_batch_size(4)
+            .train_loss_every(1)
+    };
+    let by_default = capture(builder(), steps);
+    let renamed = capture(builder().train_step_span("optimizer_step"), steps);
+    assert_eq!(losses(&by_default), [Value::Float(1.5), Value::Float(1.5)]);
+    assert_eq!(losses(&renamed), [Value::Float(2.5), Value::Float(2.5)]);
+}
+
+/// Fields past the ones classified per callsite are classified by name when recorded.
+#[test]
+fn fields_past_the_sixteenth_still_count() {
+    let records = capture(
+        MllogLayer::builder()
+            .cache_clear(false)
+            .global_batch_size(4)
+            .train_loss_every(1),
+        || {
+            mllog!(
+                "custom_key",
+                1,
+                m02 = 2,
+                m03 = 3,
+                m04 = 4,
+                m05 = 5,
+                m06 = 6,
+                m07 = 7,
+                m08 = 8,
+                m09 = 9,
+                m10 = 10,
+                m11 = 11,
+                m12 = 12,
+                m13 = 13,
+                m14 = 14,
+                m15 = 15,
+                m16 = 16,
+                mllog.namespace = "late",
+                m18 = 18
+            );
+            tracing::info!(
+                mllog.key = "object_key",
+                m01 = 1,
+                m02 = 2,
+                m03 = 3,
+                m04 = 4,
+                m05 = 5,
+                m06 = 6,
+                m07 = 7,
+                m08 = 8,
+                m09 = 9,
+                m10 = 10,
+                m11 = 11,
+                m12 = 12,
+                m13 = 13,
+                m14 = 14,
+                m15 = 15,
+                value.a = 1,
+                value.b = true
+            );
+            let _run = info_span!("run").entered();
+            let _s = info_span!(
+                "train_step",
+                f00 = 0,
+                f01 = 1,
+                f02 = 2,
+                f03 = 3,
+                f04 = 4,
+                f05 = 5,
+                f06 = 6,
+                f07 = 7,
+                f08 = 8,
+                f09 = 9,
+                f10 = 10,
+                f11 = 11,
+                f12 = 12,
+                f13 = 13,
+                f14 = 14,
+                f15 = 15,
+                step = 3u64,
+                loss = 0.25
+            )
+            .entered();
+        },
+    );
+    let custom = records.iter().find(|r| r.key == "custom_key").unwrap();
+    assert_eq!(custom.namespace, "late");
+    for name in ["m02", "m15", "m16", "m18"] {
+        assert!(custom.metadata.get(name).is_some(), "{name}: {custom:?}");
+    }
+    assert!(custom.metadata.get("mllog.namespace").is_none());
+    let object = records.iter().find(|r| r.key == "object_key").unwrap();
+    assert_eq!(object.value.to_json(), r#"{"a": 1, "b": true}"#);
+    let loss = records
+        .iter()
+        .find(|r| r.key == keys::TRAIN_LOSS)
+        .expect("train_loss from fields 16 and 17");
+    assert_eq!(loss.value, Value::Float(0.25));
+    assert_eq!(loss.metadata.get("step"), Some(&Value::Int(3)));
+}

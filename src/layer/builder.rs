@@ -647,7 +647,9 @@ impl Builder {
         if let Some(h) = otel {
             guard.attach_otel(h);
         }
+        static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = Arc::new(Shared {
+            id: LAYERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
             pipeline,
             intervals,
             step_span: Cow::Owned(self.step_span),

@@ -78,8 +78,8 @@ fn intern_cached(s: &str) -> Option<&'static str> {
 }
 
 /// What a field name means in an event.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Role {
     Key,
     Namespace,
     Value,
@@ -89,7 +89,7 @@ enum Role {
 }
 
 /// Classifies by the first byte before comparing strings: most fields are metadata.
-fn role_of(name: &str) -> Role {
+pub(crate) fn role_of(name: &str) -> Role {
     match name.as_bytes().first() {
         Some(b'm') if name == KEY_FIELD => Role::Key,
         Some(b'm') if name == NAMESPACE_FIELD => Role::Namespace,
@@ -108,20 +108,34 @@ pub(crate) struct EventFields<'a> {
     pub(crate) value: Value,
     pub(crate) namespace: Option<Str>,
     pub(crate) metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+    /// What each field index of the callsite is (fields past its end are classified by name).
+    roles: &'a [Role],
 }
 
 impl<'a> EventFields<'a> {
-    pub(crate) fn new(metadata: &'a mut SmallVec<[(Str, Value); 3]>) -> EventFields<'a> {
+    pub(crate) fn new(
+        metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+        roles: &'a [Role],
+    ) -> EventFields<'a> {
         EventFields {
             key: None,
             value: Value::Null,
             namespace: None,
             metadata,
+            roles,
         }
     }
 
-    fn put(&mut self, name: &'static str, value: Value) {
-        match role_of(name) {
+    fn role(&self, field: &Field) -> Role {
+        match self.roles.get(field.index()) {
+            Some(role) => *role,
+            None => role_of(field.name()),
+        }
+    }
+
+    fn put(&mut self, field: &Field, value: Value) {
+        let name = field.name();
+        match self.role(field) {
             Role::Metadata => self.metadata.push((Cow::Borrowed(name), value)),
             Role::Value => self.value = value,
             Role::ValuePath => self.value.set_path(&name["value.".len()..], value),
@@ -134,42 +148,38 @@ impl<'a> EventFields<'a> {
 
 impl Visit for EventFields<'_> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(field.name(), Value::Float(value));
+        self.put(field, Value::Float(value));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field.name(), Value::Int(value.into()));
+        self.put(field, Value::Int(value.into()));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field.name(), Value::Int(value.into()));
+        self.put(field, Value::Int(value.into()));
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
-        self.put(field.name(), Value::Int(value));
+        self.put(field, Value::Int(value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.put(
-            field.name(),
-            Value::Int(value.min(i128::MAX as u128) as i128),
-        );
+        self.put(field, Value::Int(value.min(i128::MAX as u128) as i128));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field.name(), Value::Bool(value));
+        self.put(field, Value::Bool(value));
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        let name = field.name();
-        match role_of(name) {
+        match self.role(field) {
             Role::Key => self.key = Some(intern_str(value)),
             Role::Namespace => self.namespace = Some(intern_str(value)),
-            _ => self.put(name, string_value(value)),
+            _ => self.put(field, string_value(value)),
         }
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.put(field.name(), Value::Str(Cow::Owned(value.to_string())));
+        self.put(field, Value::Str(Cow::Owned(value.to_string())));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if role_of(field.name()) == Role::Skip {
+        if self.role(field) == Role::Skip {
             return; // never format what is dropped anyway (e.g. `message`)
         }
-        self.put(field.name(), Value::Str(Cow::Owned(format!("{value:?}"))));
+        self.put(field, Value::Str(Cow::Owned(format!("{value:?}"))));
     }
 }
 

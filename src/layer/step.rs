@@ -7,46 +7,120 @@ use std::fmt;
 
 use tracing_core::field::{Field, Visit};
 
-/// The fields a `train_step` span may carry.
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct StepFields {
+/// What a `train_step` field is; a callsite's fields are classified once (see
+/// [`super::callsite`]), so capturing them compares no names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Slot {
     /// `step`: the step number (for `train_loss` frequency and metadata).
-    pub(crate) step: Option<u64>,
+    Step,
     /// `samples`: samples this step trains (default: the configured global batch size).
-    pub(crate) samples: Option<u64>,
+    Samples,
     /// `samples_count`: samples trained after this step, if the loop counts them itself.
-    pub(crate) samples_count: Option<u64>,
+    SamplesCount,
     /// `loss`: the training loss, usually recorded before the span closes.
-    pub(crate) loss: Option<f64>,
+    Loss,
     /// `lr`: the learning rate used by this step.
-    pub(crate) lr: Option<f64>,
+    Lr,
+    /// Anything else: ignored.
+    Other,
 }
 
-impl Visit for StepFields {
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        // Dispatch on length first: one comparison per field instead of five.
-        let name = field.name();
-        match (name.len(), name) {
-            (4, "step") => self.step = Some(value),
-            (7, "samples") => self.samples = Some(value),
-            (13, "samples_count") => self.samples_count = Some(value),
-            (4, "loss") => self.loss = Some(value as f64),
-            (2, "lr") => self.lr = Some(value as f64),
-            _ => {}
+impl Slot {
+    pub(crate) fn of(name: &str) -> Slot {
+        match name {
+            "step" => Slot::Step,
+            "samples" => Slot::Samples,
+            "samples_count" => Slot::SamplesCount,
+            "loss" => Slot::Loss,
+            "lr" => Slot::Lr,
+            _ => Slot::Other,
         }
     }
+}
+
+/// The fields a `train_step` span carries, packed: a presence bit per [`Slot`] instead of five
+/// `Option`s keeps the frame small enough to push and pop with a few register moves.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct StepFields {
+    values: [u64; 5],
+    present: u8,
+}
+
+impl StepFields {
+    fn get(&self, slot: Slot) -> Option<u64> {
+        let i = slot as usize;
+        (self.present & (1 << i) != 0).then_some(self.values[i])
+    }
+
+    fn put(&mut self, slot: Slot, bits: u64) {
+        if slot != Slot::Other {
+            let i = slot as usize;
+            self.values[i] = bits;
+            self.present |= 1 << i;
+        }
+    }
+
+    fn put_u64(&mut self, slot: Slot, value: u64) {
+        match slot {
+            Slot::Loss | Slot::Lr => self.put(slot, (value as f64).to_bits()),
+            _ => self.put(slot, value),
+        }
+    }
+
+    fn put_f64(&mut self, slot: Slot, value: f64) {
+        if matches!(slot, Slot::Loss | Slot::Lr) {
+            self.put(slot, value.to_bits());
+        }
+    }
+
+    pub(crate) fn step(&self) -> Option<u64> {
+        self.get(Slot::Step)
+    }
+    pub(crate) fn samples(&self) -> Option<u64> {
+        self.get(Slot::Samples)
+    }
+    pub(crate) fn samples_count(&self) -> Option<u64> {
+        self.get(Slot::SamplesCount)
+    }
+    pub(crate) fn loss(&self) -> Option<f64> {
+        self.get(Slot::Loss).map(f64::from_bits)
+    }
+    pub(crate) fn lr(&self) -> Option<f64> {
+        self.get(Slot::Lr).map(f64::from_bits)
+    }
+}
+
+/// Captures a step's fields; `slots` says what each field index of the callsite is (fields past
+/// its end are classified by name).
+pub(crate) struct StepVisitor<'a> {
+    pub(crate) fields: &'a mut StepFields,
+    pub(crate) slots: &'a [Slot],
+}
+
+impl StepVisitor<'_> {
+    fn slot(&self, field: &Field) -> Slot {
+        match self.slots.get(field.index()) {
+            Some(slot) => *slot,
+            None => Slot::of(field.name()),
+        }
+    }
+}
+
+impl Visit for StepVisitor<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        let slot = self.slot(field);
+        self.fields.put_u64(slot, value);
+    }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record_u64(field, value.max(0) as u64);
-        if field.name() == "loss" {
-            self.loss = Some(value as f64);
+        let slot = self.slot(field);
+        match slot {
+            Slot::Loss | Slot::Lr => self.fields.put_f64(slot, value as f64),
+            _ => self.fields.put(slot, value.max(0) as u64),
         }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        match field.name() {
-            "loss" => self.loss = Some(value),
-            "lr" => self.lr = Some(value),
-            _ => {}
-        }
+        let slot = self.slot(field);
+        self.fields.put_f64(slot, value);
     }
     fn record_debug(&mut self, _: &Field, _: &dyn fmt::Debug) {}
 }
@@ -62,6 +136,9 @@ pub(crate) struct StepFrame {
 
 thread_local! {
     static OPEN_STEPS: RefCell<Vec<StepFrame>> = const { RefCell::new(Vec::new()) };
+    /// The span id of the innermost open step (0: none open), so that closing or recording
+    /// any other span costs one comparison while no step is open.
+    static TOP: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Interval spans entered on this thread: (span id, interval id), innermost last. Gives a
     /// record its enclosing interval without a span lookup.
     static ENTERED_INTERVALS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
@@ -101,15 +178,23 @@ pub(crate) fn current_interval() -> Option<u64> {
 }
 
 pub(crate) fn push(frame: StepFrame) {
+    TOP.with(|t| t.set(frame.span));
     OPEN_STEPS.with(|s| s.borrow_mut().push(frame));
 }
 
-/// Updates the open step `span`; false when it is not an open, counted step of this thread.
-pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepFields)) -> bool {
+/// Updates the open step `span` (fields recorded after creation are classified by name);
+/// false when it is not an open, counted step of this thread.
+pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepVisitor<'_>)) -> bool {
+    if TOP.with(std::cell::Cell::get) == 0 {
+        return false;
+    }
     OPEN_STEPS.with(
         |s| match s.borrow_mut().iter_mut().rev().find(|fr| fr.span == span) {
             Some(frame) => {
-                f(&mut frame.fields);
+                f(&mut StepVisitor {
+                    fields: &mut frame.fields,
+                    slots: &[],
+                });
                 true
             }
             None => false,
@@ -118,13 +203,19 @@ pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepFields)) -> bool {
 }
 
 pub(crate) fn pop(span: u64) -> Option<StepFrame> {
+    if TOP.with(std::cell::Cell::get) == 0 {
+        return None;
+    }
     OPEN_STEPS.with(|s| {
         let mut stack = s.borrow_mut();
         // Steps nest and close innermost first: the one closing is nearly always the last.
-        if stack.last().is_some_and(|fr| fr.span == span) {
-            return stack.pop();
-        }
-        let at = stack.iter().rposition(|fr| fr.span == span)?;
-        Some(stack.remove(at))
+        let frame = if stack.last().is_some_and(|fr| fr.span == span) {
+            stack.pop()
+        } else {
+            let at = stack.iter().rposition(|fr| fr.span == span)?;
+            Some(stack.remove(at))
+        };
+        TOP.with(|t| t.set(stack.last().map_or(0, |fr| fr.span)));
+        frame
     })
 }
