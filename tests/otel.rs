@@ -709,6 +709,72 @@ fn train_step_sampling_is_deterministic_and_metrics_see_every_step() {
     );
 }
 
+/// A span as an exporter sees it, minus its random ids: name, parent's name, times, status,
+/// attributes and events.
+fn comparable(spans: &[SpanData]) -> Vec<String> {
+    let name_of = |id: SpanId| {
+        spans
+            .iter()
+            .find(|s| s.span_context.span_id() == id)
+            .map_or("-".to_owned(), |s| s.name.to_string())
+    };
+    let mut out: Vec<String> = spans
+        .iter()
+        .map(|s| {
+            format!(
+                "{} parent={} {:?}..{:?} {:?} kind={:?} sampled={} attrs={:?} events={:?}",
+                s.name,
+                name_of(s.parent_span_id),
+                s.start_time,
+                s.end_time,
+                s.status,
+                s.span_kind,
+                s.span_context.is_sampled(),
+                s.attributes,
+                s.events
+                    .iter()
+                    .map(|e| (&e.name, e.timestamp, &e.attributes))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The sink assembles spans itself when it owns the span queue and goes through the tracer
+/// of your providers otherwise: an exporter sees the same spans either way.
+#[test]
+fn own_queue_and_your_providers_export_the_same_spans() {
+    let records = run_stream();
+
+    let direct = Collect::keeping();
+    let mut sink = OtelSink::with_span_exporter(direct.clone(), OtelConfig::new()).unwrap();
+    drive(&mut sink, &records, Duration::from_secs(10));
+
+    let through_sdk = Collect::keeping();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(through_sdk.clone())
+        .build();
+    let mut sink = OtelSink::with_providers(provider.clone(), None, OtelConfig::new());
+    drive(&mut sink, &records, Duration::from_secs(10));
+    provider.shutdown().unwrap();
+
+    let (a, b) = (direct.spans(), through_sdk.spans());
+    assert!(!a.is_empty());
+    assert_eq!(comparable(&a), comparable(&b));
+    // Ids and scope are real: valid span ids, the sink's scope name; one trace per sink when
+    // it owns the ids (your provider's id generator decides otherwise).
+    for spans in [&a, &b] {
+        assert!(spans
+            .iter()
+            .all(|s| s.span_context.span_id() != SpanId::INVALID
+                && s.instrumentation_scope.name() == tracing_mllog::sink::OTEL_SCOPE));
+    }
+    let trace = a[0].span_context.trace_id();
+    assert!(a.iter().all(|s| s.span_context.trace_id() == trace));
+}
+
 #[test]
 fn aborted_run_and_unmatched_records() {
     let spans_out = Collect::keeping();

@@ -2,9 +2,11 @@
 //! become span events, and a few well-known keys become metrics. See `docs/otel.md` for the
 //! naming scheme, the queue policy and the environment variables.
 
+mod attributes;
 mod config;
 mod env;
 mod processor;
+mod span;
 
 pub use config::{Backpressure, OtelConfig, OtelError};
 pub use env::{
@@ -12,25 +14,24 @@ pub use env::{
     ENV_OTEL_TRAIN_STEP_RATE,
 };
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::{Gauge, Histogram, MeterProvider as _};
-use opentelemetry::trace::{
-    SpanId, Status, TraceContextExt, TraceId, Tracer as _, TracerProvider as _,
-};
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::trace::{SpanId, Status, TraceId, TracerProvider as _};
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::{
-    IdGenerator, RandomIdGenerator, Sampler, SdkTracer, SdkTracerProvider, SpanExporter,
+    IdGenerator, RandomIdGenerator, Sampler, SdkTracerProvider, SpanExporter,
 };
 
+use self::attributes::{otel_value, record_attributes, KeyCache};
 use self::processor::{Counters, Executor, QueueProcessor, Settings};
+use self::span::{LiveSpan, Spans};
 use super::{Sink, SinkError};
 use crate::record::{EventType, Record, Value};
 
@@ -127,7 +128,7 @@ struct Instruments {
 
 enum Open {
     Span {
-        cx: Context,
+        span: LiveSpan,
         events: u32,
         start_ns: i64,
         step: bool,
@@ -140,6 +141,34 @@ enum Open {
     },
 }
 
+/// The intervals open right now, innermost last. A stack searched from the top rather than a
+/// hash map: MLLOG intervals nest a handful deep, and the one a record needs is nearly always
+/// the innermost, so a backwards scan beats hashing every id.
+#[derive(Default)]
+struct OpenIntervals(Vec<(u64, Open)>);
+
+impl OpenIntervals {
+    fn position(&self, id: u64) -> Option<usize> {
+        self.0.iter().rposition(|(i, _)| *i == id)
+    }
+    fn get(&self, id: u64) -> Option<&Open> {
+        self.position(id).map(|at| &self.0[at].1)
+    }
+    fn get_mut(&mut self, id: u64) -> Option<&mut Open> {
+        self.position(id).map(|at| &mut self.0[at].1)
+    }
+    fn push(&mut self, id: u64, open: Open) {
+        self.0.push((id, open));
+    }
+    fn remove(&mut self, id: u64) -> Option<Open> {
+        self.position(id).map(|at| self.0.remove(at).1)
+    }
+    /// Ids, innermost first.
+    fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().rev().map(|(i, _)| *i)
+    }
+}
+
 /// Sends the record stream to OpenTelemetry (feature `otel`).
 ///
 /// Build it with [`OtelSink::from_env`] (OTLP exporters from `OTEL_EXPORTER_OTLP_*` when
@@ -149,14 +178,13 @@ enum Open {
 /// [`OtelSink::handle`] to read the [`OtelReport`].
 pub struct OtelSink {
     name: String,
-    tracer: SdkTracer,
+    spans: Spans,
     tracer_provider: SdkTracerProvider,
     meter_provider: Option<SdkMeterProvider>,
     instruments: Option<Instruments>,
     own_providers: bool,
     runtime: Option<tokio::runtime::Runtime>,
-    open: HashMap<u64, Open>,
-    order: Vec<u64>,
+    open: OpenIntervals,
     counters: Arc<Counters>,
     step_rate: f64,
     step_acc: f64,
@@ -166,33 +194,6 @@ pub struct OtelSink {
     last_ns: i64,
     closed: bool,
     keys: KeyCache,
-}
-
-/// `mllog.<field>` / `mllog.stop.<field>` attribute keys, made once per field name (shared,
-/// reference-counted) instead of formatted for every record.
-#[derive(Default)]
-struct KeyCache {
-    plain: HashMap<crate::record::Str, opentelemetry::Key>,
-    stop: HashMap<crate::record::Str, opentelemetry::Key>,
-}
-
-impl KeyCache {
-    fn plain(&mut self, field: &crate::record::Str) -> opentelemetry::Key {
-        if let Some(k) = self.plain.get(field) {
-            return k.clone();
-        }
-        let k = opentelemetry::Key::from(Arc::<str>::from(format!("mllog.{field}")));
-        self.plain.insert(field.clone(), k.clone());
-        k
-    }
-    fn stop(&mut self, field: &crate::record::Str) -> opentelemetry::Key {
-        if let Some(k) = self.stop.get(field) {
-            return k.clone();
-        }
-        let k = opentelemetry::Key::from(Arc::<str>::from(format!("mllog.stop.{field}")));
-        self.stop.insert(field.clone(), k.clone());
-        k
-    }
 }
 
 /// Every root span of one sink shares one trace id, so a rank's `init` and `run` are one trace.
@@ -261,7 +262,7 @@ impl OtelSink {
             tracer_provider,
             meter_provider,
             config,
-            false,
+            None,
             None,
             Counters::default().into(),
         )
@@ -325,6 +326,12 @@ impl OtelSink {
         let trace_id = config
             .trace_id
             .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id());
+        let direct = Spans::Direct {
+            queue: processor.queue(),
+            scope: InstrumentationScope::builder(OTEL_SCOPE).build(),
+            trace_id,
+            ids: RandomIdGenerator::default(),
+        };
         let tracer_provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
             .with_sampler(Sampler::AlwaysOn)
@@ -353,21 +360,24 @@ impl OtelSink {
             tracer_provider,
             meter_provider,
             config,
-            true,
+            Some(direct),
             runtime,
             counters,
         ))
     }
 
+    /// `direct`: the sink's own span queue, when it built the providers (spans then skip
+    /// the SDK tracer); `None` with your providers.
     fn assemble(
         tracer_provider: SdkTracerProvider,
         meter_provider: Option<SdkMeterProvider>,
         config: OtelConfig,
-        own_providers: bool,
+        direct: Option<Spans>,
         runtime: Option<tokio::runtime::Runtime>,
         counters: Arc<Counters>,
     ) -> OtelSink {
-        let tracer = tracer_provider.tracer(OTEL_SCOPE);
+        let own_providers = direct.is_some();
+        let spans = direct.unwrap_or_else(|| Spans::Sdk(tracer_provider.tracer(OTEL_SCOPE)));
         let instruments = meter_provider.as_ref().map(|mp| {
             let meter = mp.meter(OTEL_SCOPE);
             Instruments {
@@ -410,14 +420,13 @@ impl OtelSink {
         }
         OtelSink {
             name: "otel".to_owned(),
-            tracer,
+            spans,
             tracer_provider,
             meter_provider,
             instruments,
             own_providers,
             runtime,
-            open: HashMap::new(),
-            order: Vec::new(),
+            open: OpenIntervals::default(),
             counters,
             step_rate: config.train_step_rate,
             step_acc: 0.0,
@@ -437,16 +446,17 @@ impl OtelSink {
         }
     }
 
-    fn parent_cx(&self, mut parent: Option<u64>) -> Context {
+    /// The open span a new one hangs on.
+    fn parent_span(&self, mut parent: Option<u64>) -> Option<&LiveSpan> {
         // Sampled-out intervals are transparent: their children hang on the nearest kept one.
         for _ in 0..64 {
-            match parent.and_then(|p| self.open.get(&p)) {
-                Some(Open::Span { cx, .. }) => return cx.clone(),
+            match parent.and_then(|p| self.open.get(p)) {
+                Some(Open::Span { span, .. }) => return Some(span),
                 Some(Open::Skipped { parent: up, .. }) => parent = *up,
                 None => break,
             }
         }
-        Context::new()
+        None
     }
 
     /// The open span a point record belongs to: its scope (skipping sampled-out intervals),
@@ -454,65 +464,62 @@ impl OtelSink {
     fn event_target(&self, record: &Record) -> Option<u64> {
         let mut id = record.scope;
         for _ in 0..64 {
-            match id.and_then(|i| self.open.get(&i).map(|o| (i, o))) {
+            match id.and_then(|i| self.open.get(i).map(|o| (i, o))) {
                 Some((i, Open::Span { .. })) => return Some(i),
                 Some((_, Open::Skipped { parent, .. })) => id = *parent,
                 None => break,
             }
         }
         // No scope (or its chain ended at a sampled-out root): the innermost open span.
-        self.order
+        self.open
+            .0
             .iter()
             .rev()
-            .find(|i| matches!(self.open.get(i), Some(Open::Span { .. })))
-            .copied()
+            .find(|(_, o)| matches!(o, Open::Span { .. }))
+            .map(|(i, _)| *i)
     }
 
     fn on_start(&mut self, record: &Record) {
         let name = interval_name(&record.key, "_start");
         let (id, parent) = match record.interval {
             Some(ids) => (ids.id, ids.parent),
-            None => (synthetic_id(name), self.order.last().copied()),
+            None => (synthetic_id(name), self.open.ids().next()),
         };
-        if self.open.contains_key(&id) {
+        if self.open.position(id).is_some() {
             self.counters.unmatched.fetch_add(1, Ordering::Relaxed);
             self.end_open(id, record.time.wall_ns, true);
         }
         let step = name == "train_step";
         if step && !self.keep_step() {
             self.counters.sampled_out.fetch_add(1, Ordering::Relaxed);
-            self.open.insert(
+            self.open.push(
                 id,
                 Open::Skipped {
                     parent,
                     start_ns: record.time.wall_ns,
                 },
             );
-            self.order.push(id);
             return;
         }
-        let parent_cx = self.parent_cx(parent);
         let mut attrs = Vec::with_capacity(6 + record.metadata.fields.len());
         record_attributes(record, &mut attrs, &mut self.keys);
-        let span = self
-            .tracer
-            .span_builder(interval_span_name(&record.key, name))
-            .with_start_time(system_time(record.time.wall_ns))
-            .with_attributes(attrs)
-            .start_with_context(&self.tracer, &parent_cx);
+        let span = self.spans.start(
+            interval_span_name(&record.key, name),
+            system_time(record.time.wall_ns),
+            attrs,
+            self.parent_span(parent),
+        );
         self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
-        let cx = parent_cx.with_span(span);
-        self.open.insert(
+        self.open.push(
             id,
             Open::Span {
-                cx,
+                span,
                 events: 0,
                 start_ns: record.time.wall_ns,
                 step,
                 fields: record.metadata.fields.to_vec(),
             },
         );
-        self.order.push(id);
     }
 
     fn keep_step(&mut self) -> bool {
@@ -534,12 +541,12 @@ impl OtelSink {
             Some(ids) => ids.id,
             None => synthetic_id(name),
         };
-        let Some(open) = self.open.get(&id) else {
+        let keys = &mut self.keys;
+        let Some(open) = self.open.get_mut(id) else {
             self.counters.unmatched.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if let Open::Span { cx, fields, .. } = open {
-            let span = cx.span();
+        if let Open::Span { span, fields, .. } = open {
             let mut attrs = Vec::with_capacity(4 + record.metadata.fields.len());
             attrs.push(KeyValue::new("mllog.stop_key", record.key.clone()));
             if let Some(v) = otel_value(&record.value) {
@@ -549,14 +556,14 @@ impl OtelSink {
                 // Same as at the start: already there. Different: `mllog.stop.<field>`.
                 let name = match fields.iter().find(|(sk, _)| sk == k) {
                     Some((_, sv)) if sv == v => continue,
-                    Some(_) => self.keys.stop(k),
-                    None => self.keys.plain(k),
+                    Some(_) => keys.stop(k),
+                    None => keys.plain(k),
                 };
                 if let Some(v) = otel_value(v) {
                     attrs.push(KeyValue::new(name, v));
                 }
             }
-            span.set_attributes(attrs);
+            span.add_attributes(attrs);
             if let Some(status) = record.metadata.get("status").and_then(Value::as_str) {
                 if status != "success" {
                     span.set_status(Status::error(status.to_owned()));
@@ -568,12 +575,9 @@ impl OtelSink {
 
     /// Ends (or forgets, if sampled out) an open interval and records its step time.
     fn end_open(&mut self, id: u64, end_ns: i64, incomplete: bool) {
-        let Some(open) = self.open.remove(&id) else {
+        let Some(open) = self.open.remove(id) else {
             return;
         };
-        if let Some(pos) = self.order.iter().rposition(|&i| i == id) {
-            self.order.remove(pos);
-        }
         let (start_ns, step) = match &open {
             Open::Span { start_ns, step, .. } => (*start_ns, *step),
             Open::Skipped { start_ns, .. } => (*start_ns, true),
@@ -585,12 +589,11 @@ impl OtelSink {
                 self.counters.metrics_points.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if let Open::Span { cx, .. } = open {
-            let span = cx.span();
+        if let Open::Span { mut span, .. } = open {
             if incomplete {
-                span.set_attribute(KeyValue::new("mllog.incomplete", true));
+                span.add_attributes(vec![KeyValue::new("mllog.incomplete", true)]);
             }
-            span.end_with_timestamp(system_time(end_ns));
+            self.spans.end(span, system_time(end_ns));
             self.counters.spans_ended.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -604,31 +607,25 @@ impl OtelSink {
         match self.event_target(record) {
             Some(id) => {
                 let max = self.max_events;
-                if let Some(Open::Span { cx, events, .. }) = self.open.get_mut(&id) {
+                if let Some(Open::Span { span, events, .. }) = self.open.get_mut(id) {
                     if *events >= max {
                         self.counters.events_dropped.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
                     *events += 1;
-                    cx.span()
-                        .add_event_with_timestamp(record.key.clone(), time, attrs);
+                    span.add_event(record.key.clone(), time, attrs);
                 }
             }
             None => {
                 // Outside every interval (e.g. `cache_clear` before `init_start`): a
                 // zero-length span carrying the one event.
                 let span_attrs = vec![KeyValue::new("mllog.key", record.key.clone())];
-                let span = self
-                    .tracer
-                    .span_builder("mllog.point")
-                    .with_start_time(time)
-                    .with_attributes(span_attrs)
-                    .start_with_context(&self.tracer, &Context::new());
+                let mut span = self
+                    .spans
+                    .start("mllog.point".into(), time, span_attrs, None);
                 self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
-                let cx = Context::new().with_span(span);
-                cx.span()
-                    .add_event_with_timestamp(record.key.clone(), time, attrs);
-                cx.span().end_with_timestamp(time);
+                span.add_event(record.key.clone(), time, attrs);
+                self.spans.end(span, time);
                 self.counters.spans_ended.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -716,12 +713,11 @@ impl OtelSink {
         }
         self.closed = true;
         // Intervals still open (an aborted run): end them at the last record's time.
-        let still_open: Vec<u64> = self.order.iter().rev().copied().collect();
+        let still_open: Vec<u64> = self.open.ids().collect();
         for id in still_open {
             self.end_open(id, self.last_ns, true);
         }
-        self.order.clear();
-        self.open.clear();
+        self.open.0.clear();
         let tp = self.tracer_provider.clone();
         let mp = self.meter_provider.clone();
         let own = self.own_providers;
@@ -861,49 +857,4 @@ fn system_time(wall_ns: i64) -> SystemTime {
     } else {
         UNIX_EPOCH - Duration::from_nanos(wall_ns.unsigned_abs())
     }
-}
-
-/// `mllog.key`, `mllog.value`, `mllog.<field>`, `code.*`, `thread.id`, `mllog.namespace`,
-/// `mllog.trace_only`.
-fn record_attributes(record: &Record, attrs: &mut Vec<KeyValue>, keys: &mut KeyCache) {
-    attrs.push(KeyValue::new("mllog.key", record.key.clone()));
-    if let Some(v) = otel_value(&record.value) {
-        attrs.push(KeyValue::new("mllog.value", v));
-    }
-    for (k, v) in &record.metadata.fields {
-        if let Some(v) = otel_value(v) {
-            attrs.push(KeyValue::new(keys.plain(k), v));
-        }
-    }
-    if let Some(file) = &record.metadata.file {
-        attrs.push(KeyValue::new("code.file.path", file.clone()));
-    }
-    if let Some(line) = record.metadata.lineno {
-        attrs.push(KeyValue::new("code.line.number", i64::from(line)));
-    }
-    if record.tid != 0 {
-        attrs.push(KeyValue::new("thread.id", i64::from(record.tid)));
-    }
-    if !record.namespace.is_empty() {
-        attrs.push(KeyValue::new("mllog.namespace", record.namespace.clone()));
-    }
-    if record.trace_only {
-        attrs.push(KeyValue::new("mllog.trace_only", true));
-    }
-}
-
-/// An MLLOG value as an attribute value: bool, int (i64), float, string; integers beyond
-/// i64, lists and objects as their JSON text; `null` → no attribute.
-fn otel_value(v: &Value) -> Option<opentelemetry::Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => (*b).into(),
-        Value::Int(i) => match i64::try_from(*i) {
-            Ok(i) => i.into(),
-            Err(_) => i.to_string().into(),
-        },
-        Value::Float(f) => (*f).into(),
-        Value::Str(s) => s.clone().into(),
-        Value::Array(_) | Value::Object(_) => v.to_json().into(),
-    })
 }

@@ -82,10 +82,42 @@ impl Executor {
 
 #[derive(Debug)]
 pub(crate) struct QueueProcessor {
+    queue: SpanQueue,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The sending end of the export queue: what the processor's `on_end` does, also usable
+/// directly by the sink for spans it assembles itself.
+#[derive(Clone, Debug)]
+pub(crate) struct SpanQueue {
     tx: Sender<Msg>,
     backpressure: Backpressure,
     counters: Arc<Counters>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl SpanQueue {
+    /// Queues an ended span; waits or drops by the backpressure policy, and counts a drop.
+    pub fn send(&self, span: SpanData) {
+        let full = match self.backpressure {
+            Backpressure::Drop => match self.tx.try_send(Msg::Span(Box::new(span))) {
+                Ok(()) => false,
+                Err(TrySendError::Full(_)) => true,
+                Err(TrySendError::Disconnected(_)) => true,
+            },
+            Backpressure::Wait(wait) => match self.tx.send_timeout(Msg::Span(Box::new(span)), wait)
+            {
+                Ok(()) => false,
+                Err(SendTimeoutError::Timeout(_)) => true,
+                Err(SendTimeoutError::Disconnected(_)) => true,
+            },
+        };
+        if full {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .dropped_queue_full
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 pub(crate) struct Settings {
@@ -111,11 +143,17 @@ impl QueueProcessor {
             .spawn(move || export_loop(exporter, rx, c, batch_size, delay, executor))?;
         counters.tracked.store(true, Ordering::Relaxed);
         Ok(QueueProcessor {
-            tx,
-            backpressure: settings.backpressure,
-            counters,
+            queue: SpanQueue {
+                tx,
+                backpressure: settings.backpressure,
+                counters,
+            },
             thread: Mutex::new(Some(thread)),
         })
+    }
+
+    pub fn queue(&self) -> SpanQueue {
+        self.queue.clone()
     }
 }
 
@@ -123,30 +161,13 @@ impl SpanProcessor for QueueProcessor {
     fn on_start(&self, _span: &mut Span, _cx: &Context) {}
 
     fn on_end(&self, span: SpanData) {
-        let full = match self.backpressure {
-            Backpressure::Drop => match self.tx.try_send(Msg::Span(Box::new(span))) {
-                Ok(()) => false,
-                Err(TrySendError::Full(_)) => true,
-                Err(TrySendError::Disconnected(_)) => true,
-            },
-            Backpressure::Wait(wait) => match self.tx.send_timeout(Msg::Span(Box::new(span)), wait)
-            {
-                Ok(()) => false,
-                Err(SendTimeoutError::Timeout(_)) => true,
-                Err(SendTimeoutError::Disconnected(_)) => true,
-            },
-        };
-        if full {
-            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .dropped_queue_full
-                .fetch_add(1, Ordering::Relaxed);
-        }
+        self.queue.send(span);
     }
 
     fn force_flush(&self) -> OTelSdkResult {
         let (ack, done) = crossbeam_channel::bounded(1);
-        self.tx
+        self.queue
+            .tx
             .send(Msg::Flush(ack))
             .map_err(|_| OTelSdkError::AlreadyShutdown)?;
         done.recv().map_err(|_| OTelSdkError::AlreadyShutdown)
@@ -155,12 +176,14 @@ impl SpanProcessor for QueueProcessor {
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         let deadline = Instant::now() + timeout;
         *self
+            .queue
             .counters
             .shutdown_deadline
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(deadline);
         let (ack, done) = crossbeam_channel::bounded(1);
-        self.tx
+        self.queue
+            .tx
             .send_deadline(Msg::Shutdown(deadline, ack), deadline)
             .map_err(|_| OTelSdkError::Timeout(timeout))?;
         // A little grace past the deadline for the thread to count what it could not send.
