@@ -225,14 +225,17 @@ pub(crate) struct RecordParts {
     pub(crate) metadata: SmallVec<[(Str, Value); 3]>,
 }
 
-/// Field names that never become metadata: `message` is the human text of a `tracing` event
-/// (`info!(..., "text")`), which has no place in an MLLOG record.
-fn is_reserved(name: &str) -> bool {
-    name == "message" || name.starts_with("mllog.") || name.starts_with("otel.")
+/// A field holding the record's key or namespace: its text (other types as their JSON).
+fn text_of(value: Value) -> Str {
+    match value {
+        Value::Str(s) => s,
+        other => Cow::Owned(other.to_json()),
+    }
 }
 
 impl Fields {
-    pub(crate) fn into_parts(self, skip: &[&str]) -> RecordParts {
+    /// The parts of a stop record; `skip_status`: the `status` field is no metadata.
+    pub(crate) fn into_parts(self, skip_status: bool) -> RecordParts {
         let mut parts = RecordParts {
             key: None,
             value: Value::Null,
@@ -240,24 +243,38 @@ impl Fields {
             metadata: SmallVec::new(),
         };
         for (name, value) in self.items {
-            if name == KEY_FIELD {
-                parts.key = Some(match value {
-                    Value::Str(s) => s,
-                    other => Cow::Owned(other.to_json()),
-                });
-            } else if name == NAMESPACE_FIELD {
-                parts.namespace = Some(match value {
-                    Value::Str(s) => s,
-                    other => Cow::Owned(other.to_json()),
-                });
-            } else if name == VALUE_FIELD {
-                parts.value = value;
-            } else if let Some(path) = name.strip_prefix("value.") {
-                parts.value.set_path(path, value);
-            } else if !is_reserved(name) && !skip.contains(&name) {
-                parts.metadata.push((Cow::Borrowed(name), value));
+            match role_of(name) {
+                Role::Key => parts.key = Some(text_of(value)),
+                Role::Namespace => parts.namespace = Some(text_of(value)),
+                Role::Value => parts.value = value,
+                Role::ValuePath => parts.value.set_path(&name["value.".len()..], value),
+                Role::Metadata if !(skip_status && name == STATUS_FIELD) => {
+                    parts.metadata.push((Cow::Borrowed(name), value))
+                }
+                Role::Metadata | Role::Skip => {}
             }
         }
         parts
+    }
+
+    /// What a start record takes from the fields, without consuming them (the stop record
+    /// needs them too): metadata straight into `metadata`, and the namespace if one is set.
+    /// The value fields belong to the stop record.
+    pub(crate) fn start_parts(
+        &self,
+        skip_status: bool,
+        metadata: &mut SmallVec<[(Str, Value); 3]>,
+    ) -> Option<Str> {
+        let mut namespace = None;
+        for (name, value) in &self.items {
+            match role_of(name) {
+                Role::Metadata if !(skip_status && *name == STATUS_FIELD) => {
+                    metadata.push((Cow::Borrowed(*name), value.clone()))
+                }
+                Role::Namespace => namespace = Some(text_of(value.clone())),
+                _ => {}
+            }
+        }
+        namespace
     }
 }

@@ -36,7 +36,7 @@ use crate::pipeline::{on_worker_thread, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use callsite::{Class, MAPPED_FIELDS};
-use fields::{EventFields, Fields, Role as FieldRole, KEY_FIELD, STATUS_FIELD, VALUE_FIELD};
+use fields::{EventFields, Fields, Role as FieldRole, KEY_FIELD, STATUS_FIELD};
 use step::{Slot, StepFields, StepFrame, StepVisitor};
 
 /// Which span names become which interval keys.
@@ -450,18 +450,13 @@ impl Core {
         );
         start.interval = Some(ids);
         start.scope = parent;
-        let skip: &[&str] = if spec.kind == Interval::Run {
-            &[VALUE_FIELD, STATUS_FIELD]
-        } else {
-            &[VALUE_FIELD]
-        };
-        let parts = fields.clone().into_parts(skip);
-        start.metadata.fields = parts.metadata;
+        // The run's `status` decides run_stop's status; it is no metadata.
+        let skip_status = spec.kind == Interval::Run;
+        if let Some(ns) = fields.start_parts(skip_status, &mut start.metadata.fields) {
+            start.namespace = ns;
+        }
         if matches!(spec.kind, Interval::Block | Interval::Eval) {
             shared.fill_progress(&mut start.metadata);
-        }
-        if let Some(ns) = parts.namespace {
-            start.namespace = ns;
         }
         shared.pipeline.push(start);
         if spec.kind == Interval::Init {
@@ -516,12 +511,7 @@ impl Core {
             .get(STATUS_FIELD)
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let skip: &[&str] = if spec.kind == Interval::Run {
-            &[STATUS_FIELD]
-        } else {
-            &[]
-        };
-        let parts = open.fields.into_parts(skip);
+        let parts = open.fields.into_parts(spec.kind == Interval::Run);
         let mut value = parts.value;
         if spec.kind == Interval::Run && value.is_null() {
             if let Some(last) = shared.stats.last_eval() {
