@@ -277,74 +277,29 @@ fn callsites_are_classified_per_layer() {
 /// Fields past the ones classified per callsite are classified by name when recorded.
 #[test]
 fn fields_past_the_sixteenth_still_count() {
+    // The field lists are spelled out: tracing's macros take field names literally.
+    #[rustfmt::skip]
     let records = capture(
-        MllogLayer::builder()
-            .cache_clear(false)
-            .global_batch_size(4)
-            .train_loss_every(1),
+        MllogLayer::builder().cache_clear(false).global_batch_size(4).train_loss_every(1),
         || {
             mllog!(
-                "custom_key",
-                1,
-                m02 = 2,
-                m03 = 3,
-                m04 = 4,
-                m05 = 5,
-                m06 = 6,
-                m07 = 7,
-                m08 = 8,
-                m09 = 9,
-                m10 = 10,
-                m11 = 11,
-                m12 = 12,
-                m13 = 13,
-                m14 = 14,
-                m15 = 15,
-                m16 = 16,
-                mllog.namespace = "late",
-                m18 = 18
+                "custom_key", 1,
+                m02 = 2, m03 = 3, m04 = 4, m05 = 5, m06 = 6, m07 = 7, m08 = 8, m09 = 9,
+                m10 = 10, m11 = 11, m12 = 12, m13 = 13, m14 = 14, m15 = 15,
+                m16 = 16, mllog.namespace = "late", m18 = 18
             );
             tracing::info!(
                 mllog.key = "object_key",
-                m01 = 1,
-                m02 = 2,
-                m03 = 3,
-                m04 = 4,
-                m05 = 5,
-                m06 = 6,
-                m07 = 7,
-                m08 = 8,
-                m09 = 9,
-                m10 = 10,
-                m11 = 11,
-                m12 = 12,
-                m13 = 13,
-                m14 = 14,
-                m15 = 15,
-                value.a = 1,
-                value.b = true
+                m01 = 1, m02 = 2, m03 = 3, m04 = 4, m05 = 5, m06 = 6, m07 = 7, m08 = 8,
+                m09 = 9, m10 = 10, m11 = 11, m12 = 12, m13 = 13, m14 = 14, m15 = 15,
+                value.a = 1, value.b = true
             );
             let _run = info_span!("run").entered();
             let _s = info_span!(
                 "train_step",
-                f00 = 0,
-                f01 = 1,
-                f02 = 2,
-                f03 = 3,
-                f04 = 4,
-                f05 = 5,
-                f06 = 6,
-                f07 = 7,
-                f08 = 8,
-                f09 = 9,
-                f10 = 10,
-                f11 = 11,
-                f12 = 12,
-                f13 = 13,
-                f14 = 14,
-                f15 = 15,
-                step = 3u64,
-                loss = 0.25
+                f00 = 0, f01 = 1, f02 = 2, f03 = 3, f04 = 4, f05 = 5, f06 = 6, f07 = 7,
+                f08 = 8, f09 = 9, f10 = 10, f11 = 11, f12 = 12, f13 = 13, f14 = 14, f15 = 15,
+                step = 3u64, loss = 0.25
             )
             .entered();
         },
