@@ -603,14 +603,12 @@ where
                 self.shared.state.run_open.load(Ordering::Relaxed),
             );
         }
-        let class = self.shared.class(meta);
-        if matches!(class, Class::Ignored) || on_worker_thread() {
-            return;
-        }
-        let spec_index = match class {
+        let spec_index = match self.shared.class(meta) {
+            Class::Ignored | Class::Event { .. } => return,
+            // Nothing the worker does (our sinks' dependencies) is ever recorded.
+            _ if on_worker_thread() => return,
             Class::Interval(i) => i,
             Class::Step(slots) => return self.open_step(attrs, id, &slots),
-            Class::Ignored | Class::Event { .. } => return,
             Class::Warmup => {
                 self.shared
                     .state
