@@ -18,7 +18,7 @@ use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use crossbeam_queue::ArrayQueue;
 
 use crate::compliance::ComplianceHandle;
-use crate::record::Record;
+use crate::record::{EventType, Record};
 use crate::sink::Sink;
 
 /// What the layer does when the queue is full (the worker is behind).
@@ -79,10 +79,22 @@ struct Queue {
     /// Producers between their `closed` check and the end of their push: the worker waits
     /// for them before its last drain, so no record is stranded in the queue.
     pushing: AtomicUsize,
+    /// How long a record may wait for a sleeping worker (zero: wake it for every record).
+    max_delay: Duration,
+    /// Records queued at which a producer wakes a sleeping worker before its timer does.
+    wake_at: usize,
     counters: Counters,
 }
 
 impl Queue {
+    /// Whether a producer that just queued a record should wake a sleeping worker. Waking
+    /// costs the training thread a system call (several microseconds, more than the rest of
+    /// the record), so by default only interval records (rare: `run_start` should be checked
+    /// at once) and a quarter-full queue do; anything else waits for the worker's timer.
+    fn wake_for(&self, urgent: bool) -> bool {
+        urgent || self.wake_at <= 1 || self.records.len() >= self.wake_at
+    }
+
     fn wake(&self) {
         if let Some(t) = self.worker.get() {
             t.unpark();
@@ -104,6 +116,7 @@ impl Pipeline {
         capacity: usize,
         overflow: Overflow,
         shutdown_timeout: Duration,
+        max_delay: Duration,
     ) -> std::io::Result<(Pipeline, Guard)> {
         let capacity = capacity.max(1);
         // A spare record for every record that can be in flight (each queue slot, the one the
@@ -117,6 +130,12 @@ impl Pipeline {
             sleeping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             pushing: AtomicUsize::new(0),
+            max_delay,
+            wake_at: if max_delay.is_zero() {
+                1
+            } else {
+                (capacity / 4).max(1)
+            },
             counters: Counters {
                 sinks: sinks
                     .iter()
@@ -170,6 +189,7 @@ impl Pipeline {
     /// Hands a record to the worker. Never panics; a record that cannot be delivered is counted.
     pub(crate) fn push(&self, record: Box<Record>) {
         let q = &*self.queue;
+        let urgent = record.event_type != EventType::PointInTime && !record.trace_only;
         q.pushing.fetch_add(1, Ordering::SeqCst);
         if q.closed.load(Ordering::SeqCst) {
             q.pushing.fetch_sub(1, Ordering::SeqCst);
@@ -207,7 +227,7 @@ impl Pipeline {
         // Pairs with the worker's fence between `sleeping = true` and its last look at the
         // queue: either it sees this record, or this thread sees it sleeping and wakes it.
         fence(Ordering::SeqCst);
-        if q.sleeping.load(Ordering::Relaxed) {
+        if q.sleeping.load(Ordering::Relaxed) && q.wake_for(urgent) {
             q.wake();
         }
     }
@@ -246,8 +266,13 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink
         q.sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if q.records.is_empty() && control.is_empty() {
-            // Woken by a producer or a control message; the timeout is only a safety net.
-            std::thread::park_timeout(Duration::from_millis(100));
+            // Woken by a control message, a producer (see `Queue::wake_for`) or the timer,
+            // which bounds how long a record waits.
+            std::thread::park_timeout(if q.max_delay.is_zero() {
+                Duration::from_millis(100)
+            } else {
+                q.max_delay
+            });
         }
         q.sleeping.store(false, Ordering::Relaxed);
     };

@@ -53,6 +53,7 @@ fn bad_environment_values_name_the_variable() {
         ("MLLOG_SUBMISSION_ORG", ""),
         ("MLLOG_CONFIG_FILENAME", " "),
         ("MLLOG_CACHE_CLEAR", "2"),
+        ("MLLOG_MAX_DELAY_MS", "2.5"),
         ("RANK", "zero"),
         ("SLURM_PROCID", "-1"),
     ] {

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use tracing::{info_span, Level};
-use tracing_mllog::sink::MemorySink;
+use tracing::{info_span, Dispatch, Level};
+use tracing_mllog::sink::{MemoryHandle, MemorySink};
 use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, Value};
 use tracing_subscriber::prelude::*;
 
@@ -318,4 +318,78 @@ fn fields_past_the_sixteenth_still_count() {
         .expect("train_loss from fields 16 and 17");
     assert_eq!(loss.value, Value::Float(0.25));
     assert_eq!(loss.metadata.get("step"), Some(&Value::Int(3)));
+}
+
+/// The worker is not woken for every record (that wake-up is a system call on the training
+/// thread): point records wait for its timer, interval records and a quarter-full channel
+/// wake it at once. Each case is observable as "arrives well before the timer would fire".
+#[test]
+fn a_sleeping_worker_is_woken_by_intervals_and_a_filling_channel_and_its_timer() {
+    fn build(max_delay: Duration) -> (Dispatch, tracing_mllog::Guard, MemoryHandle) {
+        let (sink, handle) = MemorySink::new();
+        let (layer, guard) = MllogLayer::builder()
+            .no_output()
+            .sink(sink)
+            .cache_clear(false)
+            .channel_capacity(64)
+            .max_delay(max_delay)
+            .live_check(tracing_mllog::compliance::LivePolicy::Off)
+            .environment(Vec::<(String, String)>::new())
+            .build()
+            .expect("build");
+        (
+            Dispatch::new(tracing_subscriber::registry().with(layer)),
+            guard,
+            handle,
+        )
+    }
+    fn arrives(handle: &MemoryHandle, n: usize, within: Duration) -> bool {
+        let until = std::time::Instant::now() + within;
+        while std::time::Instant::now() < until {
+            if handle.records().len() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+    // Far beyond the test's patience: only a wake-up can deliver early.
+    let never = Duration::from_secs(600);
+    let soon = Duration::from_secs(20);
+
+    // An interval record wakes the worker, and everything queued before it comes along.
+    let (dispatch, mut guard, handle) = build(never);
+    tracing::dispatcher::with_default(&dispatch, || {
+        std::thread::sleep(Duration::from_millis(50));
+        for i in 0..5u64 {
+            mllog!("custom_key", i);
+        }
+        let _init = info_span!("init").entered();
+        assert!(
+            arrives(&handle, 6, soon),
+            "{:?}",
+            keys_of(&handle.records())
+        );
+    });
+    guard.shutdown();
+
+    // A quarter-full channel (16 of 64) wakes it.
+    let (dispatch, mut guard, handle) = build(never);
+    tracing::dispatcher::with_default(&dispatch, || {
+        std::thread::sleep(Duration::from_millis(50));
+        for i in 0..16u64 {
+            mllog!("custom_key", i);
+        }
+        assert!(arrives(&handle, 16, soon));
+    });
+    guard.shutdown();
+
+    // Otherwise the timer delivers, with no flush.
+    let (dispatch, mut guard, handle) = build(Duration::from_millis(20));
+    tracing::dispatcher::with_default(&dispatch, || {
+        std::thread::sleep(Duration::from_millis(50));
+        mllog!("custom_key", 1);
+        assert!(arrives(&handle, 1, soon));
+    });
+    guard.shutdown();
 }

@@ -81,6 +81,7 @@ pub struct Builder {
     custom: Vec<IntervalSpec>,
     sinks: Vec<(Box<dyn Sink>, bool)>,
     capacity: usize,
+    max_delay: Duration,
     overflow: Overflow,
     shutdown_timeout: Duration,
     environment: Option<HashMap<String, String>>,
@@ -119,6 +120,7 @@ impl Default for Builder {
             custom: Vec::new(),
             sinks: Vec::new(),
             capacity: 4096,
+            max_delay: Duration::from_millis(2),
             overflow: Overflow::Block,
             shutdown_timeout: Duration::from_secs(10),
             environment: None,
@@ -439,6 +441,18 @@ impl Builder {
         self
     }
 
+    /// The longest a record waits before the worker hands it to the sinks (default 2 ms;
+    /// `MLLOG_MAX_DELAY_MS`). A sleeping worker is not woken for every record, because the
+    /// wake-up is a system call on the training thread that costs more than the rest of the
+    /// record: the worker drains the channel on this timer, and is woken at once only for
+    /// interval records (`run_start` is checked immediately), when the channel is a quarter
+    /// full, and by [`crate::Guard::flush`] / shutdown. `Duration::ZERO` wakes it for every
+    /// record (lowest latency, highest cost).
+    pub fn max_delay(mut self, delay: Duration) -> Self {
+        self.max_delay = delay;
+        self
+    }
+
     /// What to do when the channel is full (default: wait, lossless).
     pub fn overflow(mut self, overflow: Overflow) -> Self {
         self.overflow = overflow;
@@ -629,9 +643,14 @@ impl Builder {
             )));
         }
 
-        let (pipeline, mut guard) =
-            Pipeline::start(sinks, self.capacity, self.overflow, self.shutdown_timeout)
-                .map_err(Error::Worker)?;
+        let (pipeline, mut guard) = Pipeline::start(
+            sinks,
+            self.capacity,
+            self.overflow,
+            self.shutdown_timeout,
+            self.max_delay,
+        )
+        .map_err(Error::Worker)?;
         if let Some(handle) = compliance {
             guard.attach_compliance(handle, warn_at_shutdown);
         }
@@ -745,6 +764,16 @@ impl Builder {
                     "expected a number of steps (0 = off)",
                 )
             })?;
+        }
+        if let Some(raw) = get("MLLOG_MAX_DELAY_MS") {
+            let ms: u64 = raw.trim().parse().map_err(|_| {
+                Error::env(
+                    "MLLOG_MAX_DELAY_MS",
+                    &raw,
+                    "expected whole milliseconds (0 = wake the worker for every record)",
+                )
+            })?;
+            self.max_delay = Duration::from_millis(ms);
         }
         if let Some(raw) = get("MLLOG_TARGET_EVAL_LOSS") {
             let value: f64 = raw
