@@ -83,6 +83,10 @@ struct Queue {
     max_delay: Duration,
     /// Records queued at which a producer wakes a sleeping worker before its timer does.
     wake_at: usize,
+    /// The worker found nothing for a while and sleeps without its short timer: the next
+    /// record wakes it (one wake-up after an idle stretch, instead of timer wake-ups all
+    /// through it).
+    idle: AtomicBool,
     counters: Counters,
 }
 
@@ -92,7 +96,10 @@ impl Queue {
     /// the record), so by default only interval records (rare: `run_start` should be checked
     /// at once) and a quarter-full queue do; anything else waits for the worker's timer.
     fn wake_for(&self, urgent: bool) -> bool {
-        urgent || self.wake_at <= 1 || self.records.len() >= self.wake_at
+        urgent
+            || self.wake_at <= 1
+            || self.idle.load(Ordering::Relaxed)
+            || self.records.len() >= self.wake_at
     }
 
     fn wake(&self) {
@@ -131,6 +138,7 @@ impl Pipeline {
             closed: AtomicBool::new(false),
             pushing: AtomicUsize::new(0),
             max_delay,
+            idle: AtomicBool::new(false),
             wake_at: if max_delay.is_zero() {
                 1
             } else {
@@ -233,6 +241,10 @@ impl Pipeline {
     }
 }
 
+/// Empty timer rounds after which the worker stops polling and waits to be woken: with the
+/// default 2 ms delay, 100 ms without a record.
+const IDLE_ROUNDS: u32 = 50;
+
 fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink>>) {
     ON_WORKER.with(|w| w.set(true));
     let counters = &q.counters;
@@ -246,11 +258,17 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink
         }
         any
     };
+    // Timer rounds in a row that found nothing; past `IDLE_ROUNDS` the worker sleeps idle.
+    let mut empty_rounds = 0u32;
     let deadline = loop {
         if drain(&mut sinks) {
             // The queue ran dry: make what we have visible (file readers, uploaders).
             flush_all(&mut sinks, counters);
+            empty_rounds = 0;
+        } else {
+            empty_rounds = empty_rounds.saturating_add(1);
         }
+        let idle = q.max_delay.is_zero() || empty_rounds >= IDLE_ROUNDS;
         match control.try_recv() {
             Ok(Control::Flush(ack)) => {
                 // Everything pushed before the flush request is in the queue by now.
@@ -263,12 +281,13 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink
             Err(TryRecvError::Disconnected) => break Instant::now() + Duration::from_secs(5),
             Err(TryRecvError::Empty) => {}
         }
+        q.idle.store(idle, Ordering::Relaxed);
         q.sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if q.records.is_empty() && control.is_empty() {
             // Woken by a control message, a producer (see `Queue::wake_for`) or the timer,
-            // which bounds how long a record waits.
-            std::thread::park_timeout(if q.max_delay.is_zero() {
+            // which bounds how long a record waits (idle: the timeout is only a safety net).
+            std::thread::park_timeout(if idle {
                 Duration::from_millis(100)
             } else {
                 q.max_delay

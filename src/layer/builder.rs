@@ -446,8 +446,9 @@ impl Builder {
     /// wake-up is a system call on the training thread that costs more than the rest of the
     /// record: the worker drains the channel on this timer, and is woken at once only for
     /// interval records (`run_start` is checked immediately), when the channel is a quarter
-    /// full, and by [`crate::Guard::flush`] / shutdown. `Duration::ZERO` wakes it for every
-    /// record (lowest latency, highest cost).
+    /// full, after 50 empty timer rounds (it then stops polling), and by
+    /// [`crate::Guard::flush`] / shutdown. `Duration::ZERO` wakes it for every record (lowest
+    /// latency, highest cost).
     pub fn max_delay(mut self, delay: Duration) -> Self {
         self.max_delay = delay;
         self
