@@ -94,7 +94,8 @@ impl Queue {
     /// Whether a producer that just queued a record should wake a sleeping worker. Waking
     /// costs the training thread a system call (several microseconds, more than the rest of
     /// the record), so by default only interval records (rare: `run_start` should be checked
-    /// at once) and a quarter-full queue do; anything else waits for the worker's timer.
+    /// at once), a quarter-full queue and a worker that went idle do; anything else waits for
+    /// the worker's timer.
     fn wake_for(&self, urgent: bool) -> bool {
         urgent
             || self.wake_at <= 1
