@@ -195,6 +195,13 @@ impl Pipeline {
             .unwrap_or_else(|| Box::new(Record::empty()))
     }
 
+    /// Gives back a record that will not be sent after all (cleared here, on the caller's
+    /// thread: this is the rare path), so the pool keeps its size.
+    pub(crate) fn recycle(&self, mut record: Box<Record>) {
+        record.clear();
+        let _ = self.queue.spare.push(record);
+    }
+
     /// Hands a record to the worker. Never panics; a record that cannot be delivered is counted.
     pub(crate) fn push(&self, record: Box<Record>) {
         let q = &*self.queue;

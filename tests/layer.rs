@@ -138,6 +138,8 @@ fn other_events_and_spans_are_ignored() {
         tracing::info!(value = 3, "plain event");
         let _s = info_span!("train_step", step = 1).entered();
         tracing::event!(Level::WARN, key = "not_ours");
+        // A key field left empty: nothing to log.
+        tracing::info!(mllog.key = tracing::field::Empty, value = 1);
         mllog!("custom_key", "text", note = "x");
     });
     assert_eq!(keys_of(&records), ["custom_key"]);

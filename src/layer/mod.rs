@@ -664,7 +664,8 @@ where
         event.record(&mut parts);
         let (key, mut value, namespace) = (parts.key, parts.value, parts.namespace);
         let Some(key) = key else {
-            return;
+            // `mllog.key = field::Empty`: nothing to log.
+            return shared.pipeline.recycle(r);
         };
         // Cheap bytes first: most keys are not `eval_accuracy`, and this runs for every event.
         let is_eval = key.len() == keys::EVAL_ACCURACY.len()
