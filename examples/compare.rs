@@ -1,7 +1,8 @@
 //! The comparison command: measures, in one run and on the same workloads, our layer against a
 //! bare `Registry`, tracing-subscriber's JSON `fmt` layer and Python `mlperf_logging.mllog`,
 //! plus end-to-end throughput to a file, memory under a burst, and `mllog check` against the
-//! official checker. Prints a table and one `ratio:` line per comparison.
+//! official checker. Prints a table and one `ratio:` line per comparison; with `--markdown`,
+//! the same as the Markdown table the README shows.
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
 //! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; without it they are reported as
@@ -150,10 +151,6 @@ fn main() {
         rows.push(("official compliance checker".into(), o, "MB/s"));
     }
 
-    println!("{:<48} {:>16}", "measurement", "value");
-    for (name, v, unit) in &rows {
-        println!("{name:<48} {v:>12.1} {unit}");
-    }
     let get = |v: &[(&str, f64)], n: &str| v.iter().find(|(k, _)| *k == n).map(|(_, x)| *x);
     let (ours_e, reg_e, json_e) = (
         get(&event_ns, "mllog").unwrap(),
@@ -165,25 +162,58 @@ fn main() {
         get(&span_ns, "registry").unwrap(),
         get(&span_ns, "fmt_json").unwrap(),
     );
-    println!("ratio: event mllog / registry = {:.2}", ours_e / reg_e);
-    println!("ratio: event fmt_json / mllog = {:.2}", json_e / ours_e);
-    println!("ratio: span mllog / registry = {:.2}", ours_s / reg_s);
-    println!("ratio: span fmt_json / mllog = {:.2}", json_s / ours_s);
-    println!(
-        "ratio: spaced event, wake per record / mllog = {:.1}",
-        spaced[1].1 / spaced[0].1
-    );
-    match python_event {
-        Some(p) => println!("ratio: event python mllog / mllog = {:.1}", p / ours_e),
-        None => println!("ratio: event python mllog / mllog = skipped (set MLLOG_PYTHON)"),
-    }
+    let mut ratios: Vec<(String, String)> = vec![
+        (
+            "event mllog / registry".into(),
+            format!("{:.2}", ours_e / reg_e),
+        ),
+        (
+            "event fmt_json / mllog".into(),
+            format!("{:.2}", json_e / ours_e),
+        ),
+        (
+            "span mllog / registry".into(),
+            format!("{:.2}", ours_s / reg_s),
+        ),
+        (
+            "span fmt_json / mllog".into(),
+            format!("{:.2}", json_s / ours_s),
+        ),
+        (
+            "spaced event, wake per record / mllog".into(),
+            format!("{:.1}", spaced[1].1 / spaced[0].1),
+        ),
+        (
+            "event python mllog / mllog".into(),
+            python_event.map_or(skipped(), |p| format!("{:.1}", p / ours_e)),
+        ),
+    ];
     let base = sinks[0].1;
     for (name, ns) in &sinks[1..] {
-        println!("ratio: {name} / file only = {:.2}", ns / base);
+        ratios.push((format!("{name} / file only"), format!("{:.2}", ns / base)));
     }
-    match official_mb_s {
-        Some(o) => println!("ratio: check mllog / official = {:.1}", ours_mb_s / o),
-        None => println!("ratio: check mllog / official = skipped (set MLLOG_PYTHON)"),
+    ratios.push((
+        "check mllog / official".into(),
+        official_mb_s.map_or(skipped(), |o| format!("{:.1}", ours_mb_s / o)),
+    ));
+
+    if std::env::args().any(|a| a == "--markdown") {
+        // The README's results table, as it is pasted there.
+        println!("| measurement | value |\n|---|---:|");
+        for (name, v, unit) in &rows {
+            println!("| {name} | {v:.1} {unit} |");
+        }
+        for (name, r) in &ratios {
+            println!("| ratio: {name} | {r} |");
+        }
+    } else {
+        println!("{:<48} {:>16}", "measurement", "value");
+        for (name, v, unit) in &rows {
+            println!("{name:<48} {v:>12.1} {unit}");
+        }
+        for (name, r) in &ratios {
+            println!("ratio: {name} = {r}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -204,6 +234,10 @@ fn spaced_event_ns() -> f64 {
         }
     }
     total.as_nanos() as f64 / n as f64
+}
+
+fn skipped() -> String {
+    "skipped (set MLLOG_PYTHON)".into()
 }
 
 fn per_op(mut f: impl FnMut(u64)) -> f64 {
