@@ -19,15 +19,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::{Gauge, Histogram, MeterProvider as _};
-use opentelemetry::trace::{SpanId, Status, TraceId, TracerProvider as _};
+use opentelemetry::trace::{Status, TracerProvider as _};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
-use opentelemetry_sdk::trace::{
-    IdGenerator, RandomIdGenerator, Sampler, SdkTracerProvider, SpanExporter,
-};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider, SpanExporter};
 
 use self::attributes::{otel_value, record_attributes, KeyCache};
 use self::processor::{Counters, Executor, QueueProcessor, Settings};
@@ -196,22 +194,6 @@ pub struct OtelSink {
     keys: KeyCache,
 }
 
-/// Every root span of one sink shares one trace id, so a rank's `init` and `run` are one trace.
-#[derive(Debug)]
-struct FixedTraceId {
-    trace_id: TraceId,
-    random: RandomIdGenerator,
-}
-
-impl IdGenerator for FixedTraceId {
-    fn new_trace_id(&self) -> TraceId {
-        self.trace_id
-    }
-    fn new_span_id(&self) -> SpanId {
-        self.random.new_span_id()
-    }
-}
-
 /// Counts metric export failures.
 struct CountingMetricExporter<M> {
     inner: M,
@@ -326,20 +308,18 @@ impl OtelSink {
         let trace_id = config
             .trace_id
             .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id());
+        // Every root span of one sink shares one trace id, so a rank's `init` and `run` are
+        // one trace.
         let direct = Spans::Direct {
             queue: processor.queue(),
             scope: InstrumentationScope::builder(OTEL_SCOPE).build(),
             trace_id,
             ids: RandomIdGenerator::default(),
         };
+        // Spans skip its tracer (see `span.rs`); the provider owns the processor, so that
+        // shutting it down flushes and stops the export thread.
         let tracer_provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
-            .with_sampler(Sampler::AlwaysOn)
-            .with_id_generator(FixedTraceId {
-                trace_id,
-                random: RandomIdGenerator::default(),
-            })
-            .with_max_events_per_span(config.max_events_per_span)
             .with_resource(resource.clone())
             .build();
         let meter_provider = metric_exporter.map(|m| {
