@@ -253,6 +253,9 @@ impl Pipeline {
 /// default 2 ms delay, 100 ms without a record.
 const IDLE_ROUNDS: u32 = 50;
 
+/// How long an idle worker sleeps if nothing wakes it (producers and the guard always do).
+const IDLE_PARK: Duration = Duration::from_secs(10);
+
 fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink>>) {
     ON_WORKER.with(|w| w.set(true));
     let counters = &q.counters;
@@ -294,12 +297,9 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink
         fence(Ordering::SeqCst);
         if q.records.is_empty() && control.is_empty() {
             // Woken by a control message, a producer (see `Queue::wake_for`) or the timer,
-            // which bounds how long a record waits (idle: the timeout is only a safety net).
-            std::thread::park_timeout(if idle {
-                Duration::from_millis(100)
-            } else {
-                q.max_delay
-            });
+            // which bounds how long a record waits. Idle, every record wakes it: the timeout
+            // is only a safety net.
+            std::thread::park_timeout(if idle { IDLE_PARK } else { q.max_delay });
         }
         q.sleeping.store(false, Ordering::Relaxed);
     };

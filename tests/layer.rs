@@ -323,8 +323,9 @@ fn fields_past_the_sixteenth_still_count() {
 }
 
 /// The worker is not woken for every record (that wake-up is a system call on the training
-/// thread): point records wait for its timer, interval records and a quarter-full channel
-/// wake it at once. Each case is observable as "arrives well before the timer would fire".
+/// thread): point records wait for its timer; interval records, a quarter-full channel and a
+/// worker gone idle wake it at once. Each case is observable as "arrives well before the
+/// timer would fire".
 #[test]
 fn a_sleeping_worker_is_woken_by_intervals_and_a_filling_channel_and_its_timer() {
     fn build(max_delay: Duration) -> (Dispatch, tracing_mllog::Guard, MemoryHandle) {
@@ -392,6 +393,11 @@ fn a_sleeping_worker_is_woken_by_intervals_and_a_filling_channel_and_its_timer()
         std::thread::sleep(Duration::from_millis(50));
         mllog!("custom_key", 1);
         assert!(arrives(&handle, 1, soon));
+        // After 50 empty rounds (1 s here) the worker stops polling and sleeps until woken
+        // (10 s at most): the next record wakes it.
+        std::thread::sleep(Duration::from_millis(1500));
+        mllog!("custom_key", 2);
+        assert!(arrives(&handle, 2, Duration::from_secs(5)));
     });
     guard.shutdown();
 }
