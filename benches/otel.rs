@@ -49,28 +49,24 @@ impl Sink for Null {
 }
 
 fn bench(c: &mut Criterion) {
-    let (null_layer, mut null_guard) = MllogLayer::builder()
-        .no_output()
-        .sink(Null)
-        .trace_steps(true)
-        .global_batch_size(8)
-        .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
-        .build()
-        .expect("layer");
+    // The same layer twice, into a sink that does nothing and into the OTel sink.
+    let ours_into = |sink: Box<dyn Sink>| {
+        MllogLayer::builder()
+            .no_output()
+            .sink(sink)
+            .trace_steps(true)
+            .global_batch_size(8)
+            .live_check(tracing_mllog::compliance::LivePolicy::Off)
+            .environment(Vec::<(String, String)>::new())
+            .build()
+            .expect("layer")
+    };
+    let (null_layer, mut null_guard) = ours_into(Box::new(Null));
     let mllog_null = Dispatch::new(tracing_subscriber::registry().with(null_layer));
     let ours = Count::default();
     let sink = OtelSink::with_span_exporter(ours.clone(), OtelConfig::new()).expect("sink");
     let otel = sink.handle();
-    let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
-        .sink(sink)
-        .trace_steps(true)
-        .global_batch_size(8)
-        .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
-        .build()
-        .expect("layer");
+    let (layer, mut guard) = ours_into(Box::new(sink));
     let mllog_otel = Dispatch::new(tracing_subscriber::registry().with(layer));
 
     let theirs = Count::default();
