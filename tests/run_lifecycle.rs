@@ -129,6 +129,60 @@ fn warmup_steps_count_for_nothing_and_train_loss_has_the_count_after_the_step() 
     assert_eq!(losses[1].metadata.get("lr"), Some(&Value::Float(0.01)));
 }
 
+/// Steps on one thread that close out of order, or nest, are each counted once with their own
+/// fields (the innermost-first fast path and the search below it).
+#[test]
+fn steps_that_do_not_nest_are_each_counted_with_their_own_fields() {
+    let records = run(MllogLayer::builder().train_loss_every(1), |handle| {
+        let _run = info_span!("run").entered();
+        let a = info_span!("train_step", step = 1u64, samples = 3u64, loss = Empty);
+        let b = info_span!("train_step", step = 2u64, samples = 5u64, loss = Empty);
+        a.record("loss", 0.5);
+        b.record("loss", 0.25);
+        drop(a); // b, opened later, is still open
+        assert_eq!((handle.steps(), handle.samples()), (1, 3));
+        drop(b);
+        assert_eq!((handle.steps(), handle.samples()), (2, 8));
+        {
+            let _outer =
+                info_span!("train_step", step = 3u64, samples = 7u64, loss = 0.125).entered();
+            let _inner = info_span!("train_step", step = 4u64, samples = 11u64).entered();
+        }
+        assert_eq!((handle.steps(), handle.samples()), (4, 26));
+        // Nothing is left open: a later step is counted as usual.
+        drop(info_span!(
+            "train_step",
+            step = 5u64,
+            samples = 1u64,
+            loss = 1.0
+        ));
+        assert_eq!((handle.steps(), handle.samples()), (5, 27));
+    });
+    let losses: Vec<_> = find(&records, "train_loss")
+        .iter()
+        .map(|r| {
+            (
+                r.metadata.get("step").cloned(),
+                r.value.clone(),
+                r.metadata.get("samples_count").cloned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        losses,
+        [
+            (Some(Value::Int(1)), Value::Float(0.5), Some(Value::Int(3))),
+            (Some(Value::Int(2)), Value::Float(0.25), Some(Value::Int(8))),
+            (
+                Some(Value::Int(3)),
+                Value::Float(0.125),
+                Some(Value::Int(26))
+            ),
+            (Some(Value::Int(5)), Value::Float(1.0), Some(Value::Int(27))),
+        ]
+    );
+}
+
 #[test]
 fn convergence_decides_run_stop() {
     let target = Target::at_most(0.925);

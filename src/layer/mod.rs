@@ -225,6 +225,30 @@ impl Shared {
         r
     }
 
+    /// A traced step's start or end record, for tracing sinks (OTel, RPD) only: the MLLOG
+    /// file and the checker skip it.
+    fn step_trace_record(
+        &self,
+        meta: &'static CallsiteMeta<'static>,
+        time: Timestamp,
+        event_type: EventType,
+        ids: IntervalIds,
+        fields: &StepFields,
+    ) -> Box<Record> {
+        let key = match event_type {
+            EventType::IntervalStart => "train_step_start",
+            _ => "train_step_stop",
+        };
+        let mut r = self.record(meta, time, event_type, Cow::Borrowed(key), Value::Null);
+        r.trace_only = true;
+        r.interval = Some(ids);
+        r.scope = ids.parent;
+        if let Some(step_no) = fields.step() {
+            r.metadata.set("step", step_no);
+        }
+        r
+    }
+
     /// Adds `samples_count` when the record says nothing about progress and the layer counts
     /// samples (a global batch size is configured).
     fn fill_progress(&self, md: &mut Metadata) {
@@ -304,68 +328,75 @@ impl Core {
         {
             return;
         }
+        let meta = attrs.metadata();
         let mut fields = StepFields::default();
         attrs.record(&mut StepVisitor {
             fields: &mut fields,
             slots,
         });
-        let time = Timestamp::now();
-        let traced = shared.trace_steps.then(|| {
-            let ids = IntervalIds {
-                id: shared.state.next_id.fetch_add(1, Ordering::Relaxed),
-                parent: step::current_interval(),
-            };
-            let mut r = shared.record(
-                attrs.metadata(),
-                time,
-                EventType::IntervalStart,
-                Cow::Borrowed("train_step_start"),
-                Value::Null,
-            );
-            r.trace_only = true;
-            r.interval = Some(ids);
-            r.scope = ids.parent;
-            if let Some(step_no) = fields.step() {
-                r.metadata.set("step", step_no);
-            }
-            shared.pipeline.push(r);
-            ids
-        });
+        let (start_mono, traced) = if shared.trace_steps {
+            self.trace_step_start(meta, &fields)
+        } else {
+            (Timestamp::mono_now(), None)
+        };
         step::push(StepFrame {
             span: id.into_u64(),
-            meta: attrs.metadata(),
-            start_mono: time.mono_ns,
+            meta,
+            start_mono,
             fields,
             traced,
         });
     }
 
-    /// The end of a counted step: a clock read and a few atomic adds, plus a record every
-    /// `train_loss_every` steps.
-    fn close_step(&self, frame: StepFrame) {
+    /// A traced step's trace-only start record (for OTel and RPD); the step starts at its time.
+    #[inline(never)]
+    fn trace_step_start(
+        &self,
+        meta: &'static CallsiteMeta<'static>,
+        fields: &StepFields,
+    ) -> (u64, Option<IntervalIds>) {
+        let shared = &*self.shared;
+        let time = Timestamp::now();
+        let ids = IntervalIds {
+            id: shared.state.next_id.fetch_add(1, Ordering::Relaxed),
+            parent: step::current_interval(),
+        };
+        let r = shared.step_trace_record(meta, time, EventType::IntervalStart, ids, fields);
+        shared.pipeline.push(r);
+        (time.mono_ns, Some(ids))
+    }
+
+    /// The end of a counted step: a clock read and a few atomic adds; the step's records, if
+    /// any, are made out of line so that this stays small.
+    #[inline]
+    fn close_step(&self, frame: &StepFrame) {
         let shared = &*self.shared;
         let end_mono = Timestamp::mono_now();
-        let f = frame.fields;
+        let f = &frame.fields;
         let samples = f.samples().or(shared.samples_per_step).unwrap_or(0);
         let total = shared
             .stats
             .on_step(end_mono.saturating_sub(frame.start_mono), samples);
+        if frame.traced.is_some() || (shared.train_loss_every != 0 && f.loss().is_some()) {
+            self.step_records(frame, total);
+        }
+    }
+
+    /// A closing step's records: its trace-only end (when steps are traced) and `train_loss`
+    /// every `train_loss_every` steps. `total` is the samples count after the step.
+    #[inline(never)]
+    fn step_records(&self, frame: &StepFrame, total: u64) {
+        let shared = &*self.shared;
+        let f = &frame.fields;
         if let Some(ids) = frame.traced {
-            // For tracing sinks (OTel, RPD) only: the MLLOG file and the checker skip it.
-            let mut r = shared.record(
+            let mut r = shared.step_trace_record(
                 frame.meta,
                 Timestamp::now(),
                 EventType::IntervalEnd,
-                Cow::Borrowed("train_step_stop"),
-                Value::Null,
+                ids,
+                f,
             );
-            r.trace_only = true;
-            r.interval = Some(ids);
-            r.scope = ids.parent;
             r.metadata.set(keys::SAMPLES_COUNT, total);
-            if let Some(step_no) = f.step() {
-                r.metadata.set("step", step_no);
-            }
             if let Some(loss) = f.loss() {
                 r.metadata.set("loss", loss);
             }
@@ -581,6 +612,20 @@ where
         .find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id))
 }
 
+/// Entering a span that may be an open interval: it becomes the scope of what this thread
+/// records until it is exited. Out of line: most spans entered are steps or not ours.
+#[inline(never)]
+fn enter_tracked<S>(id: &Id, ctx: Context<'_, S>)
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    if let Some(span) = ctx.span(id) {
+        if let Some(open) = span.extensions().get::<OpenInterval>() {
+            step::enter_interval(id.into_u64(), open.ids.id);
+        }
+    }
+}
+
 impl<S> Layer<S> for Core
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -622,13 +667,8 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if !self.shared.maybe_tracked(id) {
-            return;
-        }
-        if let Some(span) = ctx.span(id) {
-            if let Some(open) = span.extensions().get::<OpenInterval>() {
-                step::enter_interval(id.into_u64(), open.ids.id);
-            }
+        if self.shared.maybe_tracked(id) {
+            enter_tracked(id, ctx);
         }
     }
 
@@ -705,8 +745,8 @@ where
         }
         // Counted steps first, the hot path: their state is on this thread's stack, so no
         // span lookup is needed.
-        if let Some(frame) = step::pop(id.into_u64()) {
-            return self.close_step(frame);
+        if step::close(id.into_u64(), |frame| self.close_step(frame)) {
+            return;
         }
         if self.shared.maybe_tracked(&id) {
             self.close_interval(id, ctx);

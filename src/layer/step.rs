@@ -8,21 +8,23 @@ use std::fmt;
 use tracing_core::field::{Field, Visit};
 
 /// What a `train_step` field is; a callsite's fields are classified once (see
-/// [`super::callsite`]), so capturing them compares no names.
+/// [`super::callsite`]), so capturing them compares no names. The discriminant is the field's
+/// index in [`StepFields`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
 pub(crate) enum Slot {
     /// `step`: the step number (for `train_loss` frequency and metadata).
-    Step,
+    Step = 0,
     /// `samples`: samples this step trains (default: the configured global batch size).
-    Samples,
+    Samples = 1,
     /// `samples_count`: samples trained after this step, if the loop counts them itself.
-    SamplesCount,
+    SamplesCount = 2,
     /// `loss`: the training loss, usually recorded before the span closes.
-    Loss,
+    Loss = 3,
     /// `lr`: the learning rate used by this step.
-    Lr,
-    /// Anything else: ignored.
-    Other,
+    Lr = 4,
+    /// Anything else: ignored (written to a scratch value that is never read).
+    Other = 5,
 }
 
 impl Slot {
@@ -36,13 +38,18 @@ impl Slot {
             _ => Slot::Other,
         }
     }
+
+    fn is_float(self) -> bool {
+        matches!(self, Slot::Loss | Slot::Lr)
+    }
 }
 
 /// The fields a `train_step` span carries, packed: a presence bit per [`Slot`] instead of five
-/// `Option`s keeps the frame small enough to push and pop with a few register moves.
+/// `Option`s keeps the frame small, and a scratch value for [`Slot::Other`] makes capturing a
+/// field a store and an `or`, with no branch.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct StepFields {
-    values: [u64; 5],
+    values: [u64; 6],
     present: u8,
 }
 
@@ -52,23 +59,31 @@ impl StepFields {
         (self.present & (1 << i) != 0).then_some(self.values[i])
     }
 
+    #[inline(always)]
     fn put(&mut self, slot: Slot, bits: u64) {
-        if slot != Slot::Other {
-            let i = slot as usize;
-            self.values[i] = bits;
-            self.present |= 1 << i;
+        let i = slot as usize;
+        self.values[i] = bits;
+        self.present |= 1 << i;
+    }
+
+    #[inline(always)]
+    fn put_u64(&mut self, slot: Slot, value: u64) {
+        if slot.is_float() {
+            self.put(slot, (value as f64).to_bits());
+        } else {
+            self.put(slot, value);
         }
     }
 
-    fn put_u64(&mut self, slot: Slot, value: u64) {
-        match slot {
-            Slot::Loss | Slot::Lr => self.put(slot, (value as f64).to_bits()),
-            _ => self.put(slot, value),
-        }
+    /// A field past the callsite's classified ones (or recorded later): found by name.
+    #[cold]
+    #[inline(never)]
+    fn put_u64_named(&mut self, name: &str, value: u64) {
+        self.put_u64(Slot::of(name), value);
     }
 
     fn put_f64(&mut self, slot: Slot, value: f64) {
-        if matches!(slot, Slot::Loss | Slot::Lr) {
+        if slot.is_float() {
             self.put(slot, value.to_bits());
         }
     }
@@ -108,14 +123,18 @@ impl StepVisitor<'_> {
 
 impl Visit for StepVisitor<'_> {
     fn record_u64(&mut self, field: &Field, value: u64) {
-        let slot = self.slot(field);
-        self.fields.put_u64(slot, value);
+        // The named path is a tail call, so the common one saves no registers.
+        match self.slots.get(field.index()) {
+            Some(&slot) => self.fields.put_u64(slot, value),
+            None => self.fields.put_u64_named(field.name(), value),
+        }
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         let slot = self.slot(field);
-        match slot {
-            Slot::Loss | Slot::Lr => self.fields.put_f64(slot, value as f64),
-            _ => self.fields.put(slot, value.max(0) as u64),
+        if slot.is_float() {
+            self.fields.put_f64(slot, value as f64);
+        } else {
+            self.fields.put(slot, value.max(0) as u64);
         }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
@@ -177,6 +196,7 @@ pub(crate) fn current_interval() -> Option<u64> {
     ENTERED_INTERVALS.with(|s| s.borrow().last().map(|(_, i)| *i))
 }
 
+/// Opens a counted step on this thread.
 pub(crate) fn push(frame: StepFrame) {
     TOP.with(|t| t.set(frame.span));
     OPEN_STEPS.with(|s| s.borrow_mut().push(frame));
@@ -202,20 +222,39 @@ pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepVisitor<'_>)) -> bool {
     )
 }
 
-pub(crate) fn pop(span: u64) -> Option<StepFrame> {
-    if TOP.with(std::cell::Cell::get) == 0 {
-        return None;
+/// Closes the open step `span` of this thread: `f` sees its frame, which is then dropped;
+/// false when `span` is not an open, counted step of this thread. `f` must not open or close
+/// steps (it runs while the stack is borrowed).
+#[inline]
+pub(crate) fn close(span: u64, f: impl FnOnce(&StepFrame)) -> bool {
+    let top = TOP.with(std::cell::Cell::get);
+    if top != span {
+        // Not the innermost step (or none is open): nearly always not a step at all.
+        return top != 0 && close_inner(span, f);
     }
     OPEN_STEPS.with(|s| {
         let mut stack = s.borrow_mut();
-        // Steps nest and close innermost first: the one closing is nearly always the last.
-        let frame = if stack.last().is_some_and(|fr| fr.span == span) {
-            stack.pop()
-        } else {
-            let at = stack.iter().rposition(|fr| fr.span == span)?;
-            Some(stack.remove(at))
-        };
+        if let Some(frame) = stack.last() {
+            f(frame);
+        }
+        stack.pop();
         TOP.with(|t| t.set(stack.last().map_or(0, |fr| fr.span)));
-        frame
+    });
+    true
+}
+
+/// A step that closes while a step opened after it is still open (steps on this thread that
+/// do not nest).
+#[cold]
+#[inline(never)]
+fn close_inner(span: u64, f: impl FnOnce(&StepFrame)) -> bool {
+    OPEN_STEPS.with(|s| {
+        let mut stack = s.borrow_mut();
+        let Some(at) = stack.iter().rposition(|fr| fr.span == span) else {
+            return false;
+        };
+        f(&stack[at]);
+        stack.remove(at);
+        true
     })
 }
