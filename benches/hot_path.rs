@@ -7,43 +7,14 @@
 //! bottleneck.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use tracing::{info_span, Dispatch};
+use tracing::info_span;
 use tracing_mllog::{mllog, MllogLayer};
-use tracing_subscriber::prelude::*;
 
-fn stacks() -> Vec<(&'static str, Dispatch, Option<tracing_mllog::Guard>)> {
-    let (layer, guard) = MllogLayer::builder()
-        .writer(std::io::sink())
-        .environment(Vec::<(String, String)>::new())
-        .build()
-        .expect("layer");
-    vec![
-        (
-            "registry",
-            Dispatch::new(tracing_subscriber::registry()),
-            None,
-        ),
-        (
-            "fmt_json",
-            Dispatch::new(
-                tracing_subscriber::registry().with(
-                    tracing_subscriber::fmt::layer()
-                        .json()
-                        .with_writer(std::io::sink),
-                ),
-            ),
-            None,
-        ),
-        (
-            "mllog",
-            Dispatch::new(tracing_subscriber::registry().with(layer)),
-            Some(guard),
-        ),
-    ]
-}
+#[path = "support/stacks.rs"]
+mod support;
 
 fn bench(c: &mut Criterion) {
-    let stacks = stacks();
+    let stacks = support::stacks(MllogLayer::builder().environment(Vec::<(String, String)>::new()));
     let mut events = c.benchmark_group("event_3_fields");
     for (name, dispatch, _) in &stacks {
         events.bench_function(*name, |b| {

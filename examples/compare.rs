@@ -18,6 +18,9 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::{mllog, MllogLayer};
 use tracing_subscriber::prelude::*;
 
+#[path = "../benches/support/stacks.rs"]
+mod support;
+
 const OPS: u64 = 200_000;
 
 fn main() {
@@ -34,37 +37,7 @@ fn main() {
     let mut rows: Vec<(String, f64, &'static str)> = Vec::new();
 
     // 1. Calling-thread cost: event and non-emitting train_step span.
-    let stacks: Vec<(&str, Dispatch, Option<tracing_mllog::Guard>)> = {
-        let (layer, guard) = MllogLayer::builder()
-            .writer(std::io::sink())
-            .global_batch_size(8)
-            .live_check(LivePolicy::Off)
-            .build()
-            .expect("layer");
-        vec![
-            (
-                "registry",
-                Dispatch::new(tracing_subscriber::registry()),
-                None,
-            ),
-            (
-                "fmt_json",
-                Dispatch::new(
-                    tracing_subscriber::registry().with(
-                        tracing_subscriber::fmt::layer()
-                            .json()
-                            .with_writer(std::io::sink),
-                    ),
-                ),
-                None,
-            ),
-            (
-                "mllog",
-                Dispatch::new(tracing_subscriber::registry().with(layer)),
-                Some(guard),
-            ),
-        ]
-    };
+    let stacks = support::stacks(MllogLayer::builder().global_batch_size(8));
     let mut event_ns = Vec::new();
     let mut span_ns = Vec::new();
     for (name, dispatch, _) in &stacks {
