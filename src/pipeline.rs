@@ -177,6 +177,7 @@ impl Pipeline {
             timed_out: false,
             compliance: None,
             warn_compliance: false,
+            writes: false,
             #[cfg(feature = "rpd")]
             profiler: None,
             #[cfg(feature = "object-store")]
@@ -379,6 +380,8 @@ pub struct Guard {
     timed_out: bool,
     compliance: Option<ComplianceHandle>,
     warn_compliance: bool,
+    /// Whether the layer behind this guard writes (on other ranks no record is expected).
+    writes: bool,
     #[cfg(feature = "rpd")]
     profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     #[cfg(feature = "object-store")]
@@ -388,6 +391,12 @@ pub struct Guard {
 }
 
 impl Guard {
+    /// The layer writes: a shutdown without a single record is reported (see
+    /// [`Report::received_nothing`]).
+    pub(crate) fn expect_records(&mut self) {
+        self.writes = true;
+    }
+
     #[cfg(feature = "otel")]
     pub(crate) fn attach_otel(&mut self, handle: crate::sink::OtelHandle) {
         self.otel = Some(handle);
@@ -446,6 +455,7 @@ impl Guard {
     pub fn report(&self) -> Report {
         let c = &self.queue.counters;
         Report {
+            writes: self.writes,
             records: c.received.load(Ordering::Relaxed),
             dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
             dropped_after_shutdown: c.dropped_closed.load(Ordering::Relaxed),
@@ -514,7 +524,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         self.stop();
         let report = self.report();
-        if !report.is_clean() {
+        if !report.is_clean() || report.received_nothing() {
             eprintln!("tracing-mllog: {report}");
         }
         if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
@@ -528,6 +538,9 @@ impl Drop for Guard {
 /// What the pipeline delivered and what it lost, and the live compliance verdict.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
+    /// Whether this layer writes MLLOG records (false on the ranks that do not write, whose
+    /// reports are empty by design).
+    pub writes: bool,
     /// Records that reached the worker.
     pub records: u64,
     /// Records dropped because the channel stayed full (only with [`Overflow::DropAfter`]).
@@ -562,6 +575,14 @@ impl Report {
         self.dropped_queue_full + self.dropped_after_shutdown
     }
 
+    /// A writing layer that received no span or event at all: it is not in the subscriber in
+    /// use, or a filter on the whole subscriber hid everything from it (see [`Display`]).
+    ///
+    /// [`Display`]: std::fmt::Display
+    pub fn received_nothing(&self) -> bool {
+        self.writes && self.records == 0
+    }
+
     /// Nothing dropped, no sink error, shutdown in time.
     pub fn is_clean(&self) -> bool {
         self.dropped() == 0 && !self.shutdown_timed_out && self.sinks.iter().all(|s| s.errors == 0)
@@ -571,6 +592,18 @@ impl Report {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} records", self.records)?;
+        if self.received_nothing() {
+            // The two ways a whole log goes missing without any error on the way.
+            write!(
+                f,
+                " (no span or event reached the layer: is it part of the subscriber in use \
+                 (`.init()`, `set_global_default`, `with_default`)? A filter on the whole \
+                 subscriber (`EnvFilter`, `LevelFilter`, `RUST_LOG`) hides spans from every \
+                 layer, this one included: filter the other layers instead \
+                 (`fmt::layer().with_filter(..)`); the highest level enabled now is {})",
+                tracing_core::LevelFilter::current()
+            )?;
+        }
         if self.dropped_queue_full > 0 {
             write!(f, ", {} dropped (queue full)", self.dropped_queue_full)?;
         }

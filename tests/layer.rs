@@ -401,3 +401,65 @@ fn a_sleeping_worker_is_woken_by_intervals_and_a_filling_channel_and_its_timer()
     });
     guard.shutdown();
 }
+
+/// A filter on the whole subscriber hides spans and events from every layer, this one
+/// included: the whole log would be missing without any error on the way. The report names
+/// the cause; the same filter on the other layer leaves ours whole; a rank that does not write
+/// expects nothing.
+#[test]
+fn a_subscriber_wide_filter_that_hides_everything_is_named_in_the_report() {
+    use tracing_subscriber::filter::LevelFilter;
+    let workload = || {
+        drop(info_span!("init").entered());
+        mllog!(keys::EVAL_ACCURACY, 0.5);
+    };
+    fn build<S>(builder: tracing_mllog::Builder) -> (MllogLayer<S>, tracing_mllog::Guard)
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        builder
+            .no_output()
+            .sink(MemorySink::new().0)
+            .live_check(tracing_mllog::compliance::LivePolicy::Off)
+            .environment(Vec::<(String, String)>::new())
+            .build()
+            .expect("build")
+    }
+
+    let (layer, mut guard) = build(MllogLayer::builder());
+    let hidden = tracing_subscriber::registry()
+        .with(LevelFilter::WARN)
+        .with(layer);
+    tracing::subscriber::with_default(hidden, workload);
+    let report = guard.shutdown();
+    assert!(report.received_nothing(), "{report}");
+    let text = report.to_string();
+    assert!(
+        text.contains("no span or event reached the layer"),
+        "{text}"
+    );
+    assert!(text.contains("filter the other layers instead"), "{text}");
+
+    let (layer, mut guard) = build(MllogLayer::builder());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::sink)
+        .with_filter(LevelFilter::WARN);
+    tracing::subscriber::with_default(
+        tracing_subscriber::registry().with(fmt).with(layer),
+        workload,
+    );
+    let report = guard.shutdown();
+    // cache_clear, init_start, init_stop, eval_accuracy
+    assert_eq!(report.records, 4, "{report}");
+    assert!(!report.received_nothing());
+    assert!(!report.to_string().contains("reached"), "{report}");
+
+    let (layer, mut guard) = build(MllogLayer::builder().rank(1));
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), workload);
+    let report = guard.shutdown();
+    assert_eq!(report.records, 0);
+    assert!(
+        !report.received_nothing(),
+        "rank 1 writes nothing by design: {report}"
+    );
+}

@@ -655,6 +655,9 @@ impl Builder {
         if let Some(handle) = compliance {
             guard.attach_compliance(handle, warn_at_shutdown);
         }
+        if writes {
+            guard.expect_records();
+        }
         #[cfg(feature = "rpd")]
         if let Some(p) = &profiler {
             guard.attach_profiler(p.clone());
