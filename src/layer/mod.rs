@@ -13,6 +13,7 @@
 mod builder;
 mod callsite;
 pub(crate) mod fields;
+mod filter_check;
 mod rank;
 mod step;
 
@@ -108,6 +109,8 @@ pub(crate) struct LayerState {
     next_id: AtomicU64,
     run_open: AtomicBool,
     warmup_depth: AtomicU32,
+    /// Whether the subscriber-filter check was started (once per layer).
+    filter_checked: AtomicBool,
     /// Open interval and warmup spans, counted per bucket of their span id, so closing a span
     /// that is none of them needs no lookup (a zero bucket proves it).
     open_buckets: [AtomicU32; 64],
@@ -119,6 +122,7 @@ impl Default for LayerState {
             next_id: AtomicU64::new(0),
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
+            filter_checked: AtomicBool::new(false),
             open_buckets: [const { AtomicU32::new(0) }; 64],
         }
     }
@@ -630,6 +634,13 @@ impl<S> Layer<S> for Core
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn on_register_dispatch(&self, _: &tracing_core::Dispatch) {
+        let shared = &self.shared;
+        if shared.writes && !shared.state.filter_checked.swap(true, Ordering::Relaxed) {
+            filter_check::spawn(Arc::downgrade(shared));
+        }
+    }
+
     fn register_callsite(&self, _: &'static CallsiteMeta<'static>) -> Interest {
         // Never `never`: that would disable the callsite for every other layer too. Callsites
         // that are not ours are rejected cheaply in the hooks instead.
