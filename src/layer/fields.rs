@@ -101,6 +101,13 @@ pub(crate) fn role_of(name: &str) -> Role {
     }
 }
 
+/// A field past the callsite's classified ones: found by name.
+#[cold]
+#[inline(never)]
+fn role_by_name(field: &Field) -> Role {
+    role_of(field.name())
+}
+
 /// An event's fields captured straight into the parts of its record, in one pass; metadata
 /// goes directly into the (recycled) record.
 pub(crate) struct EventFields<'a> {
@@ -129,19 +136,28 @@ impl<'a> EventFields<'a> {
     fn role(&self, field: &Field) -> Role {
         match self.roles.get(field.index()) {
             Some(role) => *role,
-            None => role_of(field.name()),
+            None => role_by_name(field),
         }
     }
 
+    /// Metadata and the value, the fields nearly every event has, inline; the rest out of
+    /// line, so that the common path saves no registers.
+    #[inline(always)]
     fn put(&mut self, field: &Field, value: Value) {
-        let name = field.name();
         match self.role(field) {
-            Role::Metadata => self.metadata.push((Cow::Borrowed(name), value)),
+            Role::Metadata => self.metadata.push((Cow::Borrowed(field.name()), value)),
             Role::Value => self.value = value,
-            Role::ValuePath => self.value.set_path(&name["value.".len()..], value),
+            role => self.put_rare(role, field, value),
+        }
+    }
+
+    #[inline(never)]
+    fn put_rare(&mut self, role: Role, field: &Field, value: Value) {
+        match role {
+            Role::ValuePath => self.value.set_path(&field.name()["value.".len()..], value),
             Role::Key => self.key = Some(Cow::Owned(value.to_json())),
             Role::Namespace => self.namespace = Some(Cow::Owned(value.to_json())),
-            Role::Skip => {}
+            Role::Metadata | Role::Value | Role::Skip => {}
         }
     }
 }
