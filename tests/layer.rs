@@ -463,3 +463,71 @@ fn a_subscriber_wide_filter_that_hides_everything_is_named_in_the_report() {
         "rank 1 writes nothing by design: {report}"
     );
 }
+
+/// A sink's own dependencies may log through the application's subscriber on the worker
+/// thread (an HTTP client, a database driver); none of it may become a record, or one record
+/// would beget another.
+#[test]
+fn nothing_logged_on_the_worker_thread_becomes_a_record() {
+    use std::sync::{Arc, OnceLock};
+    use tracing::dispatcher::WeakDispatch;
+    use tracing_mllog::sink::{Sink, SinkError};
+
+    /// Logs our kinds of spans and events through the application's dispatcher while it writes
+    /// (its first 100 records: were they recorded, the cascade would still end).
+    struct Chatty(Arc<OnceLock<WeakDispatch>>, u32);
+    impl Sink for Chatty {
+        fn name(&self) -> &str {
+            "chatty"
+        }
+        fn write(&mut self, _: &tracing_mllog::Record) -> Result<(), SinkError> {
+            self.1 += 1;
+            if self.1 > 100 {
+                return Ok(());
+            }
+            if let Some(dispatch) = self.0.get().and_then(WeakDispatch::upgrade) {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    mllog!("from_the_worker", 1);
+                    let _block = info_span!("block", samples_count = 1).entered();
+                    let _step = info_span!("train_step", samples = 1u64).entered();
+                });
+            }
+            Ok(())
+        }
+    }
+
+    let app = Arc::new(OnceLock::new());
+    let (memory, handle) = MemorySink::new();
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .sink(Chatty(app.clone(), 0))
+        .sink(memory)
+        .cache_clear(false)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .expect("build");
+    let run = layer.run_handle();
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+    app.set(dispatch.downgrade()).ok();
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _run = info_span!("run").entered();
+        for i in 0..20u64 {
+            mllog!("on_the_training_thread", i);
+            // The worker writes (and chats) while the run goes on.
+            assert!(guard.flush(Duration::from_secs(5)));
+        }
+    });
+    drop(dispatch);
+    let report = guard.shutdown();
+    assert!(report.is_clean(), "{report}");
+    let records = handle.records();
+    let keys = keys_of(&records);
+    assert_eq!(keys.len(), 22, "{keys:?}");
+    assert!(
+        keys.iter()
+            .all(|k| *k != "from_the_worker" && !k.starts_with("block")),
+        "{keys:?}"
+    );
+    assert_eq!(run.steps(), 0, "no step opened on the worker counts");
+}

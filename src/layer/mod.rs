@@ -162,8 +162,12 @@ impl Shared {
         callsite::class(self.id, meta, || self.decide(meta))
     }
 
+    #[cold]
+    #[inline(never)]
     fn decide(&self, meta: &'static CallsiteMeta<'static>) -> Class {
-        if Shared::is_foreign_target(meta) {
+        // Nothing the worker does (our sinks' dependencies) is ever recorded; classes are
+        // cached per thread, so the worker's own cache says so and no hook has to ask.
+        if Shared::is_foreign_target(meta) || on_worker_thread() {
             return Class::Ignored;
         }
         let names = || meta.fields().iter().map(|f| f.name());
@@ -661,8 +665,6 @@ where
         }
         let spec_index = match self.shared.class(meta) {
             Class::Ignored | Class::Event { .. } => return,
-            // Nothing the worker does (our sinks' dependencies) is ever recorded.
-            _ if on_worker_thread() => return,
             Class::Interval(i) => i,
             Class::Step(slots) => return self.open_step(attrs, id, &slots),
             Class::Warmup => {
@@ -706,9 +708,6 @@ where
         let Class::Event { roles, file } = shared.class(meta) else {
             return;
         };
-        if on_worker_thread() {
-            return;
-        }
         let time = Timestamp::now();
         let mut r = shared.pipeline.record();
         let mut parts = EventFields::new(&mut r.metadata.fields, &roles);
