@@ -485,6 +485,22 @@ fn edge_cases_match_official() {
             }
         })
     };
+    // Line `at` logged twice, with the values `first` and `second`.
+    let twice = |at: usize, first: &str, second: &str| {
+        let with_value = |l: &str, v: &str| {
+            let from = l.find("\"value\": ").unwrap() + "\"value\": ".len();
+            let to = from + l[from..].find(", \"metadata\"").unwrap();
+            format!("{}{v}{}", &l[..from], &l[to..])
+        };
+        map(&|i, l| {
+            if i == at {
+                format!("{}\n{}", with_value(l, first), with_value(l, second))
+            } else {
+                l.to_string()
+            }
+        })
+    };
+    let ts = find("train_samples");
     let rs = find("run_start");
     let rk = find("lora_rank");
     let ev = find("eval_accuracy");
@@ -610,6 +626,14 @@ fn edge_cases_match_official() {
             "exponent_spelling",
             map(&|_, l| l.replace("\"value\": 0.0001,", "\"value\": 1e-4,")),
         ),
+        // An EXACTLY_ONE key logged twice: the same value twice is a warning, different values
+        // an error. "Same" is Python's `list.count`: 1 == 1.0 == True, and NaN equals NaN (the
+        // JSON parser's NaN is one object).
+        ("nan_twice", twice(ts, "NaN", "NaN")),
+        ("nan_in_a_list_twice", twice(ts, "[NaN, 1]", "[NaN, 1.0]")),
+        ("int_then_float", twice(ts, "1000", "1000.0")),
+        ("one_then_true", twice(ts, "1", "true")),
+        ("nan_then_number", twice(ts, "NaN", "1000")),
     ];
     let tmp = tempfile::tempdir().unwrap();
     let mut files = Vec::new();

@@ -58,7 +58,8 @@ impl Tally {
         match &self.first_value {
             None => self.first_value = Some(v.clone()),
             Some(first) => {
-                if !py_eq(first, v) {
+                // `all_same` is `l.count(l[0]) == len(l)` in the official checker.
+                if !py_same(first, v) {
                     self.all_same = false;
                 }
             }

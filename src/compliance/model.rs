@@ -645,23 +645,34 @@ pub fn py_truthy(v: &Value) -> bool {
     }
 }
 
-/// Python `==` between two JSON values (`1 == 1.0 == True`, NaN never equal).
+/// Python `==` between two JSON values (`1 == 1.0 == True`, a NaN not equal to itself; their
+/// elements compared as lists and dicts compare them, see [`py_same`]).
 pub fn py_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => x == y,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Null, Value::Null) => true,
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_eq(p, q))
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_same(p, q))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| b.get(k).is_some_and(|w| py_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| b.get(k).is_some_and(|w| py_same(v, w)))
         }
         _ => match (py_num(a), py_num(b)) {
             (Some(x), Some(y)) => x == y,
             _ => false,
         },
     }
+}
+
+/// How Python compares two parsed values inside a list or dict, and in `list.count`
+/// (`PyObject_RichCompareBool`): identity first, then `==`. Every NaN Python's `json` parser
+/// makes is the same object (`json.decoder.NaN`), so there a NaN equals a NaN; the official
+/// checker's "logged more than once with the same value" (`l.count(l[0])`) relies on this.
+pub fn py_same(a: &Value, b: &Value) -> bool {
+    matches!((a, b), (Value::Float(x), Value::Float(y)) if x.is_nan() && y.is_nan()) || py_eq(a, b)
 }
 
 /// `'name' in v['metadata']`.
