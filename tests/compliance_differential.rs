@@ -634,6 +634,15 @@ fn edge_cases_match_official() {
         ("int_then_float", twice(ts, "1000", "1000.0")),
         ("one_then_true", twice(ts, "1", "true")),
         ("nan_then_number", twice(ts, "NaN", "1000")),
+        // Python compares an int with a float exactly: 2^53 + 1 is not 2^53 as a float.
+        (
+            "big_int_then_float",
+            twice(ts, "9007199254740993", "9007199254740992.0"),
+        ),
+        (
+            "big_int_then_same_float",
+            twice(ts, "9007199254740992", "9007199254740992.0"),
+        ),
     ];
     let tmp = tempfile::tempdir().unwrap();
     let mut files = Vec::new();

@@ -660,11 +660,30 @@ pub fn py_eq(a: &Value, b: &Value) -> bool {
                 && x.iter()
                     .all(|(k, v)| b.get(k).is_some_and(|w| py_same(v, w)))
         }
-        _ => match (py_num(a), py_num(b)) {
-            (Some(x), Some(y)) => x == y,
-            _ => false,
+        _ => match (py_int_of(a), py_int_of(b)) {
+            // Python compares an int with a float exactly, not through a float conversion.
+            (Some(i), None) => py_num(b).is_some_and(|f| float_is_int(f, i)),
+            (None, Some(i)) => py_num(a).is_some_and(|f| float_is_int(f, i)),
+            (Some(i), Some(j)) => i == j,
+            (None, None) => matches!((py_num(a), py_num(b)), (Some(x), Some(y)) if x == y),
         },
     }
+}
+
+/// An int or a bool as the exact integer Python holds.
+fn py_int_of(v: &Value) -> Option<i128> {
+    match *v {
+        Value::Int(i) => Some(i),
+        Value::Bool(b) => Some(i128::from(b)),
+        _ => None,
+    }
+}
+
+/// Python's exact `float == int`.
+fn float_is_int(f: f64, i: i128) -> bool {
+    // 2^127: beyond it no i128 is equal (and `as` would saturate).
+    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+    f.fract() == 0.0 && (-LIMIT..LIMIT).contains(&f) && f as i128 == i
 }
 
 /// How Python compares two parsed values inside a list or dict, and in `list.count`
