@@ -646,7 +646,7 @@ pub fn py_truthy(v: &Value) -> bool {
 }
 
 /// Python `==` between two JSON values (`1 == 1.0 == True`, a NaN not equal to itself; their
-/// elements compared as lists and dicts compare them, see [`py_same`]).
+/// elements compared as lists and dicts compare them, see `py_same`).
 pub fn py_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => x == y,
