@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::{field::Empty, info_span};
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{keys, mllog, MllogLayer, Record, RunHandle, Target, Value};
+use tracing_mllog::{keys, mllog, train_step, MllogLayer, Record, RunHandle, Target, Value};
 use tracing_subscriber::prelude::*;
 
 fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Record> {
@@ -181,6 +181,54 @@ fn steps_that_do_not_nest_are_each_counted_with_their_own_fields() {
             (Some(Value::Int(5)), Value::Float(1.0), Some(Value::Int(27))),
         ]
     );
+}
+
+/// A step opened with `train_step!` is a root span for the `Registry`; the layer does not read
+/// the span tree for steps, so it is counted, reported and traced (parent: its block) exactly
+/// like a step opened as a child of its block.
+#[test]
+fn root_steps_from_the_macro_are_recorded_like_child_steps() {
+    let workload = |root: bool| {
+        let builder = MllogLayer::builder()
+            .global_batch_size(4)
+            .train_loss_every(1)
+            .trace_steps(true);
+        let records = run(builder, |handle| {
+            let _run = info_span!("run").entered();
+            let _block = info_span!("block").entered();
+            for i in 0..3u64 {
+                let s = if root {
+                    train_step!(step = i, loss = Empty)
+                } else {
+                    info_span!("train_step", step = i, loss = Empty)
+                };
+                let s = s.entered();
+                s.record("loss", 1.0 / (i + 1) as f64);
+            }
+            assert_eq!((handle.steps(), handle.samples()), (3, 12));
+        });
+        // Everything but times, source lines and measured throughput.
+        records
+            .into_iter()
+            .map(|mut r| {
+                r.metadata.lineno = None;
+                if r.key == "tracked_stats" {
+                    r.value = Value::Null;
+                }
+                (r.key, r.value, r.metadata, r.interval, r.trace_only)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (roots, children) = (workload(true), workload(false));
+    assert_eq!(
+        roots
+            .iter()
+            .filter(|r| r.0 == "train_step_start" && r.3.unwrap().parent == Some(1))
+            .count(),
+        3,
+        "traced under the block (interval 1; the run is 0): {roots:#?}"
+    );
+    assert_eq!(roots, children);
 }
 
 #[test]
