@@ -6,9 +6,9 @@
 //! `io::sink()`, so the sustained numbers include backpressure from the worker when it is the
 //! bottleneck.
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion};
 use tracing::info_span;
-use tracing_mllog::{mllog, MllogLayer};
+use tracing_mllog::{mllog, train_step, MllogLayer};
 
 #[path = "support/stacks.rs"]
 mod support;
@@ -29,22 +29,25 @@ fn bench(c: &mut Criterion) {
     }
     events.finish();
 
+    // A counted step inside the entered run, opened both ways: `train_step!` (a root span) and
+    // `info_span!` (a child of `run`, which costs the `Registry` a reference on the parent).
     let mut spans = c.benchmark_group("train_step_span_2_fields");
     for (name, dispatch, _) in &stacks {
-        spans.bench_function(*name, |b| {
-            tracing::dispatcher::with_default(dispatch, || {
-                let mut i = 0u64;
-                b.iter_batched(
-                    || {
-                        i += 1;
-                        i
-                    },
-                    |i| {
-                        let _s = info_span!("train_step", step = i, samples = i * 8).entered();
-                    },
-                    BatchSize::SmallInput,
-                )
-            })
+        tracing::dispatcher::with_default(dispatch, || {
+            let _run = info_span!("run").entered();
+            let mut i = 0u64;
+            spans.bench_function(format!("{name}, train_step!"), |b| {
+                b.iter(|| {
+                    i += 1;
+                    let _s = train_step!(step = i, samples = 8u64).entered();
+                })
+            });
+            spans.bench_function(format!("{name}, child of run"), |b| {
+                b.iter(|| {
+                    i += 1;
+                    let _s = info_span!("train_step", step = i, samples = 8u64).entered();
+                })
+            });
         });
     }
     spans.finish();

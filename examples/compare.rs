@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info_span, Dispatch};
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::{mllog, MllogLayer};
+use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
 #[path = "../benches/support/stacks.rs"]
@@ -40,6 +40,7 @@ fn main() {
     let stacks = support::stacks(MllogLayer::builder().global_batch_size(8));
     let mut event_ns = Vec::new();
     let mut span_ns = Vec::new();
+    let mut child_ns = Vec::new();
     for (name, dispatch, _) in &stacks {
         let e = tracing::dispatcher::with_default(dispatch, || {
             per_op(|i| mllog!("tracked_stats", 1.25, samples_count = i, step = i))
@@ -47,13 +48,25 @@ fn main() {
         let s = tracing::dispatcher::with_default(dispatch, || {
             let _run = info_span!("run").entered();
             per_op(|i| {
+                let _s = train_step!(step = i, samples = 8u64).entered();
+            })
+        });
+        let c = tracing::dispatcher::with_default(dispatch, || {
+            let _run = info_span!("run").entered();
+            per_op(|i| {
                 let _s = info_span!("train_step", step = i, samples = 8u64).entered();
             })
         });
         rows.push((format!("event (3 fields), {name}"), e, "ns/op"));
-        rows.push((format!("train_step span (2 fields), {name}"), s, "ns/op"));
+        rows.push((format!("train_step! span (2 fields), {name}"), s, "ns/op"));
+        rows.push((
+            format!("train_step span (2 fields), child of run, {name}"),
+            c,
+            "ns/op",
+        ));
         event_ns.push((*name, e));
         span_ns.push((*name, s));
+        child_ns.push((*name, c));
     }
     drop(stacks);
     let python_event = python_mllog_event_ns(&dir);
@@ -151,6 +164,13 @@ fn main() {
         (
             "span fmt_json / mllog".into(),
             format!("{:.2}", json_s / ours_s),
+        ),
+        (
+            "child span mllog / registry".into(),
+            format!(
+                "{:.2}",
+                get(&child_ns, "mllog").unwrap() / get(&child_ns, "registry").unwrap()
+            ),
         ),
         (
             "spaced event, wake per record / mllog".into(),
