@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tracing_mllog::compliance::{check_reader, example_log, rules, Division, Report, Ruleset};
-use tracing_mllog::record::{parse_line, Value};
+use tracing_mllog::record::{parse_line, EventType, Value};
 
 const DRIVER: &str = r#"
 import sys, io, logging, contextlib
@@ -285,7 +285,7 @@ fn mutate(log: &str, rng: &mut Rng) -> (String, String) {
             .unwrap_or_default()
     };
     let desc;
-    match rng.below(8) {
+    match rng.below(12) {
         0 => {
             let i = pick(rng);
             desc = format!("dropped line {} ({})", i + 1, key_of(&lines[i]));
@@ -367,6 +367,84 @@ fn mutate(log: &str, rng: &mut Rng) -> (String, String) {
                 key_of(&lines[i])
             );
             lines[i].truncate(cut);
+        }
+        8..=10 => {
+            let i = pick(rng);
+            let other = key_of(&lines[pick(rng)]);
+            match parse_line(&lines[i]) {
+                Ok(Some(mut rec)) => {
+                    let old = rec.key.to_string();
+                    desc = match rng.below(3) {
+                        // Wrong key names: another key of the log, a near miss, a key the
+                        // rules care about in the wrong place.
+                        0 if rng.below(2) == 0 => {
+                            rec.key = other.into();
+                            format!("line {} ({old}): key -> {}", i + 1, rec.key)
+                        }
+                        0 => {
+                            let near = match rng.below(3) {
+                                0 => format!("{old}s"),
+                                1 => {
+                                    let mut k = old.clone();
+                                    k.pop();
+                                    k
+                                }
+                                _ => old.replace('_', "-"),
+                            };
+                            rec.key = near.into();
+                            format!("line {} ({old}): key -> {}", i + 1, rec.key)
+                        }
+                        // The wrong bracket: start for stop, point for interval, ...
+                        1 => {
+                            let was = rec.event_type;
+                            rec.event_type = [
+                                EventType::IntervalStart,
+                                EventType::IntervalEnd,
+                                EventType::PointInTime,
+                            ][rng.below(3)];
+                            format!(
+                                "line {} ({old}): event_type {was:?} -> {:?}",
+                                i + 1,
+                                rec.event_type
+                            )
+                        }
+                        // A metadata value changed, or a field the rules read added.
+                        _ if !rec.metadata.fields.is_empty() && rng.below(2) == 0 => {
+                            let at = rng.below(rec.metadata.fields.len());
+                            let (name, v) = &mut rec.metadata.fields[at];
+                            let before = v.to_json();
+                            *v = mutate_value(v, rng);
+                            format!(
+                                "line {} ({old}): metadata `{name}` {before} -> {}",
+                                i + 1,
+                                v.to_json()
+                            )
+                        }
+                        _ => {
+                            let (name, v) = [
+                                ("samples_count", Value::Int(1024)),
+                                ("epoch_num", Value::Int(1)),
+                                ("first_epoch_num", Value::Int(0)),
+                                ("epoch_count", Value::Int(2)),
+                                ("status", Value::Str("success".into())),
+                                ("status", Value::Str("aborted".into())),
+                            ][rng.below(6)]
+                            .clone();
+                            rec.metadata.fields.retain(|(n, _)| *n != name);
+                            rec.metadata.fields.push((name.into(), v.clone()));
+                            format!(
+                                "line {} ({old}): metadata `{name}` = {} added",
+                                i + 1,
+                                v.to_json()
+                            )
+                        }
+                    };
+                    let mut s = String::new();
+                    rec.encode(&mut s);
+                    lines[i] = s;
+                }
+                _ => desc = "unparsable line left alone".into(),
+            }
         }
         _ => {
             let i = pick(rng);
