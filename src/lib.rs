@@ -54,7 +54,8 @@ macro_rules! mllog {
 /// price: other layers of the subscriber (`fmt`, tracing-opentelemetry) see the step as a root
 /// span, not as a child of its block; where that matters, use `info_span!("train_step", ...)`.
 /// The name is the default one: with a renamed step span (`Builder::train_step_span`), write
-/// `info_span!(parent: None, "<name>", ...)`.
+/// `info_span!(parent: None, "<name>", ...)`. The attribute form, for a function that is one
+/// step: `#[instrument(name = "train_step", parent = None, skip_all, fields(step = step))]`.
 ///
 /// ```
 /// use tracing::field::Empty;

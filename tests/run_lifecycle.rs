@@ -183,12 +183,22 @@ fn steps_that_do_not_nest_are_each_counted_with_their_own_fields() {
     );
 }
 
-/// A step opened with `train_step!` is a root span for the `Registry`; the layer does not read
-/// the span tree for steps, so it is counted, reported and traced (parent: its block) exactly
-/// like a step opened as a child of its block.
+/// A step opened with `train_step!` (or `#[instrument(parent = None)]`) is a root span for the
+/// `Registry`; the layer does not read the span tree for steps, so it is counted, reported and
+/// traced (parent: its block) exactly like a step opened as a child of its block.
 #[test]
 fn root_steps_from_the_macro_are_recorded_like_child_steps() {
-    let workload = |root: bool| {
+    #[tracing::instrument(name = "train_step", parent = None, skip_all, fields(step = step, loss))]
+    fn instrumented_step(step: u64) {
+        tracing::Span::current().record("loss", 1.0 / (step + 1) as f64);
+    }
+    #[derive(Clone, Copy, Debug)]
+    enum Form {
+        Child,
+        Macro,
+        Instrument,
+    }
+    let workload = |form: Form| {
         let builder = MllogLayer::builder()
             .global_batch_size(4)
             .train_loss_every(1)
@@ -197,15 +207,18 @@ fn root_steps_from_the_macro_are_recorded_like_child_steps() {
             let _run = info_span!("run").entered();
             let _block = info_span!("block").entered();
             for i in 0..3u64 {
-                let s = if root {
-                    train_step!(step = i, loss = Empty)
-                } else {
-                    info_span!("train_step", step = i, loss = Empty)
+                let s = match form {
+                    Form::Child => info_span!("train_step", step = i, loss = Empty),
+                    Form::Macro => train_step!(step = i, loss = Empty),
+                    Form::Instrument => {
+                        instrumented_step(i);
+                        continue;
+                    }
                 };
                 let s = s.entered();
                 s.record("loss", 1.0 / (i + 1) as f64);
             }
-            assert_eq!((handle.steps(), handle.samples()), (3, 12));
+            assert_eq!((handle.steps(), handle.samples()), (3, 12), "{form:?}");
         });
         // Everything but times, source lines and measured throughput.
         records
@@ -219,16 +232,17 @@ fn root_steps_from_the_macro_are_recorded_like_child_steps() {
             })
             .collect::<Vec<_>>()
     };
-    let (roots, children) = (workload(true), workload(false));
+    let children = workload(Form::Child);
     assert_eq!(
-        roots
+        children
             .iter()
             .filter(|r| r.0 == "train_step_start" && r.3.unwrap().parent == Some(1))
             .count(),
         3,
-        "traced under the block (interval 1; the run is 0): {roots:#?}"
+        "traced under the block (interval 1; the run is 0): {children:#?}"
     );
-    assert_eq!(roots, children);
+    assert_eq!(workload(Form::Macro), children);
+    assert_eq!(workload(Form::Instrument), children);
 }
 
 #[test]
