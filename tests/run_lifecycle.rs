@@ -7,6 +7,7 @@ use tracing::{field::Empty, info_span};
 use tracing_mllog::sink::MemorySink;
 use tracing_mllog::{keys, mllog, train_step, MllogLayer, Record, RunHandle, Target, Value};
 use tracing_subscriber::prelude::*;
+use tracing_subscriber::registry::LookupSpan;
 
 fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Record> {
     let (sink, handle) = MemorySink::new();
@@ -215,6 +216,13 @@ fn root_steps_from_the_macro_are_recorded_like_child_steps() {
                         continue;
                     }
                 };
+                // What the `Registry` holds: the macro's step has no parent, the other one does.
+                let has_parent = tracing::dispatcher::get_default(|d| {
+                    let registry = d.downcast_ref::<tracing_subscriber::Registry>().unwrap();
+                    let id = s.id().unwrap();
+                    registry.span(&id).unwrap().parent().is_some()
+                });
+                assert_eq!(has_parent, matches!(form, Form::Child), "{form:?}");
                 let s = s.entered();
                 s.record("loss", 1.0 / (i + 1) as f64);
             }
