@@ -5,7 +5,7 @@
 //! `MLLOG_PYTHON` (one that can `import mlperf_logging`); without it the comparison is skipped.
 //! Files (written to a temporary directory, removed at the end):
 //!
-//! * `real_x<N>`: a real submission log (llama31_8b, HPE, from `../shared/corpus/real`), its
+//! * `real_x<N>`: a real submission log (llama31_8b, HPE, from `tests/data/real`), its
 //!   lines between `run_start` and `run_stop` repeated to `MLLOG_BENCH_MB` (default 32) MB;
 //! * `generated`: a complete 6.1.0 llama31_8b log with `train_loss` and `tracked_stats` lines
 //!   (the bulk of real logs) filling it to the same size;
@@ -31,7 +31,7 @@ use tracing_mllog::record::{Metadata, Record, Value};
 
 const CORPUS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/corpus/real/v5.1_HPE_llama31_8b_XD670-H200-n8_result_8.txt"
+    "/tests/data/real/v5.1_HPE_llama31_8b_XD670-H200-n8_result_8.txt"
 );
 
 fn env_num(name: &str, default: usize) -> usize {

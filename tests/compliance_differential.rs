@@ -104,10 +104,7 @@ fn ours(path: &Path, r: Ruleset) -> Report {
 }
 
 fn corpus_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/corpus/real"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real"))
 }
 
 /// (file, ruleset, recorded official rc) from MANIFEST.tsv.

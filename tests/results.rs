@@ -18,7 +18,7 @@ use tracing_mllog::results::score::{score_dir, BenchmarkScore, ScoreOptions};
 use tracing_mllog::results::summary::{summarize_file, summarize_text};
 use tracing_mllog::Benchmark;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real");
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real");
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {

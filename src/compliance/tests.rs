@@ -427,7 +427,7 @@ fn check_reader_matches_full_feed() {
         c.report()
     };
     let mut logs: Vec<String> = Vec::new();
-    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real");
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real");
     if let Ok(dir) = std::fs::read_dir(corpus) {
         for e in dir.flatten() {
             if e.path().extension().is_some_and(|x| x == "txt") {

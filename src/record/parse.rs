@@ -966,7 +966,7 @@ host:1:5:::MLLOG {\"time_ms\": \"2.5\", \"key\": \"x\", \"value\": NaN, \"metada
         );
         bodies.push(deep.replace("[1]", "[[1]]"));
         bodies.push(deep);
-        let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real");
+        let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real");
         if let Ok(dir) = std::fs::read_dir(corpus) {
             for e in dir.flatten() {
                 let text = std::fs::read(e.path()).unwrap_or_default();
