@@ -3,9 +3,10 @@
 //!
 //! Hot path: each callsite is classified once per thread (what it is, what its fields mean;
 //! `callsite.rs`), so spans and events cost one pointer comparison to recognise; a counted
-//! `train_step` keeps its state on a thread-local stack (no span lookup, no allocation); spans
-//! that are not ours are rejected on creation by their class and on close by a bucket count of
-//! open intervals, so they never cost a span lookup. On a rank with nothing to write the
+//! `train_step` keeps its state in a sharded table keyed by span id (no span lookup, no
+//! allocation, and it may close on any thread); spans that are not ours are rejected on
+//! creation by their class and on close by a bucket count of open steps and intervals, so
+//! they never cost a lookup. On a rank with nothing to write the
 //! layer becomes a per-layer-filtered no-op whose filter says `Interest::never` for every
 //! callsite: other layers still see everything, and with no other layer tracing disables the
 //! callsites outright.
@@ -23,7 +24,7 @@ pub use rank::{detect_rank, RANK_VARIABLES};
 use std::borrow::Cow;
 use std::mem::{forget, replace};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tracing_core::span::{Attributes, Id, Record as SpanValues};
 use tracing_core::subscriber::Interest;
@@ -38,7 +39,7 @@ use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Va
 use crate::run::{RunHandle, RunStats, Throughput};
 use callsite::{Class, MAPPED_FIELDS};
 use fields::{EventFields, Fields, Role as FieldRole, KEY_FIELD, STATUS_FIELD};
-use step::{Slot, StepFields, StepFrame, StepVisitor};
+use step::{OpenSteps, Slot, StepFields, StepFrame, StepVisitor, SHARDS};
 
 /// Which span names become which interval keys.
 #[derive(Clone, Debug)]
@@ -111,9 +112,15 @@ pub(crate) struct LayerState {
     warmup_depth: AtomicU32,
     /// Whether the subscriber-filter check was started (once per layer).
     filter_checked: AtomicBool,
-    /// Open interval and warmup spans, counted per bucket of their span id, so closing a span
-    /// that is none of them needs no lookup (a zero bucket proves it).
-    open_buckets: [AtomicU32; 64],
+    /// Open step, interval and warmup spans, counted per bucket of their span id, so closing
+    /// or recording a span that is none of them needs no lookup (a zero bucket proves it).
+    open_buckets: [AtomicU32; SHARDS],
+    /// Counted steps that are open.
+    steps: OpenSteps,
+    /// Interval spans that are open, in the order they opened. Kept here rather than in span
+    /// extensions so that the exit paths (`process::exit`, a signal, an early guard drop),
+    /// which have no span to look up, can close them, innermost first.
+    intervals: Mutex<Vec<OpenInterval>>,
 }
 
 impl Default for LayerState {
@@ -123,7 +130,9 @@ impl Default for LayerState {
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
             filter_checked: AtomicBool::new(false),
-            open_buckets: [const { AtomicU32::new(0) }; 64],
+            open_buckets: [const { AtomicU32::new(0) }; SHARDS],
+            steps: OpenSteps::default(),
+            intervals: Mutex::new(Vec::new()),
         }
     }
 }
@@ -131,14 +140,36 @@ impl Default for LayerState {
 impl Shared {
     #[inline]
     fn bucket(&self, id: &Id) -> &AtomicU32 {
-        let h = id.into_u64().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
-        &self.state.open_buckets[h as usize]
+        &self.state.open_buckets[step::shard_of(id.into_u64())]
     }
 
-    /// Whether `id` may be an open interval or warmup span (false: certainly not).
+    /// Whether `id` may be an open step, interval or warmup span (false: certainly not).
     #[inline]
     fn maybe_tracked(&self, id: &Id) -> bool {
         self.bucket(id).load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether steps count now: a run is open and no warmup span is (wherever they are).
+    #[inline]
+    fn in_timed_run(&self) -> bool {
+        self.state.run_open.load(Ordering::Relaxed)
+            && self.state.warmup_depth.load(Ordering::Relaxed) == 0
+    }
+
+    fn open_intervals(&self) -> MutexGuard<'_, Vec<OpenInterval>> {
+        // Nothing panics while the list is locked; a poisoned one is still consistent.
+        self.state
+            .intervals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The interval id of the open interval span `span`, if it is one.
+    fn open_interval_id(&self, span: u64) -> Option<u64> {
+        self.open_intervals()
+            .iter()
+            .find(|o| o.span == span)
+            .map(|o| o.ids.id)
     }
 
     fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
@@ -315,10 +346,24 @@ impl<S> Filter<S> for Never {
 }
 
 /// An interval span that is open.
-struct OpenInterval {
+pub(crate) struct OpenInterval {
+    /// The span's id.
+    span: u64,
     spec: usize,
     ids: IntervalIds,
     fields: Fields,
+    /// The span's callsite: its end record names the same line as its start.
+    meta: &'static CallsiteMeta<'static>,
+}
+
+/// How an interval comes to its end.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Ending {
+    /// Its span closed, or the process exits normally with it open: `run_stop`'s status
+    /// follows the usual rule (an explicit `status`, else the target, else `aborted`).
+    Closed,
+    /// The run was cut short (a signal, the guard dropped while the run is open): `aborted`.
+    Aborted,
 }
 
 /// Turns our spans and events into records.
@@ -331,9 +376,7 @@ impl Core {
         let shared = &*self.shared;
         // Warmup steps and steps outside the run are not the timed run: no throughput, no
         // train_loss, no samples.
-        if shared.state.warmup_depth.load(Ordering::Relaxed) > 0
-            || !shared.state.run_open.load(Ordering::Relaxed)
-        {
+        if !shared.in_timed_run() {
             return;
         }
         let meta = attrs.metadata();
@@ -347,13 +390,14 @@ impl Core {
         } else {
             (Timestamp::mono_now(), None)
         };
-        step::push(StepFrame {
+        shared.state.steps.open(StepFrame {
             span: id.into_u64(),
             meta,
             start_mono,
             fields,
             traced,
         });
+        shared.bucket(id).fetch_add(1, Ordering::Relaxed);
     }
 
     /// A traced step's trace-only start record (for OTel and RPD); the step starts at its time.
@@ -457,7 +501,10 @@ impl Core {
         };
         let mut fields = Fields::default();
         attrs.record(&mut fields);
-        let parent = enclosing_interval(&span);
+        let parent = span
+            .scope()
+            .skip(1)
+            .find_map(|s| self.shared.open_interval_id(s.id().into_u64()));
         let ids = IntervalIds {
             id: self.shared.state.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
@@ -511,10 +558,12 @@ impl Core {
                 shared.pipeline.push(r);
             }
         }
-        span.extensions_mut().insert(OpenInterval {
+        shared.open_intervals().push(OpenInterval {
+            span: id.into_u64(),
             spec: spec_index,
             ids,
             fields,
+            meta,
         });
         shared.bucket(id).fetch_add(1, Ordering::Relaxed);
     }
@@ -526,25 +575,34 @@ impl Core {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let shared = &*self.shared;
+        let open = {
+            let mut open = shared.open_intervals();
+            open.iter()
+                .rposition(|o| o.span == id.into_u64())
+                .map(|at| open.remove(at))
+        };
+        if let Some(open) = open {
+            shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
+            return shared.end_interval(open, Ending::Closed);
+        }
+        // Not an open interval (an exit path may have closed it already): a warmup span?
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        let meta = span.metadata();
-        match shared.class(meta) {
-            Class::Warmup => {
-                shared.state.warmup_depth.fetch_sub(1, Ordering::Relaxed);
-                shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
-                return;
-            }
-            Class::Interval(_) => {}
-            _ => return,
+        if shared.class(span.metadata()) == Class::Warmup {
+            shared.state.warmup_depth.fetch_sub(1, Ordering::Relaxed);
+            shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+impl Shared {
+    /// Writes the end record of an interval taken out of the open list (and, for a block or
+    /// the run, the throughput figures that go with it).
+    fn end_interval(&self, open: OpenInterval, ending: Ending) {
         let time = Timestamp::now();
-        let Some(open) = span.extensions_mut().remove::<OpenInterval>() else {
-            return;
-        };
-        shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
-        let spec = &shared.intervals[open.spec];
+        let meta = open.meta;
+        let spec = &self.intervals[open.spec];
         let recorded_status = open
             .fields
             .get(STATUS_FIELD)
@@ -553,11 +611,11 @@ impl Core {
         let parts = open.fields.into_parts(spec.kind == Interval::Run);
         let mut value = parts.value;
         if spec.kind == Interval::Run && value.is_null() {
-            if let Some(last) = shared.stats.last_eval() {
+            if let Some(last) = self.stats.last_eval() {
                 value = Value::Float(last);
             }
         }
-        let mut end = shared.record(
+        let mut end = self.record(
             meta,
             time,
             EventType::IntervalEnd,
@@ -568,69 +626,67 @@ impl Core {
         end.scope = open.ids.parent;
         end.metadata.fields = parts.metadata;
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
-            shared.fill_progress(&mut end.metadata);
+            self.fill_progress(&mut end.metadata);
         }
         if let Some(ns) = parts.namespace {
             end.namespace = ns;
         }
         match spec.kind {
-            Interval::Block if shared.throughput_stats => {
-                if let Some(t) = shared.stats.take_block() {
-                    let stats = shared.throughput_record(meta, time, t, Some(open.ids.id), false);
-                    shared.pipeline.push(stats);
+            Interval::Block if self.throughput_stats => {
+                if let Some(t) = self.stats.take_block() {
+                    let stats = self.throughput_record(meta, time, t, Some(open.ids.id), false);
+                    self.pipeline.push(stats);
                 }
             }
             Interval::Run => {
-                if shared.throughput_stats {
-                    if let Some(t) = shared.stats.run_throughput_stats() {
-                        let stats =
-                            shared.throughput_record(meta, time, t, Some(open.ids.id), true);
-                        shared.pipeline.push(stats);
+                if self.throughput_stats {
+                    if let Some(t) = self.stats.run_throughput_stats() {
+                        let stats = self.throughput_record(meta, time, t, Some(open.ids.id), true);
+                        self.pipeline.push(stats);
                     }
                 }
-                // An explicit status wins; without one, convergence decides. Unwinding is
-                // always `aborted`. Never missing.
-                let status: Str = if std::thread::panicking() {
+                // An explicit status wins; without one, convergence decides. Unwinding and a
+                // run cut short are always `aborted`. Never missing.
+                let status: Str = if std::thread::panicking() || ending == Ending::Aborted {
                     Cow::Borrowed(keys::ABORTED)
                 } else {
                     match recorded_status {
                         Some(s) => crate::layer::fields::intern_str(&s),
-                        None if shared.stats.converged() => Cow::Borrowed(keys::SUCCESS),
+                        None if self.stats.converged() => Cow::Borrowed(keys::SUCCESS),
                         None => Cow::Borrowed(keys::ABORTED),
                     }
                 };
                 end.metadata
                     .fields
                     .push((Cow::Borrowed(keys::STATUS), Value::Str(status)));
-                shared.state.run_open.store(false, Ordering::Relaxed);
+                self.state.run_open.store(false, Ordering::Relaxed);
             }
             _ => {}
         }
-        shared.pipeline.push(end);
+        self.pipeline.push(end);
     }
-}
 
-/// The innermost open interval around `span` (excluding `span` itself).
-fn enclosing_interval<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> Option<u64>
-where
-    S: for<'a> LookupSpan<'a>,
-{
-    span.scope()
-        .skip(1)
-        .find_map(|s| s.extensions().get::<OpenInterval>().map(|o| o.ids.id))
+    /// Ends every interval still open, innermost first, as the process or the pipeline goes
+    /// away while spans are open (their own close will find nothing left to end). Returns how
+    /// many it ended.
+    pub(crate) fn end_open_intervals(&self, ending: Ending) -> usize {
+        let open = std::mem::take(&mut *self.open_intervals());
+        let n = open.len();
+        for o in open.into_iter().rev() {
+            self.bucket(&Id::from_u64(o.span))
+                .fetch_sub(1, Ordering::Relaxed);
+            self.end_interval(o, ending);
+        }
+        n
+    }
 }
 
 /// Entering a span that may be an open interval: it becomes the scope of what this thread
 /// records until it is exited. Out of line: most spans entered are steps or not ours.
 #[inline(never)]
-fn enter_tracked<S>(id: &Id, ctx: Context<'_, S>)
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    if let Some(span) = ctx.span(id) {
-        if let Some(open) = span.extensions().get::<OpenInterval>() {
-            step::enter_interval(id.into_u64(), open.ids.id);
-        }
+fn enter_tracked(shared: &Shared, id: &Id) {
+    if let Some(interval) = shared.open_interval_id(id.into_u64()) {
+        step::enter_interval(id.into_u64(), interval);
     }
 }
 
@@ -657,11 +713,7 @@ where
         // is open, so they never count as the Nth step.
         #[cfg(feature = "rpd")]
         if let Some(p) = &self.shared.profiler {
-            p.on_span_open(
-                id.into_u64(),
-                meta.name(),
-                self.shared.state.run_open.load(Ordering::Relaxed),
-            );
+            p.on_span_open(id.into_u64(), meta.name(), self.shared.in_timed_run());
         }
         let spec_index = match self.shared.class(meta) {
             Class::Ignored | Class::Event { .. } => return,
@@ -679,9 +731,9 @@ where
         self.open_interval(attrs, id, spec_index, ctx);
     }
 
-    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+    fn on_enter(&self, id: &Id, _ctx: Context<'_, S>) {
         if self.shared.maybe_tracked(id) {
-            enter_tracked(id, ctx);
+            enter_tracked(&self.shared, id);
         }
     }
 
@@ -691,14 +743,19 @@ where
         }
     }
 
-    fn on_record(&self, id: &Id, values: &SpanValues<'_>, ctx: Context<'_, S>) {
-        if step::update(id.into_u64(), |v| values.record(v)) || !self.shared.maybe_tracked(id) {
+    fn on_record(&self, id: &Id, values: &SpanValues<'_>, _ctx: Context<'_, S>) {
+        let shared = &*self.shared;
+        if !shared.maybe_tracked(id)
+            || shared
+                .state
+                .steps
+                .update(id.into_u64(), |v| values.record(v))
+        {
             return;
         }
-        if let Some(span) = ctx.span(id) {
-            if let Some(open) = span.extensions_mut().get_mut::<OpenInterval>() {
-                values.record(&mut open.fields);
-            }
+        let span = id.into_u64();
+        if let Some(open) = shared.open_intervals().iter_mut().find(|o| o.span == span) {
+            values.record(&mut open.fields);
         }
     }
 
@@ -753,14 +810,16 @@ where
         if let Some(p) = &self.shared.profiler {
             p.on_span_close(id.into_u64());
         }
-        // Counted steps first, the hot path: their state is on this thread's stack, so no
-        // span lookup is needed.
-        if step::close(id.into_u64(), |frame| self.close_step(frame)) {
+        let shared = &*self.shared;
+        if !shared.maybe_tracked(&id) {
             return;
         }
-        if self.shared.maybe_tracked(&id) {
-            self.close_interval(id, ctx);
+        // Counted steps first, the hot path: found by id in their table, no span lookup.
+        if let Some(frame) = shared.state.steps.close(id.into_u64()) {
+            shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
+            return self.close_step(&frame);
         }
+        self.close_interval(id, ctx);
     }
 }
 

@@ -1,9 +1,11 @@
 //! `train_step` spans: no MLLOG line of their own; they drive throughput (in-step time only),
-//! `train_loss` every N steps and the samples count. Their state lives in a thread-local stack
-//! rather than in span extensions, so a step costs no allocation.
+//! `train_loss` every N steps and the samples count. Their state lives in a table keyed by
+//! span id rather than in span extensions, so a step costs no allocation and may close on any
+//! thread.
 
 use std::cell::RefCell;
 use std::fmt;
+use std::sync::Mutex;
 
 use tracing_core::field::{Field, Visit};
 
@@ -144,6 +146,7 @@ impl Visit for StepVisitor<'_> {
     fn record_debug(&mut self, _: &Field, _: &dyn fmt::Debug) {}
 }
 
+#[derive(Clone, Copy)]
 pub(crate) struct StepFrame {
     pub(crate) span: u64,
     pub(crate) meta: &'static tracing_core::Metadata<'static>,
@@ -153,13 +156,73 @@ pub(crate) struct StepFrame {
     pub(crate) traced: Option<crate::record::IntervalIds>,
 }
 
+/// Shards of [`OpenSteps`] (and of the layer's open-span counts, which share the index).
+pub(crate) const SHARDS: usize = 64;
+
+/// The shard of span `id`: a multiplicative hash, as the Registry hands out small ids.
+#[inline]
+pub(crate) fn shard_of(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+}
+
+/// The counted steps that are open, keyed by span id. Async training moves a step between
+/// threads (a task resumes on another worker of the runtime, a step is spawned), so a step's
+/// state cannot live on the thread that opened it: it lives here, found by its id wherever
+/// it closes. Sharded so that threads closing steps rarely meet on a lock; each shard keeps
+/// its capacity, so the steady state allocates nothing.
+pub(crate) struct OpenSteps {
+    shards: [Mutex<Vec<StepFrame>>; SHARDS],
+}
+
+impl Default for OpenSteps {
+    fn default() -> Self {
+        OpenSteps {
+            shards: [const { Mutex::new(Vec::new()) }; SHARDS],
+        }
+    }
+}
+
+impl OpenSteps {
+    fn shard(&self, span: u64) -> std::sync::MutexGuard<'_, Vec<StepFrame>> {
+        // Nothing panics while a shard is locked; a poisoned one is still consistent.
+        self.shards[shard_of(span)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Opens a counted step.
+    pub(crate) fn open(&self, frame: StepFrame) {
+        self.shard(frame.span).push(frame);
+    }
+
+    /// Updates the open step `span` (fields recorded after creation are classified by name);
+    /// false when it is not an open, counted step.
+    pub(crate) fn update(&self, span: u64, f: impl FnOnce(&mut StepVisitor<'_>)) -> bool {
+        let mut shard = self.shard(span);
+        let Some(frame) = shard.iter_mut().find(|fr| fr.span == span) else {
+            return false;
+        };
+        f(&mut StepVisitor {
+            fields: &mut frame.fields,
+            slots: &[],
+        });
+        true
+    }
+
+    /// Takes the open step `span` out, if it is one.
+    #[inline]
+    pub(crate) fn close(&self, span: u64) -> Option<StepFrame> {
+        let mut shard = self.shard(span);
+        let at = shard.iter().position(|fr| fr.span == span)?;
+        Some(shard.swap_remove(at))
+    }
+}
+
 thread_local! {
-    static OPEN_STEPS: RefCell<Vec<StepFrame>> = const { RefCell::new(Vec::new()) };
-    /// The span id of the innermost open step (0: none open), so that closing or recording
-    /// any other span costs one comparison while no step is open.
-    static TOP: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Interval spans entered on this thread: (span id, interval id), innermost last. Gives a
-    /// record its enclosing interval without a span lookup.
+    /// record its enclosing interval without a span lookup. Per thread by nature: what is
+    /// entered is the current span of a thread (an instrumented future enters its span on the
+    /// thread that polls it, and exits it before the poll returns).
     static ENTERED_INTERVALS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
     /// The OS thread id (`gettid`), cached; 0 until first asked.
     static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -194,67 +257,4 @@ pub(crate) fn exit_interval(span: u64) {
 /// The innermost interval entered on this thread.
 pub(crate) fn current_interval() -> Option<u64> {
     ENTERED_INTERVALS.with(|s| s.borrow().last().map(|(_, i)| *i))
-}
-
-/// Opens a counted step on this thread.
-pub(crate) fn push(frame: StepFrame) {
-    TOP.with(|t| t.set(frame.span));
-    OPEN_STEPS.with(|s| s.borrow_mut().push(frame));
-}
-
-/// Updates the open step `span` (fields recorded after creation are classified by name);
-/// false when it is not an open, counted step of this thread.
-pub(crate) fn update(span: u64, f: impl FnOnce(&mut StepVisitor<'_>)) -> bool {
-    if TOP.with(std::cell::Cell::get) == 0 {
-        return false;
-    }
-    OPEN_STEPS.with(
-        |s| match s.borrow_mut().iter_mut().rev().find(|fr| fr.span == span) {
-            Some(frame) => {
-                f(&mut StepVisitor {
-                    fields: &mut frame.fields,
-                    slots: &[],
-                });
-                true
-            }
-            None => false,
-        },
-    )
-}
-
-/// Closes the open step `span` of this thread: `f` sees its frame, which is then dropped;
-/// false when `span` is not an open, counted step of this thread. `f` must not open or close
-/// steps (it runs while the stack is borrowed).
-#[inline]
-pub(crate) fn close(span: u64, f: impl FnOnce(&StepFrame)) -> bool {
-    let top = TOP.with(std::cell::Cell::get);
-    if top != span {
-        // Not the innermost step (or none is open): nearly always not a step at all.
-        return top != 0 && close_inner(span, f);
-    }
-    OPEN_STEPS.with(|s| {
-        let mut stack = s.borrow_mut();
-        if let Some(frame) = stack.last() {
-            f(frame);
-        }
-        stack.pop();
-        TOP.with(|t| t.set(stack.last().map_or(0, |fr| fr.span)));
-    });
-    true
-}
-
-/// A step that closes while a step opened after it is still open (steps on this thread that
-/// do not nest).
-#[cold]
-#[inline(never)]
-fn close_inner(span: u64, f: impl FnOnce(&StepFrame)) -> bool {
-    OPEN_STEPS.with(|s| {
-        let mut stack = s.borrow_mut();
-        let Some(at) = stack.iter().rposition(|fr| fr.span == span) else {
-            return false;
-        };
-        f(&stack[at]);
-        stack.remove(at);
-        true
-    })
 }
