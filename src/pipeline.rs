@@ -10,7 +10,7 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use crossbeam_queue::ArrayQueue;
 
 use crate::compliance::ComplianceHandle;
+use crate::layer::Ending;
 use crate::record::{EventType, Record};
 use crate::sink::Sink;
 
@@ -170,20 +171,24 @@ impl Pipeline {
             overflow,
         };
         let guard = Guard {
-            control,
-            queue,
-            worker: Some(worker),
-            shutdown_timeout,
-            timed_out: false,
-            compliance: None,
-            warn_compliance: false,
-            writes: false,
-            #[cfg(feature = "rpd")]
-            profiler: None,
-            #[cfg(feature = "object-store")]
-            upload: None,
-            #[cfg(feature = "otel")]
-            otel: None,
+            inner: Arc::new(GuardInner {
+                control,
+                queue,
+                worker: Mutex::new(Some(worker)),
+                shutdown_timeout,
+                timed_out: AtomicBool::new(false),
+                reported: AtomicBool::new(false),
+                compliance: None,
+                warn_compliance: false,
+                writes: false,
+                layer: OnceLock::new(),
+                #[cfg(feature = "rpd")]
+                profiler: None,
+                #[cfg(feature = "object-store")]
+                upload: None,
+                #[cfg(feature = "otel")]
+                otel: None,
+            }),
         };
         Ok((pipeline, guard))
     }
@@ -205,8 +210,19 @@ impl Pipeline {
 
     /// Hands a record to the worker. Never panics; a record that cannot be delivered is counted.
     pub(crate) fn push(&self, record: Box<Record>) {
-        let q = &*self.queue;
         let urgent = record.event_type != EventType::PointInTime && !record.trace_only;
+        self.push_inner(record, urgent);
+    }
+
+    /// Hands a record to the worker and wakes it at once, so that the line reaches the file
+    /// without waiting for the worker's timer: for records a reader acts on at once
+    /// (`eval_accuracy`: the run may stop and exit right after it).
+    pub(crate) fn push_urgent(&self, record: Box<Record>) {
+        self.push_inner(record, true);
+    }
+
+    fn push_inner(&self, record: Box<Record>, urgent: bool) {
+        let q = &*self.queue;
         q.pushing.fetch_add(1, Ordering::SeqCst);
         if q.closed.load(Ordering::SeqCst) {
             q.pushing.fetch_sub(1, Ordering::SeqCst);
@@ -370,18 +386,35 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// the shutdown deadline. Hold it for the whole run (`let _guard = ...`, not `let _ = ...`).
 ///
 /// Because a global subscriber is never dropped, this guard is the only place where the end of
-/// the run is known: it reports anything that was lost on stderr when dropped.
+/// the run is known: it reports anything that was lost on stderr when dropped. A guard that is
+/// dropped while `run` is open ends the run first (`run_stop` with status `aborted`, after
+/// `block_stop` and the other open intervals). The program's other ways out end it too: see
+/// the README's "Exit paths".
+///
+/// A guard dropped before a single record reached the pipeline (`let (layer, _) = ..` drops
+/// it at once) does not stop anything: it says so on stderr, and the pipeline runs on until
+/// the process exits, when it is flushed as on `process::exit`.
 #[must_use = "dropping the guard shuts the MLLOG pipeline down; hold it until training ends"]
 pub struct Guard {
+    inner: Arc<GuardInner>,
+}
+
+/// What a [`Guard`] and the process's exit hooks share: everything needed to end the run and
+/// stop the pipeline once, from whichever comes first.
+pub(crate) struct GuardInner {
     control: Sender<Control>,
     queue: Arc<Queue>,
-    worker: Option<JoinHandle<()>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
     shutdown_timeout: Duration,
-    timed_out: bool,
+    timed_out: AtomicBool,
+    /// The report was printed (by a drop or an exit hook): print it once.
+    reported: AtomicBool,
     compliance: Option<ComplianceHandle>,
     warn_compliance: bool,
     /// Whether the layer behind this guard writes (on other ranks no record is expected).
     writes: bool,
+    /// The layer's state, to end the intervals still open when the pipeline stops.
+    layer: OnceLock<Weak<crate::layer::Shared>>,
     #[cfg(feature = "rpd")]
     profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     #[cfg(feature = "object-store")]
@@ -390,55 +423,90 @@ pub struct Guard {
     otel: Option<crate::sink::OtelHandle>,
 }
 
-impl Guard {
-    /// The layer writes: a shutdown without a single record is reported (see
-    /// [`Report::received_nothing`]).
-    pub(crate) fn expect_records(&mut self) {
-        self.writes = true;
+/// Why the pipeline is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// [`Guard::shutdown`], or the guard dropped.
+    Guard,
+    /// `exit()` with the pipeline still running (`std::process::exit`, or `main` returned
+    /// with the guard leaked).
+    ProcessExit,
+    /// A panic in a `panic = "abort"` build, just before the abort.
+    PanicAbort,
+    /// SIGTERM or SIGINT, with signal handling on.
+    Signal(i32),
+}
+
+impl Finish {
+    /// How the intervals still open end: a run cut short is `aborted`; at a plain exit (and
+    /// in a panic, which makes the status `aborted` anyway) the usual rule decides.
+    fn ending(self) -> Ending {
+        match self {
+            Finish::Guard | Finish::Signal(_) => Ending::Aborted,
+            Finish::ProcessExit | Finish::PanicAbort => Ending::Closed,
+        }
     }
 
-    #[cfg(feature = "otel")]
-    pub(crate) fn attach_otel(&mut self, handle: crate::sink::OtelHandle) {
-        self.otel = Some(handle);
+    fn describe(self) -> String {
+        match self {
+            Finish::Guard => "the guard was dropped (or shut down)".into(),
+            Finish::ProcessExit => "the process is exiting".into(),
+            Finish::PanicAbort => "a panic is aborting the process".into(),
+            Finish::Signal(sig) => format!("signal {} arrived", signal_name(sig)),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        _ => "?",
+    }
+}
+
+impl GuardInner {
+    /// Ends the intervals still open, stops the pipeline within the deadline, and (except for
+    /// an explicit shutdown, whose caller gets the report) prints the report if anything went
+    /// wrong. Safe to call more than once and from several threads: each step happens once.
+    pub(crate) fn finish(&self, how: Finish) {
+        if let Some(shared) = self.layer.get().and_then(Weak::upgrade) {
+            let ended = shared.end_open_intervals(how.ending());
+            if ended > 0 {
+                eprintln!(
+                    "tracing-mllog: {} while {ended} interval(s) were open (the run among \
+                     them if `run_stop` follows): their end records are written now{}",
+                    how.describe(),
+                    if how.ending() == Ending::Aborted {
+                        ", the run's status `aborted`"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        self.stop();
+        if how != Finish::Guard {
+            self.print_report();
+        }
     }
 
-    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
-    #[cfg(feature = "otel")]
-    pub fn otel_report(&self) -> Option<crate::sink::OtelReport> {
-        self.otel.as_ref().map(|h| h.report())
+    fn print_report(&self) {
+        if self.reported.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let report = self.report();
+        if !report.is_clean() || report.received_nothing() {
+            eprintln!("tracing-mllog: {report}");
+        }
+        if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
+            if !c.passed(true) {
+                eprint!("{}", c.render_text("MLLOG output", true));
+            }
+        }
     }
 
-    #[cfg(feature = "object-store")]
-    pub(crate) fn attach_upload(&mut self, handle: crate::sink::UploadHandle) {
-        self.upload = Some(handle);
-    }
-
-    /// What the object-store uploader did: uploads, retries, the latest error, and after
-    /// shutdown whether the remote copy matches the local file.
-    #[cfg(feature = "object-store")]
-    pub fn upload_report(&self) -> Option<crate::sink::UploadReport> {
-        self.upload.as_ref().map(|h| h.report())
-    }
-
-    pub(crate) fn attach_compliance(&mut self, handle: ComplianceHandle, warn: bool) {
-        self.compliance = Some(handle);
-        self.warn_compliance = warn;
-    }
-
-    #[cfg(feature = "rpd")]
-    pub(crate) fn attach_profiler(&mut self, profiler: Arc<crate::profile::SegmentProfiler>) {
-        self.profiler = Some(profiler);
-    }
-
-    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
-    #[cfg(feature = "rpd")]
-    pub fn profile_report(&self) -> Option<crate::profile::ProfileReport> {
-        self.profiler.as_ref().map(|p| p.report())
-    }
-
-    /// Waits until every record pushed before this call has reached every sink and the sinks
-    /// have flushed, or until `timeout` passes. Returns whether it completed in time.
-    pub fn flush(&self, timeout: Duration) -> bool {
+    fn flush(&self, timeout: Duration) -> bool {
         let (ack_tx, ack_rx) = bounded(1);
         if self
             .control
@@ -451,15 +519,14 @@ impl Guard {
         ack_rx.recv_timeout(timeout).is_ok()
     }
 
-    /// What happened so far: records written, dropped, write errors per sink.
-    pub fn report(&self) -> Report {
+    fn report(&self) -> Report {
         let c = &self.queue.counters;
         Report {
             writes: self.writes,
             records: c.received.load(Ordering::Relaxed),
             dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
             dropped_after_shutdown: c.dropped_closed.load(Ordering::Relaxed),
-            shutdown_timed_out: self.timed_out,
+            shutdown_timed_out: self.timed_out.load(Ordering::Relaxed),
             compliance: self.compliance.as_ref().map(ComplianceHandle::report),
             sinks: c
                 .sinks
@@ -478,17 +545,8 @@ impl Guard {
         }
     }
 
-    /// Stops the pipeline now (draining and closing every sink within the deadline) and
-    /// returns the report. Dropping the guard does the same and prints the report to stderr
-    /// if anything was lost. Records produced afterwards are counted as dropped (see
-    /// [`Guard::report`]); calling it again only reports.
-    pub fn shutdown(&mut self) -> Report {
-        self.stop();
-        self.report()
-    }
-
-    fn stop(&mut self) {
-        let Some(worker) = self.worker.take() else {
+    fn stop(&self) {
+        let Some(worker) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
         // A profiled segment still open at the end is stopped and flushed now: the layer (and
@@ -503,7 +561,7 @@ impl Guard {
             .send_deadline(Control::Shutdown(deadline), deadline)
             .is_err()
         {
-            self.timed_out = true;
+            self.timed_out.store(true, Ordering::Relaxed);
             return;
         }
         self.queue.wake();
@@ -511,27 +569,233 @@ impl Guard {
             if Instant::now() >= deadline {
                 // The worker is stuck in a sink (e.g. a hung file system). Leave it; the
                 // process must not hang at exit because of logging.
-                self.timed_out = true;
+                self.timed_out.store(true, Ordering::Relaxed);
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
         let _ = worker.join();
     }
+
+    fn running(&self) -> bool {
+        self.worker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
 }
+
+impl Guard {
+    fn parts(&mut self) -> &mut GuardInner {
+        // Only `build` attaches, before the guard is shared with the exit hooks.
+        Arc::get_mut(&mut self.inner).expect("guard parts are attached before it is shared")
+    }
+
+    /// The layer writes: a shutdown without a single record is reported (see
+    /// [`Report::received_nothing`]).
+    pub(crate) fn expect_records(&mut self) {
+        self.parts().writes = true;
+    }
+
+    /// Registers the guard with the process's exit hooks and ties it to its layer's state;
+    /// the last step of `build`.
+    pub(crate) fn arm(&mut self, layer: &Arc<crate::layer::Shared>) {
+        let _ = self.inner.layer.set(Arc::downgrade(layer));
+        exit::register(&self.inner);
+    }
+
+    #[cfg(feature = "otel")]
+    pub(crate) fn attach_otel(&mut self, handle: crate::sink::OtelHandle) {
+        self.parts().otel = Some(handle);
+    }
+
+    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
+    #[cfg(feature = "otel")]
+    pub fn otel_report(&self) -> Option<crate::sink::OtelReport> {
+        self.inner.otel.as_ref().map(|h| h.report())
+    }
+
+    #[cfg(feature = "object-store")]
+    pub(crate) fn attach_upload(&mut self, handle: crate::sink::UploadHandle) {
+        self.parts().upload = Some(handle);
+    }
+
+    /// What the object-store uploader did: uploads, retries, the latest error, and after
+    /// shutdown whether the remote copy matches the local file.
+    #[cfg(feature = "object-store")]
+    pub fn upload_report(&self) -> Option<crate::sink::UploadReport> {
+        self.inner.upload.as_ref().map(|h| h.report())
+    }
+
+    pub(crate) fn attach_compliance(&mut self, handle: ComplianceHandle, warn: bool) {
+        let parts = self.parts();
+        parts.compliance = Some(handle);
+        parts.warn_compliance = warn;
+    }
+
+    #[cfg(feature = "rpd")]
+    pub(crate) fn attach_profiler(&mut self, profiler: Arc<crate::profile::SegmentProfiler>) {
+        self.parts().profiler = Some(profiler);
+    }
+
+    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
+    #[cfg(feature = "rpd")]
+    pub fn profile_report(&self) -> Option<crate::profile::ProfileReport> {
+        self.inner.profiler.as_ref().map(|p| p.report())
+    }
+
+    /// Waits until every record pushed before this call has reached every sink and the sinks
+    /// have flushed, or until `timeout` passes. Returns whether it completed in time.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.inner.flush(timeout)
+    }
+
+    /// The live checker's verdict on everything logged so far, as it stands before the clock
+    /// starts: waits (up to the shutdown timeout) until every record logged before this call
+    /// has been checked, then reports what is missing or wrong, leaving out the keys that
+    /// normally come after `run_start`.
+    ///
+    /// Call it between the end of `init` and the start of `run`: a run whose setup is not
+    /// compliant can stop here, before hours of training. `None` when live checking is off or
+    /// this rank does not write.
+    ///
+    /// ```no_run
+    /// # let (_layer, guard) = tracing_mllog::MllogLayer::builder().build().unwrap();
+    /// # let _: &tracing_mllog::MllogLayer<tracing_subscriber::Registry> = &_layer;
+    /// // ... the init span has closed
+    /// if let Some(verdict) = guard.preflight() {
+    ///     if !verdict.passed(true) {
+    ///         eprint!("{}", verdict.render_text("MLLOG output", true));
+    ///         std::process::exit(1);
+    ///     }
+    /// }
+    /// ```
+    pub fn preflight(&self) -> Option<crate::compliance::Report> {
+        let compliance = self.inner.compliance.as_ref()?;
+        self.inner.flush(self.inner.shutdown_timeout);
+        Some(compliance.pending())
+    }
+
+    /// What happened so far: records written, dropped, write errors per sink.
+    pub fn report(&self) -> Report {
+        self.inner.report()
+    }
+
+    /// Stops the pipeline now (ending the intervals still open, `run` as `aborted`; draining
+    /// and closing every sink within the deadline) and returns the report. Dropping the guard
+    /// does the same and prints the report to stderr if anything was lost. Records produced
+    /// afterwards are counted as dropped (see [`Guard::report`]); calling it again only
+    /// reports.
+    pub fn shutdown(&mut self) -> Report {
+        self.inner.finish(Finish::Guard);
+        self.report()
+    }
+}
+
+/// How long a dropped guard waits for the records already logged to reach the worker before
+/// it decides that none were (then the pipeline stays up until the process exits).
+const DROP_PROBE: Duration = Duration::from_millis(200);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.stop();
-        let report = self.report();
-        if !report.is_clean() || report.received_nothing() {
-            eprintln!("tracing-mllog: {report}");
-        }
-        if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
-            if !c.passed(true) {
-                eprint!("{}", c.render_text("MLLOG output", true));
+        let inner = &self.inner;
+        if inner.writes && inner.running() {
+            inner.flush(DROP_PROBE);
+            if inner.queue.counters.received.load(Ordering::Relaxed) == 0 {
+                eprintln!(
+                    "tracing-mllog: warning: the guard was dropped before any record was \
+                     logged (`let (layer, _) = ..` drops it at once; bind it to a name: \
+                     `let (layer, _guard) = ..`). The MLLOG pipeline keeps running until the \
+                     process exits, where it is flushed and closed."
+                );
+                exit::detach(self.inner.clone());
+                return;
             }
         }
+        inner.finish(Finish::Guard);
+        inner.print_report();
+    }
+}
+
+/// The process's ways out, each of which ends the run and flushes every live pipeline:
+/// `exit()` (an `atexit` hook), a panic in a `panic = "abort"` build (a panic hook, chained
+/// to the one before it), and, when asked for, SIGTERM and SIGINT (a signal-hook thread that
+/// re-raises the signal's default action afterwards).
+pub(crate) mod exit {
+    use super::{Finish, GuardInner};
+    use std::sync::{Arc, Mutex, Once, Weak};
+
+    /// Every guard built in this process (weakly: a dropped guard has finished).
+    static LIVE: Mutex<Vec<Weak<GuardInner>>> = Mutex::new(Vec::new());
+    /// Guards dropped before any record: kept alive until the process exits.
+    static DETACHED: Mutex<Vec<Arc<GuardInner>>> = Mutex::new(Vec::new());
+
+    pub(super) fn register(guard: &Arc<GuardInner>) {
+        static HOOKS: Once = Once::new();
+        HOOKS.call_once(|| {
+            // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds (it catches panics).
+            unsafe { libc::atexit(at_exit) };
+            if cfg!(panic = "abort") {
+                let previous = std::panic::take_hook();
+                std::panic::set_hook(Box::new(move |info| {
+                    finish_all(Finish::PanicAbort);
+                    previous(info);
+                }));
+            }
+        });
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|g| g.strong_count() > 0);
+        live.push(Arc::downgrade(guard));
+    }
+
+    pub(super) fn detach(guard: Arc<GuardInner>) {
+        DETACHED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(guard);
+    }
+
+    extern "C" fn at_exit() {
+        let _ = std::panic::catch_unwind(|| finish_all(Finish::ProcessExit));
+    }
+
+    /// Finishes every live pipeline of the process.
+    pub(crate) fn finish_all(how: Finish) {
+        let mut guards: Vec<Arc<GuardInner>> = LIVE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        guards.extend(std::mem::take(
+            &mut *DETACHED.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
+        for g in guards {
+            g.finish(how);
+        }
+    }
+
+    /// Handles SIGTERM and SIGINT from now on: every live pipeline ends its run (`aborted`)
+    /// and flushes, then the signal's default action (termination) happens. Once per process.
+    pub(crate) fn handle_signals() -> std::io::Result<()> {
+        static INSTALLED: Mutex<bool> = Mutex::new(false);
+        let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+        if *installed {
+            return Ok(());
+        }
+        let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT])?;
+        std::thread::Builder::new()
+            .name("mllog-signals".into())
+            .spawn(move || {
+                // The handler itself only writes to a pipe (async-signal-safe); the work
+                // happens here, on an ordinary thread.
+                if let Some(sig) = signals.forever().next() {
+                    finish_all(Finish::Signal(sig));
+                    let _ = signal_hook::low_level::emulate_default_handler(sig);
+                }
+            })?;
+        *installed = true;
+        Ok(())
     }
 }
 

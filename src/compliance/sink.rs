@@ -1,12 +1,15 @@
 //! [`ComplianceSink`]: checks the record stream live, inside the pipeline.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::checker::Checker;
 use super::model::Ruleset;
-use super::report::Report;
+use super::report::{Finding, FindingKind, Report, Severity};
+use crate::keys;
 use crate::record::Record;
+use crate::run::EvalSchedule;
 use crate::sink::{Sink, SinkError};
 
 /// What to do when `run_start` is logged (the end of the part of the log a submitter controls
@@ -36,6 +39,7 @@ impl fmt::Debug for LivePolicy {
 #[derive(Clone, Debug)]
 pub struct ComplianceHandle {
     inner: Arc<Mutex<Checker>>,
+    seed_seen: Arc<AtomicBool>,
 }
 
 impl ComplianceHandle {
@@ -49,8 +53,29 @@ impl ComplianceHandle {
     }
 
     /// What is missing or wrong so far, ignoring keys that normally come after `run_start`.
+    /// Beyond the rules, a missing `seed` is a warning: `mllog package` rejects such a log.
     pub fn pending(&self) -> Report {
-        self.lock().pending_at_run_start()
+        let mut report = self.lock().pending_at_run_start();
+        if !self.seed_seen.load(Ordering::Relaxed) {
+            report.findings.push(missing_seed());
+        }
+        report
+    }
+}
+
+/// The warning for a log with no `seed` before `run_start`: the official checker does not
+/// require one, but a submission package does.
+fn missing_seed() -> Finding {
+    Finding {
+        severity: Severity::Warning,
+        kind: FindingKind::Missing,
+        line: None,
+        key: Some(keys::SEED.into()),
+        message: "no `seed` logged yet: `mllog package` rejects a log without one \
+                  (set `Builder::seed`, or log `keys::SEED` inside `init`)"
+            .into(),
+        rule: "seed before run_start".into(),
+        source: "tracing-mllog".into(),
     }
 }
 
@@ -59,6 +84,8 @@ impl ComplianceHandle {
 #[derive(Debug)]
 pub struct ComplianceSink {
     inner: Arc<Mutex<Checker>>,
+    seed_seen: Arc<AtomicBool>,
+    schedule: Option<EvalSchedule>,
     policy: LivePolicy,
     lines: usize,
     fired: bool,
@@ -69,6 +96,8 @@ impl ComplianceSink {
     pub fn new(ruleset: Ruleset) -> ComplianceSink {
         ComplianceSink {
             inner: Arc::new(Mutex::new(Checker::new(ruleset))),
+            seed_seen: Arc::new(AtomicBool::new(false)),
+            schedule: None,
             policy: LivePolicy::default(),
             lines: 0,
             fired: false,
@@ -81,10 +110,47 @@ impl ComplianceSink {
         self
     }
 
+    /// Warns (with the [`LivePolicy::Warn`] policy, on stderr) about every `eval_accuracy`
+    /// whose `samples_count` is not one of this schedule's evaluation points.
+    pub fn with_eval_schedule(mut self, schedule: EvalSchedule) -> ComplianceSink {
+        self.schedule = Some(schedule);
+        self
+    }
+
     /// A handle to the checker's state.
     pub fn handle(&self) -> ComplianceHandle {
         ComplianceHandle {
             inner: Arc::clone(&self.inner),
+            seed_seen: Arc::clone(&self.seed_seen),
+        }
+    }
+
+    /// An `eval_accuracy` off the schedule, said when it is logged (under `Warn`).
+    fn check_schedule(&self, record: &Record) {
+        let (Some(schedule), LivePolicy::Warn) = (self.schedule, &self.policy) else {
+            return;
+        };
+        let Some(samples) = record
+            .metadata
+            .get(keys::SAMPLES_COUNT)
+            .and_then(|v| v.as_i128())
+            .and_then(|v| u64::try_from(v).ok())
+        else {
+            return;
+        };
+        if !schedule.is_point(samples) {
+            eprintln!(
+                "mllog compliance: warning: line {}: eval_accuracy at samples_count {samples} is \
+                 off the benchmark's evaluation schedule (first at {}, then every {}; the \
+                 nearest points are {} and {})",
+                self.lines,
+                schedule.first,
+                schedule.every,
+                schedule
+                    .last_at_or_before(samples)
+                    .unwrap_or(schedule.first),
+                schedule.next_after(samples),
+            );
         }
     }
 
@@ -116,12 +182,21 @@ impl Sink for ComplianceSink {
             return Ok(()); // not an MLLOG line
         }
         self.lines += 1;
+        if record.key == keys::SEED {
+            self.seed_seen.store(true, Ordering::Relaxed);
+        } else if record.key == keys::EVAL_ACCURACY {
+            self.check_schedule(record);
+        }
         let pending = {
             let mut checker = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             checker.feed(self.lines, record);
-            if !self.fired && record.key == "run_start" {
+            if !self.fired && record.key == keys::RUN_START {
                 self.fired = true;
-                Some(checker.pending_at_run_start())
+                let mut pending = checker.pending_at_run_start();
+                if !self.seed_seen.load(Ordering::Relaxed) {
+                    pending.findings.push(missing_seed());
+                }
+                Some(pending)
             } else {
                 None
             }

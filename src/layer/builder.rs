@@ -12,7 +12,7 @@ use crate::compliance::{ComplianceSink, LivePolicy, Ruleset};
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
 use crate::record::{Str, Value};
-use crate::run::Target;
+use crate::run::{EvalSchedule, Target};
 use crate::sink::{MllogFileSink, Sink};
 use crate::submission::{Division, Submission, SystemStatus};
 use crate::Error;
@@ -96,6 +96,9 @@ pub struct Builder {
     validate_submission: bool,
     hyperparameters: Vec<(Str, Value)>,
     live_check: LivePolicy,
+    seed: Option<i128>,
+    eval_schedule: Option<EvalSchedule>,
+    handle_signals: bool,
     #[cfg(feature = "rpd")]
     rpd: Option<crate::sink::RpdConfig>,
     #[cfg(feature = "rpd")]
@@ -135,6 +138,9 @@ impl Default for Builder {
             validate_submission: true,
             hyperparameters: Vec::new(),
             live_check: LivePolicy::Warn,
+            seed: None,
+            eval_schedule: None,
+            handle_signals: false,
             #[cfg(feature = "rpd")]
             rpd: None,
             #[cfg(feature = "rpd")]
@@ -298,6 +304,35 @@ impl Builder {
     /// report carries the verdict on the whole log. `MLLOG_LIVE_CHECK=off|warn`.
     pub fn live_check(mut self, policy: LivePolicy) -> Self {
         self.live_check = policy;
+        self
+    }
+
+    /// The run's random seed, logged as `seed` right after `init_start` (with the submission
+    /// metadata). Without it (and without a `seed` record of the program's own before
+    /// `run_start`), live checking warns: `mllog package` rejects a log without a seed.
+    pub fn seed(mut self, seed: impl Into<i128>) -> Self {
+        self.seed = Some(seed.into());
+        self
+    }
+
+    /// The evaluation points the rules demand (a preset sets the benchmark's own; see
+    /// [`crate::presets::Preset::eval_schedule`]): live checking warns on stderr when an
+    /// `eval_accuracy` record's `samples_count` is off this schedule, at the moment it is
+    /// logged rather than when the log is reviewed.
+    pub fn eval_schedule(mut self, schedule: EvalSchedule) -> Self {
+        self.eval_schedule = Some(schedule);
+        self
+    }
+
+    /// End the run and flush the log when the process receives SIGTERM or SIGINT (what Slurm
+    /// sends at a time limit or a preemption, and Ctrl-C), then let the signal terminate the
+    /// process as it would have: `run_stop` is written with status `aborted` after the open
+    /// intervals' end records (default off; `MLLOG_HANDLE_SIGNALS=1`). Installed once per
+    /// process, on a thread of its own (the signal handler itself only wakes it). Leave it
+    /// off when the program handles these signals itself (then drop the guard, or call
+    /// [`Guard::shutdown`], on the way out).
+    pub fn handle_signals(mut self, on: bool) -> Self {
+        self.handle_signals = on;
         self
     }
 
@@ -483,7 +518,9 @@ impl Builder {
     /// Applies the environment, opens the output and starts the worker.
     ///
     /// Fails with an error naming the path when the output file cannot be written, and with an
-    /// error naming the variable when an environment value is unusable.
+    /// error naming the variable when an environment value is unusable. Every other setting
+    /// is validated and every other sink started before the output file is opened, so a
+    /// failed build never truncates the previous run's log.
     pub fn build<S>(mut self) -> Result<(MllogLayer<S>, Guard), Error> {
         let env = self.environment.take();
         let get = |name: &str| -> Option<String> {
@@ -517,16 +554,9 @@ impl Builder {
             Output::File(path) => Some(path.clone()),
             _ => None,
         };
-        match output {
-            Output::Stdout => sinks.push(Box::new(MllogFileSink::stdout())),
-            Output::File(path) => {
-                let sink = MllogFileSink::create(&path, self.append)
-                    .map_err(|source| Error::Output { path, source })?;
-                sinks.push(Box::new(sink));
-            }
-            Output::Writer(w) => sinks.push(Box::new(MllogFileSink::writer(w))),
-            Output::Nowhere => {}
-        }
+        // The MLLOG output is opened (and a file truncated) last, once everything else has
+        // started: it goes first in the sink order, so this placeholder keeps its place.
+        let has_output = !matches!(output, Output::Nowhere);
         sinks.extend(
             self.sinks
                 .into_iter()
@@ -538,9 +568,13 @@ impl Builder {
         if writes && !matches!(self.live_check, LivePolicy::Off) {
             let policy = std::mem::take(&mut self.live_check);
             let sink = ComplianceSink::new(self.ruleset).with_policy(policy);
+            let sink = match self.eval_schedule {
+                Some(schedule) => sink.with_eval_schedule(schedule),
+                None => sink,
+            };
             compliance = Some(sink.handle());
             // Right after the MLLOG output: it checks exactly the lines written.
-            sinks.insert(usize::from(!sinks.is_empty()), Box::new(sink));
+            sinks.insert(0, Box::new(sink));
         }
         // The uploader reads the file the MLLOG sink has just flushed, so it comes after it.
         #[cfg(feature = "object-store")]
@@ -564,7 +598,8 @@ impl Builder {
                         });
                     };
                     let (sink, handle) = UploadSink::start(config, path).map_err(start)?;
-                    sinks.insert(usize::from(!sinks.is_empty()), Box::new(sink));
+                    // Right after the MLLOG output (and the checker).
+                    sinks.insert(usize::from(compliance.is_some()), Box::new(sink));
                     Some(handle)
                 }
                 _ => None,
@@ -616,8 +651,11 @@ impl Builder {
                 None => None,
             }
         };
+        if self.handle_signals && writes {
+            crate::pipeline::exit::handle_signals().map_err(Error::Worker)?;
+        }
         // A rank with nothing to feed disables every callsite (see `MllogLayer`).
-        let active = !sinks.is_empty();
+        let active = has_output || !sinks.is_empty();
 
         let mut intervals: Vec<IntervalSpec> = Interval::defaults()
             .into_iter()
@@ -644,6 +682,17 @@ impl Builder {
             )));
         }
 
+        // Last: open the output (truncating a file), now that nothing else can fail.
+        match output {
+            Output::Stdout => sinks.insert(0, Box::new(MllogFileSink::stdout())),
+            Output::File(path) => {
+                let sink = MllogFileSink::create(&path, self.append)
+                    .map_err(|source| Error::Output { path, source })?;
+                sinks.insert(0, Box::new(sink));
+            }
+            Output::Writer(w) => sinks.insert(0, Box::new(MllogFileSink::writer(w))),
+            Output::Nowhere => {}
+        }
         let (pipeline, mut guard) = Pipeline::start(
             sinks,
             self.capacity,
@@ -683,6 +732,9 @@ impl Builder {
             cache_clear: self.cache_clear,
             after_init_start: {
                 let mut records = self.submission.records();
+                if let Some(seed) = self.seed {
+                    records.push((Cow::Borrowed(keys::SEED), Value::Int(seed)));
+                }
                 records.extend(self.hyperparameters);
                 records
             },
@@ -697,6 +749,7 @@ impl Builder {
             profiler,
             state: Default::default(),
         });
+        guard.arm(&shared);
         Ok((MllogLayer::new(shared), guard))
     }
 
@@ -753,6 +806,9 @@ impl Builder {
                     ))
                 }
             };
+        }
+        if let Some(v) = flag("MLLOG_HANDLE_SIGNALS")? {
+            self.handle_signals = v;
         }
         if let Some(v) = flag("MLLOG_TRACE_STEPS")? {
             self.trace_steps = v;

@@ -802,7 +802,11 @@ where
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
         r.tid = step::thread_id();
         r.scope = step::current_interval();
-        shared.pipeline.push(r);
+        if is_eval {
+            shared.pipeline.push_urgent(r);
+        } else {
+            shared.pipeline.push(r);
+        }
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {

@@ -311,6 +311,7 @@ impl Preset {
             .ruleset(self.ruleset)
             .global_batch_size(self.global_batch_size)
             .target(self.target)
+            .eval_schedule(self.schedule)
             .hyperparameters(self.hyperparameters.iter().cloned())
     }
 

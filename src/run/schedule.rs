@@ -44,6 +44,25 @@ impl EvalSchedule {
         self.first + done * self.every
     }
 
+    /// Whether `samples` is one of the evaluation points.
+    pub fn is_point(&self, samples: u64) -> bool {
+        samples == self.first
+            || (self.every != 0
+                && samples > self.first
+                && (samples - self.first).is_multiple_of(self.every))
+    }
+
+    /// The last evaluation point at or before `samples`, if there is one.
+    pub fn last_at_or_before(&self, samples: u64) -> Option<u64> {
+        if samples < self.first {
+            return None;
+        }
+        if self.every == 0 {
+            return Some(self.first);
+        }
+        Some(self.first + (samples - self.first) / self.every * self.every)
+    }
+
     /// Whether an evaluation point lies in `(before, after]`: call it after each step with the
     /// samples before and after that step.
     pub fn is_due(&self, before: u64, after: u64) -> bool {
@@ -66,5 +85,13 @@ mod tests {
         assert!(!s.is_due(1536, 1544));
         assert!(s.is_due(1900, 1930));
         assert_eq!(s.point(2), 2304);
+        assert!(s.is_point(1536) && s.is_point(1920) && !s.is_point(1537) && !s.is_point(384));
+        assert_eq!(s.last_at_or_before(1700), Some(1536));
+        assert_eq!(s.last_at_or_before(100), None);
+        let once = EvalSchedule {
+            first: 10,
+            every: 0,
+        };
+        assert!(once.is_point(10) && !once.is_point(20));
     }
 }
