@@ -19,7 +19,7 @@ pub use compliance::Ruleset;
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
-pub use layer::{detect_rank, Builder, Interval, MllogLayer, RANK_VARIABLES};
+pub use layer::{detect_rank, filter, Builder, Interval, MllogFilter, MllogLayer, RANK_VARIABLES};
 pub use pipeline::{Guard, Overflow, Report, SinkReport};
 pub use record::{EventType, Record, Value};
 pub use run::{Direction, EvalSchedule, RunHandle, Target};

@@ -3,12 +3,14 @@
 //! test's subscriber would change.
 
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::info_span;
 use tracing_mllog::{keys, mllog, MllogLayer};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::prelude::*;
+use tracing_subscriber::EnvFilter;
 
 const CASE: &str = "MLLOG_TEST_FILTER_CASE";
 
@@ -52,6 +54,47 @@ fn a_subscriber_wide_filter_is_reported_while_the_run_goes_on() {
     assert!(!other_rank.contains("no level above"), "{other_rank}");
 }
 
+/// A filter that keeps INFO for other targets only (`RUST_LOG=hyper=debug`) passes the level
+/// check but disables every MLLOG callsite: each one is named on stderr as it is reached.
+#[test]
+fn each_callsite_a_target_filter_disables_is_named() {
+    let hidden = run_case("targets");
+    for what in ["the span `init`", "the span `run`", "the `mllog!` event"] {
+        assert!(
+            hidden.contains(&format!("filter disables {what}")),
+            "{what}: {hidden}"
+        );
+    }
+    assert!(hidden.contains("tracing_mllog::filter("), "{hidden}");
+    // Said before the end of the run.
+    let early = hidden.find("filter disables").unwrap();
+    let end = hidden.find("no span or event reached the layer").unwrap();
+    assert!(early < end, "{hidden}");
+}
+
+/// `tracing_mllog::filter` around the same filters: every MLLOG span and event passes (the
+/// child asserts its records), nothing is warned about, and what the filter hides stays hidden
+/// from the other layers.
+#[test]
+fn the_wrapped_filter_lets_every_mllog_callsite_through() {
+    for case in ["wrapped_targets", "wrapped_warn"] {
+        let out = run_case(case);
+        assert!(!out.contains("filter disables"), "{case}: {out}");
+        assert!(!out.contains("no level above"), "{case}: {out}");
+        assert!(!out.contains("reached the layer"), "{case}: {out}");
+        assert!(
+            out.contains(
+                r#"child: 6 MLLOG records: ["cache_clear", "init_start", "init_stop", "run_start", "eval_accuracy", "run_stop"]"#
+            ),
+            "{case}: {out}"
+        );
+        assert!(
+            out.contains("child: console saw no plain info event"),
+            "{case}: {out}"
+        );
+    }
+}
+
 /// The child: one subscriber for the whole process, a short "run", the guard dropped at the
 /// end (which prints its report). Started by the test above, never on its own.
 #[test]
@@ -64,14 +107,41 @@ fn child() {
     {
         MllogLayer::builder()
             .no_output()
-            .sink(tracing_mllog::sink::MemorySink::new().0)
+            .sink({
+                let (sink, handle) = tracing_mllog::sink::MemorySink::new();
+                let _ = MEMORY.set(handle);
+                sink
+            })
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
             .environment(Vec::<(String, String)>::new())
             .rank(rank)
             .build()
             .expect("build")
     }
+    let console_lines = Arc::new(Mutex::new(Vec::<u8>::new()));
     let (dispatch, guard) = match case.as_str() {
+        "targets" | "wrapped_targets" | "wrapped_warn" => {
+            let env = EnvFilter::new(if case == "wrapped_warn" {
+                "warn"
+            } else {
+                "hyper=debug"
+            });
+            if case == "targets" {
+                let (layer, guard) = build(0);
+                let subscriber = tracing_subscriber::registry()
+                    .with(env)
+                    .with(console(console_lines.clone()))
+                    .with(layer);
+                (tracing::Dispatch::new(subscriber), guard)
+            } else {
+                let (layer, guard) = build(0);
+                let subscriber = tracing_subscriber::registry()
+                    .with(tracing_mllog::filter(env))
+                    .with(console(console_lines.clone()))
+                    .with(layer);
+                (tracing::Dispatch::new(subscriber), guard)
+            }
+        }
         "per_layer" => {
             let (layer, guard) = build(0);
             let console = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
@@ -97,6 +167,39 @@ fn child() {
         // for a loaded machine: the warning must come while the run goes on.
         std::thread::sleep(Duration::from_millis(2500));
         mllog!(keys::EVAL_ACCURACY, 0.5);
+        tracing::info!("a plain info event, for the console only");
     });
+    if case.starts_with("wrapped") {
+        assert!(guard.flush(Duration::from_secs(10)));
+        let keys = MEMORY.get().expect("built").keys();
+        eprintln!("child: {} MLLOG records: {keys:?}", keys.len());
+        let console = String::from_utf8_lossy(&console_lines.lock().unwrap()).into_owned();
+        if !console.contains("a plain info event") {
+            eprintln!("child: console saw no plain info event");
+        }
+    }
     drop(guard);
+}
+
+static MEMORY: std::sync::OnceLock<tracing_mllog::sink::MemoryHandle> = std::sync::OnceLock::new();
+
+/// A console layer whose output is kept in `lines`.
+fn console<S>(lines: Arc<Mutex<Vec<u8>>>) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer().with_writer(move || ConsoleWriter(lines.clone()))
+}
+
+/// What the console layer writes, kept to look at.
+struct ConsoleWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for ConsoleWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -9,11 +9,19 @@
 //! maximum a moment later; below `INFO`, `mllog!` events (always `INFO`) certainly never
 //! arrive, which is said on stderr at once instead of at the end of a multi-hour run. The
 //! guard's report says it again at shutdown ([`crate::Report::received_nothing`]).
+//!
+//! Filters that keep `INFO` for some targets only (`RUST_LOG=hyper=debug`, `EnvFilter::new(
+//! "my_crate::data=info")`) disable the MLLOG callsites one by one. The layer learns of every
+//! callsite before the filters inside it decide, so each callsite it maps is put to the whole
+//! subscriber afterwards, on a short-lived thread ([`CallsiteCheck`]): one the subscriber
+//! disables is named on stderr when it is first reached.
 
-use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use tracing_core::LevelFilter;
+use tracing_core::dispatcher::WeakDispatch;
+use tracing_core::{LevelFilter, Metadata};
 
 /// How long after registration the global maximum level is read (registration finishes in
 /// microseconds; this leaves a wide margin).
@@ -40,5 +48,87 @@ fn warning(max: LevelFilter) -> String {
          (`info_span!`, every `mllog!`) never reach this layer and the MLLOG log will miss \
          them. Put filters on the other layers (`fmt::layer().with_filter(..)`), not on the \
          whole subscriber."
+    )
+}
+
+/// Puts each mapped callsite to the whole subscriber once it is registered, and warns when
+/// the subscriber disables it.
+#[derive(Default)]
+pub(crate) struct CallsiteCheck {
+    dispatch: OnceLock<WeakDispatch>,
+    pending: Mutex<Vec<&'static Metadata<'static>>>,
+    running: AtomicBool,
+}
+
+impl CallsiteCheck {
+    /// The subscriber the layer is part of.
+    pub(crate) fn set_dispatch(&self, dispatch: &tracing_core::Dispatch) {
+        let _ = self.dispatch.set(dispatch.downgrade());
+    }
+
+    /// Checks `meta` soon, on a thread of its own: the filters inside the layer decide
+    /// about the callsite only after this call returns.
+    pub(crate) fn queue(self: &Arc<Self>, meta: &'static Metadata<'static>) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(meta);
+        if !self.running.swap(true, Ordering::AcqRel) {
+            let this = Arc::clone(self);
+            let spawned = std::thread::Builder::new()
+                .name("mllog-filter-check".into())
+                .spawn(move || this.run());
+            if spawned.is_err() {
+                self.running.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    fn run(&self) {
+        loop {
+            let batch =
+                std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+            if batch.is_empty() {
+                self.running.store(false, Ordering::Release);
+                // A callsite queued between the take and the store: go on if no other
+                // thread has taken over.
+                let more = !self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_empty();
+                if more && !self.running.swap(true, Ordering::AcqRel) {
+                    continue;
+                }
+                return;
+            }
+            let Some(dispatch) = self.dispatch.get().and_then(WeakDispatch::upgrade) else {
+                return self.running.store(false, Ordering::Release);
+            };
+            for meta in batch {
+                if !dispatch.enabled(meta) {
+                    eprintln!("tracing-mllog: {}", disabled_warning(meta));
+                }
+            }
+        }
+    }
+}
+
+/// The warning for a mapped callsite the subscriber disables.
+fn disabled_warning(meta: &Metadata<'_>) -> String {
+    let what = if meta.is_event() {
+        "the `mllog!` event".to_owned()
+    } else {
+        format!("the span `{}`", meta.name())
+    };
+    format!(
+        "warning: the subscriber's filter disables {what} at {}:{} (target `{}`, level {}), so \
+         its MLLOG records will be missing from the log. Wrap the filter so that MLLOG spans \
+         and events always pass: `registry().with(tracing_mllog::filter(EnvFilter::from_default_env()))`, \
+         or put it on the other layers only (`fmt::layer().with_filter(..)`).",
+        meta.file().unwrap_or("<unknown>"),
+        meta.line().unwrap_or(0),
+        meta.target(),
+        meta.level(),
     )
 }

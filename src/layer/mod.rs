@@ -14,11 +14,13 @@
 mod builder;
 mod callsite;
 pub(crate) mod fields;
+mod filter;
 mod filter_check;
 mod rank;
 mod step;
 
 pub use builder::{Builder, Interval};
+pub use filter::{filter, MllogFilter};
 pub use rank::{detect_rank, RANK_VARIABLES};
 
 use std::borrow::Cow;
@@ -74,6 +76,22 @@ const PROGRESS_KEYS: [&str; 4] = [
     keys::FIRST_EPOCH_NUM,
 ];
 
+/// Whether `meta` comes from a crate whose spans and events are never ours.
+pub(crate) fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
+    let target = meta.target();
+    // Most targets are the user's own crates: one byte rules them out.
+    if !matches!(target.as_bytes().first(), Some(b't' | b'o' | b'r' | b'h')) {
+        return false;
+    }
+    FOREIGN_TARGETS.iter().any(|t| {
+        target.starts_with(t)
+            && target[t.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == ':' || c == '_')
+    })
+}
+
 pub(crate) struct Shared {
     /// Unique per layer in this process (never 0): keys the per-thread callsite cache.
     pub(crate) id: u64,
@@ -112,6 +130,8 @@ pub(crate) struct LayerState {
     warmup_depth: AtomicU32,
     /// Whether the subscriber-filter check was started (once per layer).
     filter_checked: AtomicBool,
+    /// Each mapped callsite, put to the whole subscriber once registered.
+    callsites: Arc<filter_check::CallsiteCheck>,
     /// Open step, interval and warmup spans, counted per bucket of their span id, so closing
     /// or recording a span that is none of them needs no lookup (a zero bucket proves it).
     open_buckets: [AtomicU32; SHARDS],
@@ -130,6 +150,7 @@ impl Default for LayerState {
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
             filter_checked: AtomicBool::new(false),
+            callsites: Arc::default(),
             open_buckets: [const { AtomicU32::new(0) }; SHARDS],
             steps: OpenSteps::default(),
             intervals: Mutex::new(Vec::new()),
@@ -172,21 +193,6 @@ impl Shared {
             .map(|o| o.ids.id)
     }
 
-    fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
-        let target = meta.target();
-        // Most targets are the user's own crates: one byte rules them out.
-        if !matches!(target.as_bytes().first(), Some(b't' | b'o' | b'r' | b'h')) {
-            return false;
-        }
-        FOREIGN_TARGETS.iter().any(|t| {
-            target.starts_with(t)
-                && target[t.len()..]
-                    .chars()
-                    .next()
-                    .is_none_or(|c| c == ':' || c == '_')
-        })
-    }
-
     /// What `meta` is to this layer, decided once per callsite and thread.
     #[inline]
     fn class(&self, meta: &'static CallsiteMeta<'static>) -> Class {
@@ -198,7 +204,7 @@ impl Shared {
     fn decide(&self, meta: &'static CallsiteMeta<'static>) -> Class {
         // Nothing the worker does (our sinks' dependencies) is ever recorded; classes are
         // cached per thread, so the worker's own cache says so and no hook has to ask.
-        if Shared::is_foreign_target(meta) || on_worker_thread() {
+        if is_foreign_target(meta) || on_worker_thread() {
             return Class::Ignored;
         }
         let names = || meta.fields().iter().map(|f| f.name());
@@ -694,14 +700,19 @@ impl<S> Layer<S> for Core
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn on_register_dispatch(&self, _: &tracing_core::Dispatch) {
+    fn on_register_dispatch(&self, dispatch: &tracing_core::Dispatch) {
         let shared = &self.shared;
         if shared.writes && !shared.state.filter_checked.swap(true, Ordering::Relaxed) {
+            shared.state.callsites.set_dispatch(dispatch);
             filter_check::spawn(Arc::downgrade(shared));
         }
     }
 
-    fn register_callsite(&self, _: &'static CallsiteMeta<'static>) -> Interest {
+    fn register_callsite(&self, meta: &'static CallsiteMeta<'static>) -> Interest {
+        let shared = &self.shared;
+        if shared.writes && shared.class(meta) != Class::Ignored {
+            shared.state.callsites.queue(meta);
+        }
         // Never `never`: that would disable the callsite for every other layer too. Callsites
         // that are not ours are rejected cheaply in the hooks instead.
         Interest::always()
