@@ -1,151 +1,61 @@
 //! The main job: a real (small) LoRA fine-tuning run, instrumented only through `tracing`,
 //! that writes an MLPerf Training log in the closed `llama2_70b_lora` shape (ruleset 6.1.0).
 //!
-//! The model is a frozen "pretrained" linear classifier `W0` with a rank-16 LoRA adapter
-//! (`W = W0 + alpha/r * B A`, alpha 32). The fine-tuning task is generated: a teacher that
-//! differs from the pretrained one by a low-rank change, so the adapter can learn it. Training
-//! is real: softmax cross-entropy, hand-written backward pass, AdamW with weight decay 1e-4,
-//! global gradient-norm clipping at 0.3, cosine learning-rate decay. The quality metric is the
-//! eval loss (cross-entropy on a held-out set), and the run converges when it reaches the
-//! benchmark's target, 0.925, exactly like the real benchmark's eval loss.
-//!
 //! The hyperparameters go through the `llama2_70b_lora` preset, which validates them against
 //! the closed rules and logs every key the rules require, in order; the preset also gives the
 //! evaluation schedule and the target. The training code itself only opens spans (`init`,
-//! `run`, `block`, `train_step`, `eval`) and logs `seed` and `eval_accuracy` events.
+//! `run`, `block`, `train_step`, `eval`) and logs `eval_accuracy` events; the seed goes
+//! through the builder. Between `init` and `run`, the live checker's verdict on the set-up
+//! decides whether the run starts at all. The model and its task: `lora/mod.rs`.
 //!
 //! Run it: `cargo run --release --example quickstart`. `MLLOG_*` variables override the
-//! output file and the submission metadata.
+//! output file and the submission metadata. `quickstart_tokio.rs` is the same run on a tokio
+//! runtime.
+
+mod lora;
 
 use std::time::Instant;
 
+use lora::*;
 use tracing::{field::Empty, info_span};
-use tracing_mllog::presets::{Llama2_70bLora, Preset};
-use tracing_mllog::{
-    keys, mllog, train_step, Division, MllogLayer, Ruleset, RunHandle, SystemStatus,
-};
+use tracing_mllog::presets::Preset;
+use tracing_mllog::{keys, mllog, train_step, Guard, RunHandle};
 use tracing_subscriber::prelude::*;
 
-const DIM: usize = 64;
-const CLASSES: usize = 8;
-const RANK: usize = 16;
-const LORA_ALPHA: usize = 32;
-const TRAIN_SAMPLES: usize = 8192;
-const EVAL_SAMPLES: usize = 1024;
-const GLOBAL_BATCH_SIZE: usize = 8;
-const MICRO_BATCH_SIZE: usize = 8;
-const TRAINING_STEPS: usize = 1024;
-const BASE_LR: f64 = 2e-3;
-const WEIGHT_DECAY: f64 = 1e-4;
-const CLIP_NORM: f64 = 0.3;
-const SEED: u64 = 1234;
-
 fn main() {
-    let output = std::env::var("MLLOG_OUTPUT_FILE")
-        .unwrap_or_else(|_| "results/quickstart/result_0.txt".to_owned());
-    // The hyperparameters this run really uses, checked against the closed rules here.
-    let preset = Llama2_70bLora {
-        global_batch_size: GLOBAL_BATCH_SIZE as u64,
-        gradient_accumulation_steps: (GLOBAL_BATCH_SIZE / MICRO_BATCH_SIZE) as u64,
-        base_learning_rate: BASE_LR,
-        training_steps: TRAINING_STEPS as u64,
-        gradient_clip_norm: CLIP_NORM,
-        weight_decay: WEIGHT_DECAY,
-        lora_alpha: LORA_ALPHA as u64,
-        train_samples: TRAIN_SAMPLES as u64,
-        eval_samples: EVAL_SAMPLES as u64,
-        ..Default::default()
-    }
-    .preset(Division::Closed, Ruleset::V6_1_0)
-    .unwrap_or_else(|e| {
-        eprintln!("quickstart: {e}");
-        std::process::exit(2);
-    });
-    assert_eq!(
-        preset.get(keys::LORA_RANK).and_then(|v| v.as_i128()),
-        Some(RANK as i128)
+    let output = output();
+    let preset = preset();
+    let (layer, mut guard) = or_exit(
+        builder(&preset, &output, "examples/quickstart.rs")
+            // Slurm's SIGTERM at a time limit ends the run `aborted`, with a complete log.
+            .handle_signals(true)
+            .build(),
     );
-    // Benchmark, division, ruleset, global batch size, target and hyperparameters.
-    let (layer, mut guard) = preset
-        .apply(MllogLayer::builder())
-        .output_file(&output)
-        .system_status(SystemStatus::Research)
-        .org("tracing-mllog")
-        .platform(format!(
-            "1xCPU-{}core",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        ))
-        .config_filename("examples/quickstart.rs")
-        // f64 everywhere; one process, so every parallelism dimension is 1.
-        .precision("fp64", "fp64", "fp64")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(MICRO_BATCH_SIZE as u32)
-        // The layer counts samples from train_step spans (the preset set the batch size),
-        // fills in samples_count, logs throughput per block and train_loss every 16 steps,
-        // and decides run_stop's status from the preset's target.
-        .train_loss_every(16)
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("quickstart: {e}");
-            std::process::exit(2);
-        });
     let run_handle = layer.run_handle();
     tracing_subscriber::registry().with(layer).init();
 
     let started = Instant::now();
-    let outcome = train(&preset, &run_handle);
-    let target = preset.target();
+    let outcome = train(&preset, &run_handle, &guard);
     let report = guard.shutdown();
-
-    println!("MLLOG written to {output}");
-    match outcome {
-        Outcome::Converged { samples, eval_loss } => println!(
-            "run converged: eval loss {eval_loss:.4} (target {target}) after {samples} samples \
-             ({:.2} s)",
-            started.elapsed().as_secs_f64()
-        ),
-        Outcome::NotConverged { samples, eval_loss } => println!(
-            "run aborted: eval loss {eval_loss:.4} (target {target}) not reached after {samples} \
-             samples"
-        ),
-    }
-    println!("pipeline: {report}");
-    // The built-in checker saw every line as it was written (live checking is on by default).
-    let compliant = match &report.compliance {
-        Some(verdict) if verdict.passed(true) => {
-            println!(
-                "compliance: the log passes ruleset {} (built-in checker, --werror)",
-                verdict.ruleset
-            );
-            true
-        }
-        Some(verdict) => {
-            print!("{}", verdict.render_text(&output, true));
-            false
-        }
-        None => true, // MLLOG_LIVE_CHECK=off
-    };
-    if !report.is_clean() || !compliant {
-        std::process::exit(1);
-    }
+    conclude(
+        &preset,
+        &output,
+        outcome,
+        started.elapsed().as_secs_f64(),
+        report,
+    );
 }
 
-enum Outcome {
-    Converged { samples: usize, eval_loss: f64 },
-    NotConverged { samples: usize, eval_loss: f64 },
-}
-
-fn train(preset: &Preset, run_state: &RunHandle) -> Outcome {
-    // init_start, the submission metadata and the preset's hyperparameters are logged when
-    // this span opens.
+fn train(preset: &Preset, run_state: &RunHandle, guard: &Guard) -> Outcome {
+    // init_start, the submission metadata, the seed and the preset's hyperparameters are
+    // logged when this span opens.
     let init = info_span!("init").entered();
-    mllog!(keys::SEED, SEED);
-
     let mut rng = Rng(SEED);
     let task = Task::generate(&mut rng);
     let mut model = LoraModel::new(task.pretrained.clone(), &mut rng);
     let mut opt = AdamW::new(model.params().len());
     drop(init);
+    preflight(guard);
 
     let _run = info_span!("run").entered();
     // Every ceil(384 / gbs) * gbs samples after skipping the first floor(0.125 * gbs + 2)
@@ -191,222 +101,5 @@ fn train(preset: &Preset, run_state: &RunHandle) -> Outcome {
         Outcome::Converged { samples, eval_loss }
     } else {
         Outcome::NotConverged { samples, eval_loss }
-    }
-}
-
-fn cosine_lr(step: usize) -> f64 {
-    let progress = step as f64 / TRAINING_STEPS as f64;
-    BASE_LR * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
-}
-
-/// The generated fine-tuning task.
-struct Task {
-    pretrained: Vec<f64>,
-    train_x: Vec<f64>,
-    train_y: Vec<usize>,
-    eval_x: Vec<f64>,
-    eval_y: Vec<usize>,
-}
-
-impl Task {
-    fn generate(rng: &mut Rng) -> Task {
-        // The "pretrained" classifier, and a teacher for the new task that differs from it by a
-        // rank-4 change: the part a LoRA adapter has to learn.
-        let pretrained: Vec<f64> = (0..CLASSES * DIM).map(|_| rng.normal() * 0.6).collect();
-        let u: Vec<f64> = (0..CLASSES * 4).map(|_| rng.normal()).collect();
-        let v: Vec<f64> = (0..4 * DIM).map(|_| rng.normal() * 0.45).collect();
-        let mut teacher = pretrained.clone();
-        for c in 0..CLASSES {
-            for d in 0..DIM {
-                teacher[c * DIM + d] += (0..4).map(|k| u[c * 4 + k] * v[k * DIM + d]).sum::<f64>();
-            }
-        }
-        let mut sample = |n: usize| {
-            let mut xs = Vec::with_capacity(n * DIM);
-            let mut ys = Vec::with_capacity(n);
-            for _ in 0..n {
-                let x: Vec<f64> = (0..DIM).map(|_| rng.normal()).collect();
-                let mut logits = matvec(&teacher, &x);
-                for l in &mut logits {
-                    *l += rng.normal() * 0.6; // label noise: the loss cannot reach zero
-                }
-                ys.push(argmax(&logits));
-                xs.extend(x);
-            }
-            (xs, ys)
-        };
-        let (train_x, train_y) = sample(TRAIN_SAMPLES);
-        let (eval_x, eval_y) = sample(EVAL_SAMPLES);
-        Task {
-            pretrained,
-            train_x,
-            train_y,
-            eval_x,
-            eval_y,
-        }
-    }
-}
-
-/// `logits = (W0 + alpha/r * B A) x` with `W0` frozen; parameters are `A` (r x d) then `B` (c x r).
-struct LoraModel {
-    w0: Vec<f64>,
-    params: Vec<f64>,
-}
-
-impl LoraModel {
-    fn new(w0: Vec<f64>, rng: &mut Rng) -> LoraModel {
-        let mut params = vec![0.0; RANK * DIM + CLASSES * RANK];
-        // LoRA initialisation: A random, B zero, so training starts from the pretrained model.
-        for a in &mut params[..RANK * DIM] {
-            *a = rng.normal() / (DIM as f64).sqrt();
-        }
-        LoraModel { w0, params }
-    }
-
-    fn params(&self) -> &[f64] {
-        &self.params
-    }
-
-    fn params_mut(&mut self) -> &mut [f64] {
-        &mut self.params
-    }
-
-    fn forward(&self, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let (a, b) = self.params.split_at(RANK * DIM);
-        let ax = matvec(a, x);
-        let bax = matvec(b, &ax);
-        let scale = LORA_ALPHA as f64 / RANK as f64;
-        let mut logits = matvec(&self.w0, x);
-        for (l, d) in logits.iter_mut().zip(&bax) {
-            *l += scale * d;
-        }
-        (logits, ax)
-    }
-
-    /// The batch's mean loss and the gradient of it.
-    fn gradients(&self, xs: &[f64], ys: &[usize], batch: &[usize]) -> (f64, Vec<f64>) {
-        let (_, b) = self.params.split_at(RANK * DIM);
-        let scale = LORA_ALPHA as f64 / RANK as f64 / batch.len() as f64;
-        let mut grads = vec![0.0; self.params.len()];
-        let mut loss = 0.0;
-        for &i in batch {
-            let x = &xs[i * DIM..(i + 1) * DIM];
-            let (logits, ax) = self.forward(x);
-            let mut g = softmax(&logits);
-            loss -= g[ys[i]].max(1e-300).ln();
-            g[ys[i]] -= 1.0;
-            let (ga, gb) = grads.split_at_mut(RANK * DIM);
-            // dB = s * g (A x)^T ; dA = s * (B^T g) x^T
-            for c in 0..CLASSES {
-                for r in 0..RANK {
-                    gb[c * RANK + r] += scale * g[c] * ax[r];
-                }
-            }
-            for r in 0..RANK {
-                let btg: f64 = (0..CLASSES).map(|c| b[c * RANK + r] * g[c]).sum();
-                for d in 0..DIM {
-                    ga[r * DIM + d] += scale * btg * x[d];
-                }
-            }
-        }
-        (loss / batch.len() as f64, grads)
-    }
-
-    fn eval_loss(&self, xs: &[f64], ys: &[usize]) -> f64 {
-        let n = ys.len();
-        let total: f64 = (0..n)
-            .map(|i| {
-                let (logits, _) = self.forward(&xs[i * DIM..(i + 1) * DIM]);
-                -softmax(&logits)[ys[i]].max(1e-300).ln()
-            })
-            .sum();
-        total / n as f64
-    }
-}
-
-struct AdamW {
-    m: Vec<f64>,
-    v: Vec<f64>,
-    t: i32,
-}
-
-impl AdamW {
-    const BETA1: f64 = 0.9;
-    const BETA2: f64 = 0.999;
-    const EPS: f64 = 1e-8;
-
-    fn new(n: usize) -> AdamW {
-        AdamW {
-            m: vec![0.0; n],
-            v: vec![0.0; n],
-            t: 0,
-        }
-    }
-
-    fn step(&mut self, params: &mut [f64], grads: &[f64], lr: f64) {
-        self.t += 1;
-        let c1 = 1.0 - Self::BETA1.powi(self.t);
-        let c2 = 1.0 - Self::BETA2.powi(self.t);
-        for i in 0..params.len() {
-            self.m[i] = Self::BETA1 * self.m[i] + (1.0 - Self::BETA1) * grads[i];
-            self.v[i] = Self::BETA2 * self.v[i] + (1.0 - Self::BETA2) * grads[i] * grads[i];
-            let update = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + Self::EPS);
-            params[i] -= lr * (update + WEIGHT_DECAY * params[i]);
-        }
-    }
-}
-
-fn clip_global_norm(grads: &mut [f64], max_norm: f64) {
-    let norm = grads.iter().map(|g| g * g).sum::<f64>().sqrt();
-    if norm > max_norm {
-        let k = max_norm / norm;
-        grads.iter_mut().for_each(|g| *g *= k);
-    }
-}
-
-fn matvec(m: &[f64], x: &[f64]) -> Vec<f64> {
-    m.chunks_exact(x.len())
-        .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
-        .collect()
-}
-
-fn softmax(logits: &[f64]) -> Vec<f64> {
-    let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
-    let sum: f64 = exps.iter().sum();
-    exps.into_iter().map(|e| e / sum).collect()
-}
-
-fn argmax(v: &[f64]) -> usize {
-    (0..v.len()).fold(0, |best, i| if v[i] > v[best] { i } else { best })
-}
-
-/// SplitMix64 with Box-Muller normals: deterministic data from `SEED` without dependencies.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let u1 = self.uniform().max(f64::MIN_POSITIVE);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    fn shuffle(&mut self, v: &mut [usize]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next_u64() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
     }
 }

@@ -10,8 +10,16 @@ fn run_quickstart(
     dir: &std::path::Path,
     extra_env: &[(&str, &str)],
 ) -> (std::process::Output, PathBuf) {
+    run_example("quickstart", dir, extra_env)
+}
+
+fn run_example(
+    name: &str,
+    dir: &std::path::Path,
+    extra_env: &[(&str, &str)],
+) -> (std::process::Output, PathBuf) {
     let log = dir.join("result_0.txt");
-    let mut cmd = Command::new(common::quickstart_exe());
+    let mut cmd = Command::new(common::example_exe(name));
     cmd.env("MLLOG_OUTPUT_FILE", &log).current_dir(dir);
     for var in tracing_mllog::SUBMISSION_VARIABLES {
         cmd.env_remove(var);
@@ -148,4 +156,66 @@ fn quickstart_uploads_its_log_when_asked() {
     let (out, _) = run_quickstart(dir.path(), &[("MLLOG_UPLOAD_URL", "ftp://nowhere/x")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ftp://"));
+}
+
+/// The tokio quickstart (instrumented futures, every step a spawned task that may finish on
+/// another worker thread) writes the same log as the synchronous one, but for the clock: the
+/// same records with the same values, samples counts and statistics, and the official checker
+/// accepts it with `--werror`.
+#[test]
+fn the_tokio_quickstart_logs_what_the_synchronous_one_logs() {
+    let sync_dir = tempfile::tempdir().unwrap();
+    let async_dir = tempfile::tempdir().unwrap();
+    let (out, sync_log) = run_example("quickstart", sync_dir.path(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (out, async_log) = run_example("quickstart_tokio", async_dir.path(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, output) = common::official_check(&async_log, "6.1.0", true);
+    assert!(
+        ok,
+        "official checker rejected the tokio quickstart log:\n{output}"
+    );
+
+    // Everything but what depends on the clock, the source line and the program's name.
+    let clockless = |path: &std::path::Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let (records, errors) = tracing_mllog::record::parse_log(&text);
+        assert!(errors.is_empty(), "{errors:?}");
+        records
+            .into_iter()
+            .filter(|r| !matches!(&*r.record.key, "config_filename" | "submission_platform"))
+            .map(|r| {
+                let mut r = r.record;
+                r.time = tracing_mllog::record::Timestamp {
+                    wall_ns: 0,
+                    mono_ns: 0,
+                };
+                r.metadata.file = None;
+                r.metadata.lineno = None;
+                if r.key == "tracked_stats" {
+                    r.value = tracing_mllog::Value::Null;
+                }
+                let mut line = String::new();
+                r.encode(&mut line);
+                line
+            })
+            .collect()
+    };
+    let (sync_records, async_records) = (clockless(&sync_log), clockless(&async_log));
+    assert!(sync_records.len() > 50, "{sync_records:?}");
+    assert_eq!(sync_records, async_records);
+    assert!(
+        async_records
+            .iter()
+            .any(|l| l.contains(r#""key": "run_stop""#) && l.contains(r#""samples_count": 3072"#)),
+        "{async_records:#?}"
+    );
 }

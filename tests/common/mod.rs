@@ -67,22 +67,29 @@ pub fn crate_dir() -> PathBuf {
 /// The quickstart example, as `cargo test` builds it next to the test binaries (with the same
 /// features); built on demand when missing.
 pub fn quickstart_exe() -> PathBuf {
+    example_exe("quickstart")
+}
+
+/// The built example `name` (debug profile, all features), built now if `cargo test` did not.
+#[allow(dead_code)]
+pub fn example_exe(name: &str) -> PathBuf {
     let me = std::env::current_exe().unwrap();
     let exe = me
         .parent()
         .unwrap()
         .parent()
         .unwrap()
-        .join("examples/quickstart");
+        .join("examples")
+        .join(name);
     if !exe.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let ok = Command::new(cargo)
-            .args(["build", "--all-features", "--example", "quickstart"])
+            .args(["build", "--all-features", "--example", name])
             .current_dir(crate_dir())
             .status()
             .unwrap()
             .success();
-        assert!(ok, "building the quickstart failed");
+        assert!(ok, "building the example {name} failed");
     }
     exe
 }
