@@ -19,7 +19,9 @@
 
 use std::process::Command;
 
-use tracing::{info_span, Dispatch};
+use std::future::Future;
+
+use tracing::{info_span, Dispatch, Instrument};
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
@@ -47,11 +49,16 @@ enum Budget {
 ///   dropped through a second dispatch at close, ~500) is in neither the 731 nor the layer's
 ///   control, so the same "about 2x a bare Registry" is applied to a bare Registry on this
 ///   workload, measured in the same run;
+/// - `train_step_async`, the step of an async loop: a future instrumented with a
+///   `train_step!` span, polled twice (it yields once, as a step awaiting its data does), so
+///   the span is entered and exited twice: the same "about 2x a bare Registry" on this
+///   workload;
 /// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
 const BUDGETS: &[(&str, Budget)] = &[
     ("event_3_fields", Budget::Ir(1_000)),
     ("train_step_span", Budget::Ir(1_500)),
     ("train_step_child", Budget::TimesRegistry(2.0)),
+    ("train_step_async", Budget::TimesRegistry(2.0)),
 ];
 const RANK_RATIO: f64 = 1.1;
 
@@ -125,7 +132,12 @@ fn main() {
             verdict(ok)
         );
     }
-    for workload in ["event_3_fields", "train_step_span", "train_step_child"] {
+    for workload in [
+        "event_3_fields",
+        "train_step_span",
+        "train_step_child",
+        "train_step_async",
+    ] {
         let (o, b) = (measure("rank1", workload), measure("registry", workload));
         let ratio = o / b;
         let name = format!("rank1_{workload}");
@@ -178,6 +190,23 @@ fn tempfile_dir() -> std::path::PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A future that is pending once, then ready: a step that awaits something.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
 }
 
 /// A layer that does nothing: what any layer costs on top of the `Registry` (`Layered`'s
@@ -267,6 +296,18 @@ fn run(stack_name: &str, workload: &str, n: u64) {
             let _run = info_span!("run").entered();
             for i in 0..n {
                 let _s = info_span!("train_step", step = i, samples = 8u64).entered();
+            }
+        }
+        "train_step_async" => {
+            // An async loop's step: a future instrumented with its span, polled on this
+            // thread until it is done (it yields once).
+            let _run = info_span!("run").entered();
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            for i in 0..n {
+                let step = YieldOnce(false).instrument(train_step!(step = i, samples = 8u64));
+                let mut step = std::pin::pin!(step);
+                while step.as_mut().poll(&mut cx).is_pending() {}
             }
         }
         "block_span" => {

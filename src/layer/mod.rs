@@ -5,7 +5,7 @@
 //! `callsite.rs`), so spans and events cost one pointer comparison to recognise; a counted
 //! `train_step` keeps its state in a sharded table keyed by span id (no span lookup, no
 //! allocation, and it may close on any thread); spans that are not ours are rejected on
-//! creation by their class and on close by a bucket count of open steps and intervals, so
+//! creation by their class and on close by bucket counts of open steps and intervals, so
 //! they never cost a lookup. On a rank with nothing to write the
 //! layer becomes a per-layer-filtered no-op whose filter says `Interest::never` for every
 //! callsite: other layers still see everything, and with no other layer tracing disables the
@@ -132,9 +132,13 @@ pub(crate) struct LayerState {
     filter_checked: AtomicBool,
     /// Each mapped callsite, put to the whole subscriber once registered.
     callsites: Arc<filter_check::CallsiteCheck>,
-    /// Open step, interval and warmup spans, counted per bucket of their span id, so closing
-    /// or recording a span that is none of them needs no lookup (a zero bucket proves it).
+    /// Open interval and warmup spans, counted per bucket of their span id, so entering,
+    /// closing or recording a span that is none of them needs no lookup (a zero bucket proves
+    /// it).
     open_buckets: [AtomicU32; SHARDS],
+    /// Open counted steps, likewise; apart from the intervals' so that entering a step (every
+    /// poll of an instrumented step future) never looks for an interval.
+    step_buckets: [AtomicU32; SHARDS],
     /// Counted steps that are open.
     steps: OpenSteps,
     /// Interval spans that are open, in the order they opened. Kept here rather than in span
@@ -152,6 +156,7 @@ impl Default for LayerState {
             filter_checked: AtomicBool::new(false),
             callsites: Arc::default(),
             open_buckets: [const { AtomicU32::new(0) }; SHARDS],
+            step_buckets: [const { AtomicU32::new(0) }; SHARDS],
             steps: OpenSteps::default(),
             intervals: Mutex::new(Vec::new()),
         }
@@ -164,10 +169,21 @@ impl Shared {
         &self.state.open_buckets[step::shard_of(id.into_u64())]
     }
 
-    /// Whether `id` may be an open step, interval or warmup span (false: certainly not).
+    /// Whether `id` may be an open interval or warmup span (false: certainly not).
     #[inline]
     fn maybe_tracked(&self, id: &Id) -> bool {
         self.bucket(id).load(Ordering::Relaxed) != 0
+    }
+
+    #[inline]
+    fn step_bucket(&self, id: &Id) -> &AtomicU32 {
+        &self.state.step_buckets[step::shard_of(id.into_u64())]
+    }
+
+    /// Whether `id` may be an open counted step (false: certainly not).
+    #[inline]
+    fn maybe_step(&self, id: &Id) -> bool {
+        self.step_bucket(id).load(Ordering::Relaxed) != 0
     }
 
     /// Whether steps count now: a run is open and no warmup span is (wherever they are).
@@ -403,7 +419,7 @@ impl Core {
             fields,
             traced,
         });
-        shared.bucket(id).fetch_add(1, Ordering::Relaxed);
+        shared.step_bucket(id).fetch_add(1, Ordering::Relaxed);
     }
 
     /// A traced step's trace-only start record (for OTel and RPD); the step starts at its time.
@@ -756,12 +772,15 @@ where
 
     fn on_record(&self, id: &Id, values: &SpanValues<'_>, _ctx: Context<'_, S>) {
         let shared = &*self.shared;
-        if !shared.maybe_tracked(id)
-            || shared
+        if shared.maybe_step(id)
+            && shared
                 .state
                 .steps
                 .update(id.into_u64(), |v| values.record(v))
         {
+            return;
+        }
+        if !shared.maybe_tracked(id) {
             return;
         }
         let span = id.into_u64();
@@ -826,15 +845,16 @@ where
             p.on_span_close(id.into_u64());
         }
         let shared = &*self.shared;
-        if !shared.maybe_tracked(&id) {
-            return;
-        }
         // Counted steps first, the hot path: found by id in their table, no span lookup.
-        if let Some(frame) = shared.state.steps.close(id.into_u64()) {
-            shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
-            return self.close_step(&frame);
+        if shared.maybe_step(&id) {
+            if let Some(frame) = shared.state.steps.close(id.into_u64()) {
+                shared.step_bucket(&id).fetch_sub(1, Ordering::Relaxed);
+                return self.close_step(&frame);
+            }
         }
-        self.close_interval(id, ctx);
+        if shared.maybe_tracked(&id) {
+            self.close_interval(id, ctx);
+        }
     }
 }
 

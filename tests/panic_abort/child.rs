@@ -12,7 +12,7 @@ use tracing_mllog::{keys, mllog, MllogLayer, Target};
 use tracing_subscriber::prelude::*;
 
 fn main() {
-    assert!(cfg!(panic = "abort"), "built without panic = \"abort\"");
+    const { assert!(cfg!(panic = "abort"), "built without panic = \"abort\"") };
     let log = std::env::args_os().nth(1).expect("usage: child LOG");
     let (layer, _guard) = MllogLayer::builder()
         .output_file(log)
