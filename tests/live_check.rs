@@ -105,3 +105,133 @@ fn a_complete_run_is_compliant_and_off_means_no_checker() {
     drop(layer);
     assert!(guard.shutdown().compliance.is_none());
 }
+
+/// The closed llama2_70b_lora hyperparameters, as a complete set-up logs them inside `init`.
+fn log_hyperparameters() {
+    for (k, v) in [
+        (keys::GLOBAL_BATCH_SIZE, 8.0),
+        (keys::TRAIN_SAMPLES, 3901.0),
+        (keys::EVAL_SAMPLES, 173.0),
+        (keys::GRADIENT_ACCUMULATION_STEPS, 1.0),
+        (keys::OPT_ADAMW_WEIGHT_DECAY, 1e-4),
+        (keys::OPT_GRADIENT_CLIP_NORM, 0.3),
+        (keys::OPT_LR_TRAINING_STEPS, 1024.0),
+        (keys::OPT_BASE_LR, 4e-4),
+        (keys::LORA_RANK, 16.0),
+        (keys::LORA_ALPHA, 32.0),
+    ] {
+        mllog!(k, v);
+    }
+}
+
+fn messages(report: &tracing_mllog::compliance::Report) -> String {
+    report
+        .findings
+        .iter()
+        .map(|f| format!("{:?} {}", f.severity, f.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `Guard::preflight` between `init` and `run` gives the verdict on the set-up while the
+/// clock has not started: a wrong or missing key fails it, a complete set-up passes, and a
+/// missing seed is a warning (fails under `--werror`).
+#[test]
+fn preflight_judges_the_set_up_before_the_clock_starts() {
+    let (layer, mut guard) = closed_llama2(LivePolicy::Off)
+        .build::<tracing_subscriber::Registry>()
+        .unwrap();
+    assert!(
+        guard.preflight().is_none(),
+        "no checker, no verdict (live checking off)"
+    );
+    drop(layer);
+    let _ = guard.shutdown();
+
+    // Incomplete: lora_rank wrong, the rest missing.
+    let (layer, mut guard) = closed_llama2(LivePolicy::Warn).build().unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _init = info_span!("init").entered();
+            mllog!(keys::LORA_RANK, 8);
+        }
+        let verdict = guard.preflight().expect("live checking is on");
+        assert!(!verdict.passed(false), "{}", messages(&verdict));
+        let all = messages(&verdict);
+        assert!(
+            all.contains("lora_rank") && all.contains("train_samples"),
+            "{all}"
+        );
+        assert!(all.contains("no `seed` logged"), "{all}");
+    });
+    let _ = guard.shutdown();
+
+    // Complete but for the seed: passes, with a warning.
+    let (layer, mut guard) = closed_llama2(LivePolicy::Warn).build().unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _init = info_span!("init").entered();
+            log_hyperparameters();
+        }
+        let verdict = guard.preflight().expect("live checking is on");
+        assert!(verdict.passed(false), "{}", messages(&verdict));
+        assert!(!verdict.passed(true), "{}", messages(&verdict));
+        assert_eq!(verdict.findings.len(), 1, "{}", messages(&verdict));
+        assert_eq!(verdict.findings[0].key.as_deref(), Some(keys::SEED));
+    });
+    let _ = guard.shutdown();
+
+    // Complete, the seed from the builder: passes under --werror, and no run_start yet.
+    let (sink, records) = tracing_mllog::sink::MemorySink::new();
+    let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
+        .seed(7)
+        .sink(sink)
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _init = info_span!("init").entered();
+            log_hyperparameters();
+        }
+        let verdict = guard.preflight().expect("live checking is on");
+        assert!(verdict.passed(true), "{}", messages(&verdict));
+    });
+    let report = guard.shutdown();
+    let keys = records.keys();
+    assert!(keys.contains(&"seed".to_owned()), "{keys:?}");
+    assert!(!keys.contains(&"run_start".to_owned()), "{keys:?}");
+    assert!(report.is_clean(), "{report}");
+}
+
+/// With the benchmark's evaluation schedule (a preset sets it), an `eval_accuracy` whose
+/// `samples_count` is not an evaluation point is a warning as soon as it is logged; one on the
+/// schedule is not.
+#[test]
+fn an_evaluation_off_the_schedule_is_a_warning_when_it_is_logged() {
+    let schedule = tracing_mllog::EvalSchedule::every_skipping(48, 2);
+    let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
+        .seed(7)
+        .eval_schedule(schedule)
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _init = info_span!("init").entered();
+            log_hyperparameters();
+        }
+        let _run = info_span!("run").entered();
+        mllog!(keys::EVAL_ACCURACY, 0.95, samples_count = 144); // the first point: 3 * 48
+        let verdict = guard.preflight().unwrap();
+        assert!(verdict.passed(true), "{}", messages(&verdict));
+        mllog!(keys::EVAL_ACCURACY, 0.94, samples_count = 150);
+        let verdict = guard.preflight().unwrap();
+        let all = messages(&verdict);
+        assert!(!verdict.passed(true), "{all}");
+        assert!(
+            all.contains("samples_count 150 is off the benchmark's evaluation schedule")
+                && all.contains("nearest points are 144 and 192"),
+            "{all}"
+        );
+    });
+    let _ = guard.shutdown();
+}

@@ -39,7 +39,31 @@ impl fmt::Debug for LivePolicy {
 #[derive(Clone, Debug)]
 pub struct ComplianceHandle {
     inner: Arc<Mutex<Checker>>,
-    seed_seen: Arc<AtomicBool>,
+    notes: Arc<LiveNotes>,
+}
+
+/// What live checking adds to the official rules: a submission package needs a `seed`, and
+/// the benchmark's rules fix when evaluations happen. Warnings, never in the final verdict
+/// (which is the official checker's).
+#[derive(Debug, Default)]
+struct LiveNotes {
+    seed_seen: AtomicBool,
+    off_schedule: Mutex<Vec<Finding>>,
+}
+
+impl LiveNotes {
+    fn add_to(&self, report: &mut Report) {
+        if !self.seed_seen.load(Ordering::Relaxed) {
+            report.findings.push(missing_seed());
+        }
+        report.findings.extend(
+            self.off_schedule
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
+    }
 }
 
 impl ComplianceHandle {
@@ -53,12 +77,11 @@ impl ComplianceHandle {
     }
 
     /// What is missing or wrong so far, ignoring keys that normally come after `run_start`.
-    /// Beyond the rules, a missing `seed` is a warning: `mllog package` rejects such a log.
+    /// Beyond the rules, warnings for a missing `seed` (`mllog package` rejects such a log)
+    /// and for every `eval_accuracy` off the evaluation schedule.
     pub fn pending(&self) -> Report {
         let mut report = self.lock().pending_at_run_start();
-        if !self.seed_seen.load(Ordering::Relaxed) {
-            report.findings.push(missing_seed());
-        }
+        self.notes.add_to(&mut report);
         report
     }
 }
@@ -84,7 +107,7 @@ fn missing_seed() -> Finding {
 #[derive(Debug)]
 pub struct ComplianceSink {
     inner: Arc<Mutex<Checker>>,
-    seed_seen: Arc<AtomicBool>,
+    notes: Arc<LiveNotes>,
     schedule: Option<EvalSchedule>,
     policy: LivePolicy,
     lines: usize,
@@ -96,7 +119,7 @@ impl ComplianceSink {
     pub fn new(ruleset: Ruleset) -> ComplianceSink {
         ComplianceSink {
             inner: Arc::new(Mutex::new(Checker::new(ruleset))),
-            seed_seen: Arc::new(AtomicBool::new(false)),
+            notes: Arc::default(),
             schedule: None,
             policy: LivePolicy::default(),
             lines: 0,
@@ -121,13 +144,14 @@ impl ComplianceSink {
     pub fn handle(&self) -> ComplianceHandle {
         ComplianceHandle {
             inner: Arc::clone(&self.inner),
-            seed_seen: Arc::clone(&self.seed_seen),
+            notes: Arc::clone(&self.notes),
         }
     }
 
-    /// An `eval_accuracy` off the schedule, said when it is logged (under `Warn`).
+    /// An `eval_accuracy` off the schedule: a warning in the pending report, and said on
+    /// stderr when it is logged (under `Warn`).
     fn check_schedule(&self, record: &Record) {
-        let (Some(schedule), LivePolicy::Warn) = (self.schedule, &self.policy) else {
+        let Some(schedule) = self.schedule else {
             return;
         };
         let Some(samples) = record
@@ -138,20 +162,38 @@ impl ComplianceSink {
         else {
             return;
         };
-        if !schedule.is_point(samples) {
-            eprintln!(
-                "mllog compliance: warning: line {}: eval_accuracy at samples_count {samples} is \
-                 off the benchmark's evaluation schedule (first at {}, then every {}; the \
-                 nearest points are {} and {})",
-                self.lines,
+        if schedule.is_point(samples) {
+            return;
+        }
+        let finding = Finding {
+            severity: Severity::Warning,
+            kind: FindingKind::Check,
+            line: Some(self.lines),
+            key: Some(keys::EVAL_ACCURACY.into()),
+            message: format!(
+                "eval_accuracy at samples_count {samples} is off the benchmark's evaluation \
+                 schedule (first at {}, then every {}; the nearest points are {} and {})",
                 schedule.first,
                 schedule.every,
                 schedule
                     .last_at_or_before(samples)
                     .unwrap_or(schedule.first),
                 schedule.next_after(samples),
+            ),
+            rule: "evaluation schedule".into(),
+            source: "tracing-mllog".into(),
+        };
+        if matches!(self.policy, LivePolicy::Warn) {
+            eprintln!(
+                "mllog compliance: warning: line {}: {}",
+                self.lines, finding.message
             );
         }
+        self.notes
+            .off_schedule
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(finding);
     }
 
     fn on_run_start(&self, pending: &Report) {
@@ -183,7 +225,7 @@ impl Sink for ComplianceSink {
         }
         self.lines += 1;
         if record.key == keys::SEED {
-            self.seed_seen.store(true, Ordering::Relaxed);
+            self.notes.seed_seen.store(true, Ordering::Relaxed);
         } else if record.key == keys::EVAL_ACCURACY {
             self.check_schedule(record);
         }
@@ -193,9 +235,7 @@ impl Sink for ComplianceSink {
             if !self.fired && record.key == keys::RUN_START {
                 self.fired = true;
                 let mut pending = checker.pending_at_run_start();
-                if !self.seed_seen.load(Ordering::Relaxed) {
-                    pending.findings.push(missing_seed());
-                }
+                self.notes.add_to(&mut pending);
                 Some(pending)
             } else {
                 None
