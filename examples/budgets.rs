@@ -19,11 +19,12 @@
 
 use std::process::Command;
 
-use std::future::Future;
-
-use tracing::{info_span, Dispatch, Instrument};
+use tracing::{info_span, Dispatch};
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
+
+#[path = "../benches/support/stacks.rs"]
+mod support;
 
 /// How a budget is set: instructions per operation, or a multiple of a bare `Registry` measured
 /// on the same workload in the same run.
@@ -192,23 +193,6 @@ fn tempfile_dir() -> std::path::PathBuf {
     dir
 }
 
-/// A future that is pending once, then ready: a step that awaits something.
-struct YieldOnce(bool);
-
-impl std::future::Future for YieldOnce {
-    type Output = ();
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    }
-}
-
 /// A layer that does nothing: what any layer costs on top of the `Registry` (`Layered`'s
 /// dispatch, the close guard), the floor for every layer.
 struct EmptyLayer;
@@ -302,12 +286,8 @@ fn run(stack_name: &str, workload: &str, n: u64) {
             // An async loop's step: a future instrumented with its span, polled on this
             // thread until it is done (it yields once).
             let _run = info_span!("run").entered();
-            let waker = std::task::Waker::noop();
-            let mut cx = std::task::Context::from_waker(waker);
             for i in 0..n {
-                let step = YieldOnce(false).instrument(train_step!(step = i, samples = 8u64));
-                let mut step = std::pin::pin!(step);
-                while step.as_mut().poll(&mut cx).is_pending() {}
+                support::async_step(i);
             }
         }
         "block_span" => {

@@ -41,6 +41,7 @@ fn main() {
     let mut event_ns = Vec::new();
     let mut span_ns = Vec::new();
     let mut child_ns = Vec::new();
+    let mut async_ns = Vec::new();
     for (name, dispatch, _) in &stacks {
         let e = tracing::dispatcher::with_default(dispatch, || {
             per_op(|i| mllog!("tracked_stats", 1.25, samples_count = i, step = i))
@@ -64,6 +65,16 @@ fn main() {
             c,
             "ns/op",
         ));
+        let a = tracing::dispatcher::with_default(dispatch, || {
+            let _run = info_span!("run").entered();
+            per_op(support::async_step)
+        });
+        rows.push((
+            format!("async step (instrumented, polled twice), {name}"),
+            a,
+            "ns/op",
+        ));
+        async_ns.push((*name, a));
         event_ns.push((*name, e));
         span_ns.push((*name, s));
         child_ns.push((*name, c));
@@ -149,6 +160,13 @@ fn main() {
         get(&span_ns, "fmt_json").unwrap(),
     );
     let mut ratios: Vec<(String, String)> = vec![
+        (
+            "async step mllog / registry".into(),
+            format!(
+                "{:.2}",
+                get(&async_ns, "mllog").unwrap() / get(&async_ns, "registry").unwrap()
+            ),
+        ),
         (
             "event mllog / registry".into(),
             format!("{:.2}", ours_e / reg_e),
