@@ -207,8 +207,13 @@ impl OtelSink {
         } else {
             None
         };
-        let exp_err =
-            |e: opentelemetry_otlp::ExporterBuildError| OtelError::Exporter(e.to_string());
+        // Endpoint URLs and headers (`OTEL_EXPORTER_OTLP_HEADERS=authorization=...`) may carry
+        // credentials; the exporter's messages can quote them.
+        let exp_err = |e: opentelemetry_otlp::ExporterBuildError| {
+            let mut secrets = crate::sink::redact::env_secrets();
+            crate::sink::redact::normalize(&mut secrets);
+            OtelError::Exporter(crate::sink::redact::redact(&e.to_string(), &secrets))
+        };
         let span_exporter = match traces {
             Transport::Grpc => {
                 let rt = runtime.as_ref().expect("runtime for gRPC");
