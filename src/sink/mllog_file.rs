@@ -251,7 +251,7 @@ mod tests {
         let text = String::from_utf8(got).unwrap();
         let line_len = text.find('\n').unwrap() + 1;
         assert_eq!(ok, 400 / line_len, "{text}");
-        assert!(ok >= 1 && ok < 8, "{text}");
+        assert!((1..8).contains(&ok), "{text}");
         assert!(text.starts_with(":::MLLOG "), "{text}");
         // The line that hit the limit is reported torn (a writer cannot take bytes back), the
         // ones after it as not written; the reason is in every message.
