@@ -1,7 +1,8 @@
 //! Log sync to object storage (feature `object-store`): real servers on free loopback ports
-//! (moto for S3, Azurite for Azure, fake-gcs-server for GCS reads), `file://`, `memory://`, a
-//! slow (throttled) store and an unreachable endpoint. Servers are started and killed by PID
-//! by the tests; the tools come from `scripts/deps/object-store.sh` (run `scripts/test`).
+//! (moto for S3, Azurite for Azure, fake-gcs-server behind an XML-API shim for GCS), `file://`,
+//! `memory://`, a slow (throttled) store and an unreachable endpoint. Servers are started and
+//! killed by PID by the tests; the tools come from `scripts/deps/object-store.sh` (run
+//! `scripts/test`).
 #![cfg(feature = "object-store")]
 
 use std::io::{Read, Write};
