@@ -801,6 +801,8 @@ impl UploadSink {
             final_done: AtomicBool::new(false),
         });
         let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let panic_tx = done_tx.clone();
+        let secrets = config.secrets();
         let uploader = Uploader {
             shared: shared.clone(),
             store,
@@ -813,7 +815,7 @@ impl UploadSink {
             },
             interval: config.interval,
             deadline: config.deadline,
-            secrets: config.secrets(),
+            secrets: secrets.clone(),
             last_uploaded: None,
             done_tx,
         };
@@ -822,7 +824,7 @@ impl UploadSink {
             .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         match app_runtime {
             Some(handle) if !config.own_runtime => {
-                handle.spawn(uploader.run());
+                handle.spawn(CatchPanic::new(uploader.run(), panic_tx, secrets));
             }
             _ => {
                 let runtime = tokio::runtime::Builder::new_current_thread()
@@ -832,7 +834,9 @@ impl UploadSink {
                     .map_err(|e| UploadError::Runtime(e.to_string()))?;
                 std::thread::Builder::new()
                     .name("mllog-upload".into())
-                    .spawn(move || runtime.block_on(uploader.run()))
+                    .spawn(move || {
+                        runtime.block_on(CatchPanic::new(uploader.run(), panic_tx, secrets))
+                    })
                     .map_err(|e| UploadError::Runtime(e.to_string()))?;
             }
         }
@@ -887,9 +891,11 @@ impl Sink for UploadSink {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 Err("final upload did not finish within the shutdown deadline".to_string())
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err("the uploader stopped before the final upload (runtime shut down?)".into())
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(
+                "the uploader stopped before the final upload (its tokio runtime was \
+                     shut down)"
+                    .into(),
+            ),
         };
         if let Err(message) = &outcome {
             if !self.shared.final_done.swap(true, Ordering::AcqRel) {
@@ -909,6 +915,55 @@ impl Drop for UploadSink {
         if !self.closed {
             self.shared.abort.store(true, Ordering::Release);
             self.shared.finish.notify_one();
+        }
+    }
+}
+
+/// Runs the uploader and turns a panic into the final outcome `close` reports (instead of a
+/// silently vanished task).
+struct CatchPanic {
+    inner: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    done_tx: Option<mpsc::SyncSender<Result<(), String>>>,
+    secrets: Vec<String>,
+}
+
+impl CatchPanic {
+    fn new(
+        inner: impl std::future::Future<Output = ()> + Send + 'static,
+        done_tx: mpsc::SyncSender<Result<(), String>>,
+        secrets: Vec<String>,
+    ) -> CatchPanic {
+        CatchPanic {
+            inner: Box::pin(inner),
+            done_tx: Some(done_tx),
+            secrets,
+        }
+    }
+}
+
+impl std::future::Future for CatchPanic {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let this = &mut *self;
+        let inner = &mut this.inner;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                if let Some(tx) = this.done_tx.take() {
+                    let message = redact(&format!("the uploader panicked: {what}"), &this.secrets);
+                    let _ = tx.try_send(Err(message));
+                }
+                std::task::Poll::Ready(())
+            }
         }
     }
 }
