@@ -37,11 +37,11 @@ pub const ENV_UPLOAD_DEADLINE_SECS: &str = "MLLOG_UPLOAD_DEADLINE_SECS";
 pub const DEFAULT_IMPORTANT_KEYS: &[&str] = &["eval_accuracy", "run_stop"];
 
 /// Shortest periodic interval (a shorter one would re-upload the log back to back).
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// Longest periodic interval and longest backoff between retries: one week.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
+const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Longest final-upload deadline: one day.
-pub const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
+const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
