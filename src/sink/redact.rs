@@ -13,6 +13,11 @@ use std::ffi::OsString;
 /// What replaces a secret.
 pub(crate) const MASK: &str = "***";
 
+/// Shortest known value that is masked wherever it appears: shorter ones (`test`, `true`)
+/// would mask ordinary words. User info and secret parameters in URLs are masked whatever
+/// their length.
+const MIN_SECRET_LEN: usize = 6;
+
 /// Name fragments (lowercase) of option keys and variables whose values are secret.
 const SECRET_WORDS: &[&str] = &[
     "secret",
@@ -88,7 +93,7 @@ fn is_url_name(name: &str) -> bool {
 /// The secret parts of one configured value under `name`: the whole value for credential
 /// names; for URL-valued names the user info and query values (the host stays readable).
 pub(crate) fn secret_parts(name: &str, value: &str, out: &mut Vec<String>) {
-    if value.len() < 4 {
+    if value.len() < MIN_SECRET_LEN {
         return;
     }
     if is_secret_name(name) {
@@ -126,7 +131,7 @@ fn url_secret_parts(value: &str, out: &mut Vec<String>) {
         let query = &query[..query.find('#').unwrap_or(query.len())];
         for pair in query.split('&') {
             if let Some((_, v)) = pair.split_once('=') {
-                if v.len() >= 4 {
+                if v.len() >= MIN_SECRET_LEN {
                     out.push(v.to_string());
                 }
             }
@@ -167,7 +172,7 @@ pub(crate) fn env_secrets() -> Vec<String> {
 
 /// Sorts longest first (so that a secret containing another is masked whole) and dedups.
 pub(crate) fn normalize(secrets: &mut Vec<String>) {
-    secrets.retain(|s| s.len() >= 4);
+    secrets.retain(|s| s.len() >= MIN_SECRET_LEN);
     secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     secrets.dedup();
 }
@@ -177,7 +182,7 @@ pub(crate) fn normalize(secrets: &mut Vec<String>) {
 pub(crate) fn redact(message: &str, secrets: &[String]) -> String {
     let mut out = message.to_string();
     for s in secrets {
-        if s.len() >= 4 && out.contains(s.as_str()) {
+        if s.len() >= MIN_SECRET_LEN && out.contains(s.as_str()) {
             out = out.replace(s.as_str(), MASK);
         }
     }

@@ -358,7 +358,8 @@ impl UploadConfig {
     pub fn display_url(&self) -> String {
         match &self.target {
             Target::Url(url) => redact_url(url),
-            Target::Store { store, path } => format!("{store}/{path}"),
+            // A store's `Display` is its own; it may name an endpoint with user info.
+            Target::Store { store, path } => redact(&format!("{store}/{path}"), &[]),
         }
     }
 
