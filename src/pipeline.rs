@@ -555,7 +555,7 @@ impl GuardInner {
         if let Some(p) = &self.profiler {
             p.finish();
         }
-        let deadline = Instant::now() + self.shutdown_timeout;
+        let deadline = crate::sink::saturating_deadline(self.shutdown_timeout);
         if self
             .control
             .send_deadline(Control::Shutdown(deadline), deadline)

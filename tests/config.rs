@@ -1,6 +1,7 @@
 //! Configuration: output errors, environment overlay, rank gating.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tracing_mllog::sink::{MemorySink, Sink, SinkError};
 use tracing_mllog::{keys, mllog, Error, MllogLayer, Record};
@@ -343,4 +344,28 @@ fn a_closed_submission_must_be_complete_and_valid() {
     assert!(!records
         .iter()
         .any(|r| r.key == "lowest_numerical_precision_linear"));
+}
+
+#[test]
+fn an_unbounded_shutdown_timeout_never_overflows() {
+    // `Duration::MAX` means "wait as long as it takes": the deadline saturates instead of
+    // overflowing `Instant + Duration` (a panic in the guard, an abort when dropped).
+    for timeout in [Duration::MAX, Duration::from_secs(u64::MAX / 4)] {
+        let (handle_sink, handle) = MemorySink::new();
+        let (layer, mut guard) = MllogLayer::builder()
+            .no_output()
+            .sink(handle_sink)
+            .shutdown_timeout(timeout)
+            .environment(env(&[]))
+            .build()
+            .unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            mllog!(keys::SEED, 1);
+        });
+        let report = guard.shutdown();
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(handle.records().len(), 1);
+        drop(guard);
+    }
 }

@@ -676,7 +676,9 @@ fn sink_refuses_a_schema_mismatch_and_bad_env() {
         .open()
         .err()
         .unwrap();
-    assert!(matches!(err, RpdError::Schema(_)), "{err}");
+    assert!(matches!(err, RpdError::Schema { .. }), "{err}");
+    // The error names the file.
+    assert!(err.to_string().contains(path.to_str().unwrap()), "{err}");
     assert!(err.to_string().contains("v2"), "{err}");
 
     std::env::set_var("MLLOG_RPD_FILE", dir.path().join("env.rpd"));
@@ -1336,4 +1338,20 @@ fn only_the_writing_rank_profiles() {
     drop(guard);
     let log = lines(&calls);
     assert!(!log.iter().any(|l| l == "rpdstart"), "{log:?}");
+}
+
+#[test]
+fn open_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Not an SQLite file: SQLite's own message says nothing about which file.
+    let path = dir.path().join("not-sqlite.rpd");
+    std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+    let err = RpdConfig::new(&path).open().err().unwrap().to_string();
+    assert!(err.contains(path.to_str().unwrap()), "{err}");
+    let err = RpdSchema::V3.ensure_file(&path).unwrap_err().to_string();
+    assert!(err.contains(path.to_str().unwrap()), "{err}");
+    // A parent that is a file.
+    let path = dir.path().join("not-sqlite.rpd/sub/trace.rpd");
+    let err = RpdSink::create(&path).err().unwrap().to_string();
+    assert!(err.contains(path.to_str().unwrap()), "{err}");
 }

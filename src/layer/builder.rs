@@ -523,13 +523,27 @@ impl Builder {
     /// failed build never truncates the previous run's log.
     pub fn build<S>(mut self) -> Result<(MllogLayer<S>, Guard), Error> {
         let env = self.environment.take();
+        // A set variable that is not UTF-8 is an error naming it, not "unset".
+        let not_utf8 = std::cell::RefCell::new(None::<String>);
         let get = |name: &str| -> Option<String> {
             match &env {
                 Some(map) => map.get(name).cloned(),
-                None => std::env::var(name).ok(),
+                None => match std::env::var(name) {
+                    Ok(v) => Some(v),
+                    Err(std::env::VarError::NotPresent) => None,
+                    Err(std::env::VarError::NotUnicode(_)) => {
+                        not_utf8.borrow_mut().get_or_insert_with(|| name.to_owned());
+                        None
+                    }
+                },
             }
         };
+        let check_utf8 = || match not_utf8.borrow_mut().take() {
+            Some(name) => Err(Error::env(&name, "", "the value is not valid UTF-8")),
+            None => Ok(()),
+        };
         self.overlay_env(&get)?;
+        check_utf8()?;
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
         }
@@ -682,6 +696,7 @@ impl Builder {
             )));
         }
 
+        check_utf8()?;
         // Last: open the output (truncating a file), now that nothing else can fail.
         match output {
             Output::Stdout => sinks.insert(0, Box::new(MllogFileSink::stdout())),

@@ -5,6 +5,8 @@ mod memory;
 mod mllog_file;
 #[cfg(feature = "otel")]
 mod otel;
+#[cfg(any(feature = "object-store", feature = "otel"))]
+mod redact;
 #[cfg(feature = "rpd")]
 mod rpd;
 #[cfg(feature = "object-store")]
@@ -29,9 +31,26 @@ pub use upload::{
     DEFAULT_IMPORTANT_KEYS, ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::record::Record;
+
+/// `now + timeout`, or the latest representable instant when that overflows
+/// (`Duration::MAX` means "no deadline", never a panic).
+pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    if let Some(t) = now.checked_add(timeout) {
+        return t;
+    }
+    // Far enough to be "never" and representable on every platform (about 136 years).
+    let mut far = Duration::from_secs(u64::from(u32::MAX));
+    loop {
+        if let Some(t) = now.checked_add(far) {
+            return t;
+        }
+        far /= 2;
+    }
+}
 
 /// Why a sink could not take a record (counted and reported by the pipeline).
 #[derive(Debug, thiserror::Error)]

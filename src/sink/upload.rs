@@ -21,7 +21,8 @@ use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload, R
 use tokio::sync::Notify;
 use url::Url;
 
-use super::{Sink, SinkError};
+use super::redact::{self, redact};
+use super::{saturating_deadline, Sink, SinkError};
 use crate::record::Record;
 
 /// The variable naming the upload URL (`s3://bucket/run/mllog.log`, `gs://…`, `az://…`,
@@ -34,6 +35,13 @@ pub const ENV_UPLOAD_INTERVAL_SECS: &str = "MLLOG_UPLOAD_INTERVAL_SECS";
 pub const ENV_UPLOAD_DEADLINE_SECS: &str = "MLLOG_UPLOAD_DEADLINE_SECS";
 /// Keys after which the log is uploaded promptly (at the next flush).
 pub const DEFAULT_IMPORTANT_KEYS: &[&str] = &["eval_accuracy", "run_stop"];
+
+/// Shortest periodic interval (a shorter one would re-upload the log back to back).
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+/// Longest periodic interval and longest backoff between retries: one week.
+const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest final-upload deadline: one day.
+const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -66,6 +74,14 @@ pub enum UploadError {
         /// The variable's name.
         variable: &'static str,
         /// What is wrong (without the value when it could be secret).
+        reason: String,
+    },
+    /// A setting made in code is out of its range (named as the method that sets it).
+    #[error("invalid {setting}: {reason}")]
+    InvalidSetting {
+        /// The setting, e.g. `UploadConfig::interval`.
+        setting: &'static str,
+        /// What is wrong and the allowed range.
         reason: String,
     },
     /// The object store could not be built (credentials, endpoint, ...), secrets redacted.
@@ -162,6 +178,25 @@ impl UploadConfig {
             url: redact_url_str(url),
             reason: e.to_string(),
         })?;
+        let cloud = matches!(
+            parsed.scheme(),
+            "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss"
+        );
+        if cloud && parsed.host_str().is_none_or(str::is_empty) {
+            let what = if parsed.scheme().starts_with('s') || parsed.scheme() == "gs" {
+                "bucket"
+            } else {
+                "container"
+            };
+            return Err(UploadError::InvalidUrl {
+                url: redact_url(&parsed),
+                reason: format!(
+                    "the URL names no {what}: write {}://{}/path/to/log",
+                    parsed.scheme(),
+                    what.to_ascii_uppercase()
+                ),
+            });
+        }
         let (scheme, _) =
             ObjectStoreScheme::parse(&parsed).map_err(|_| UploadError::InvalidUrl {
                 url: redact_url(&parsed),
@@ -193,7 +228,20 @@ impl UploadConfig {
     /// Reads [`ENV_UPLOAD_URL`], [`ENV_UPLOAD_INTERVAL_SECS`] and [`ENV_UPLOAD_DEADLINE_SECS`]:
     /// `None` unless `MLLOG_UPLOAD_URL` is set (and not empty); a bad value is an error naming
     /// the variable.
+    /// A variable that is set but not valid UTF-8 is an error naming it.
     pub fn from_env() -> Result<Option<UploadConfig>, UploadError> {
+        for variable in [
+            ENV_UPLOAD_URL,
+            ENV_UPLOAD_INTERVAL_SECS,
+            ENV_UPLOAD_DEADLINE_SECS,
+        ] {
+            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(variable) {
+                return Err(UploadError::InvalidEnv {
+                    variable,
+                    reason: "the value is not valid UTF-8".into(),
+                });
+            }
+        }
         UploadConfig::from_vars(|name| std::env::var(name).ok())
     }
 
@@ -210,16 +258,20 @@ impl UploadConfig {
             reason: e.to_string(),
         })?;
         if let Some(v) = var(ENV_UPLOAD_INTERVAL_SECS) {
-            let secs = parse_secs(&v).map_err(|reason| UploadError::InvalidEnv {
-                variable: ENV_UPLOAD_INTERVAL_SECS,
-                reason,
+            let secs = parse_secs(&v).and_then(check_interval).map_err(|reason| {
+                UploadError::InvalidEnv {
+                    variable: ENV_UPLOAD_INTERVAL_SECS,
+                    reason,
+                }
             })?;
             config.interval = (secs > Duration::ZERO).then_some(secs);
         }
         if let Some(v) = var(ENV_UPLOAD_DEADLINE_SECS) {
-            config.deadline = parse_secs(&v).map_err(|reason| UploadError::InvalidEnv {
-                variable: ENV_UPLOAD_DEADLINE_SECS,
-                reason,
+            config.deadline = parse_secs(&v).and_then(check_deadline).map_err(|reason| {
+                UploadError::InvalidEnv {
+                    variable: ENV_UPLOAD_DEADLINE_SECS,
+                    reason,
+                }
             })?;
         }
         Ok(Some(config))
@@ -306,7 +358,8 @@ impl UploadConfig {
     pub fn display_url(&self) -> String {
         match &self.target {
             Target::Url(url) => redact_url(url),
-            Target::Store { store, path } => format!("{store}/{path}"),
+            // A store's `Display` is its own; it may name an endpoint with user info.
+            Target::Store { store, path } => redact(&format!("{store}/{path}"), &[]),
         }
     }
 
@@ -319,152 +372,149 @@ impl UploadConfig {
         let (store, dir_or_key) = match &self.target {
             Target::Store { store, path } => (store.clone(), path.clone()),
             Target::Url(url) => {
-                let store =
-                    build_store(url, &self.options, self.from_env).map_err(|e| match e {
-                        UploadError::Store(m) => UploadError::Store(redact(&m, &self.secrets())),
-                        other => other,
+                let store = build_store(url, &self.options, self.from_env, &self.secrets())?;
+                // The key within the bucket as object_store reads the URL: for the path-style
+                // https forms (`https://s3.<region>.amazonaws.com/bucket/key`, R2, Azure
+                // `https://<account>.blob.core.windows.net/container/key`) the first path
+                // segment is the bucket, not part of the key.
+                let (_, key) =
+                    ObjectStoreScheme::parse(url).map_err(|e| UploadError::InvalidUrl {
+                        url: self.display_url(),
+                        reason: redact(&e.to_string(), &self.secrets()),
                     })?;
-                (store, url.path().to_string())
+                let dir = key.as_ref().is_empty() || url.path().ends_with('/');
+                let key = if dir {
+                    key.join(self.file_name(local_file)?)
+                } else {
+                    key
+                };
+                return Ok((store, key));
             }
         };
         let mut key = dir_or_key;
         if key.is_empty() || key.ends_with('/') {
-            let name = local_file
-                .file_name()
-                .and_then(|n| n.to_str())
-                .ok_or_else(|| UploadError::InvalidUrl {
-                    url: self.display_url(),
-                    reason: "the URL names a directory and the local file has no usable name"
-                        .into(),
-                })?;
-            key.push_str(name);
+            key.push_str(self.file_name(local_file)?);
         }
-        let path = match &self.target {
-            Target::Url(_) => ObjectPath::from_url_path(&key),
-            Target::Store { .. } => ObjectPath::parse(&key),
-        }
-        .map_err(|e| UploadError::InvalidUrl {
+        let path = ObjectPath::parse(&key).map_err(|e| UploadError::InvalidUrl {
             url: self.display_url(),
             reason: e.to_string(),
         })?;
         Ok((store, path))
     }
 
+    fn file_name<'a>(&self, local_file: &'a FsPath) -> Result<&'a str, UploadError> {
+        local_file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| UploadError::InvalidUrl {
+                url: self.display_url(),
+                reason: "the URL names a directory and the local file has no usable name".into(),
+            })
+    }
+
+    /// Every value that must never be shown: secret options, credentials and endpoint user
+    /// info from the provider variables (read even with `read_provider_env(false)`: object_store
+    /// may still read some, and an operator's variables must not leak either way).
     fn secrets(&self) -> Vec<String> {
-        let mut secrets: Vec<String> = self
-            .options
-            .iter()
-            .filter(|(k, v)| is_secret_key(k) && v.len() >= 4)
-            .map(|(_, v)| v.clone())
-            .collect();
-        for (k, v) in std::env::vars() {
-            let provider = [
-                "AWS_",
-                "AZURE_",
-                "GOOGLE_",
-                "SERVICE_ACCOUNT",
-                "OBJECT_STORE_",
-            ]
-            .iter()
-            .any(|p| k.starts_with(p));
-            if provider && is_secret_key(&k) && v.len() >= 4 {
-                secrets.push(v);
-            }
+        let mut secrets = redact::env_secrets();
+        for (k, v) in &self.options {
+            redact::secret_parts(k, v, &mut secrets);
         }
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
+        redact::normalize(&mut secrets);
         secrets
     }
-}
 
-fn parse_secs(v: &str) -> Result<Duration, String> {
-    let secs: f64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{}` is not a number of seconds", v.trim()))?;
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| format!("`{}` is not a non-negative number of seconds", v.trim()))
-}
-
-fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    [
-        "secret",
-        "key",
-        "token",
-        "password",
-        "sas",
-        "credential",
-        "signature",
-        "bearer",
-    ]
-    .iter()
-    .any(|w| k.contains(w))
-}
-
-fn redact_url(url: &Url) -> String {
-    // The user name stays: `abfs://container@account.dfs.core.windows.net/...` needs it.
-    let mut u = url.clone();
-    if u.password().is_some() {
-        let _ = u.set_password(Some("***"));
+    /// Ranges of the settings made in code (the variables are checked when read).
+    fn validate(&self) -> Result<(), UploadError> {
+        let bad = |setting, reason| Err(UploadError::InvalidSetting { setting, reason });
+        if let Some(interval) = self.interval {
+            if let Err(reason) = check_interval(interval) {
+                return bad("UploadConfig::interval", reason);
+            }
+        }
+        if let Err(reason) = check_deadline(self.deadline) {
+            return bad("UploadConfig::deadline", reason);
+        }
+        let RetryPolicy {
+            initial_backoff,
+            max_backoff,
+            ..
+        } = self.retry;
+        if max_backoff > MAX_INTERVAL || initial_backoff > max_backoff {
+            return bad(
+                "UploadConfig::retry",
+                format!(
+                    "backoffs must satisfy initial_backoff <= max_backoff <= {} s \
+                     (got {initial_backoff:?} and {max_backoff:?})",
+                    MAX_INTERVAL.as_secs()
+                ),
+            );
+        }
+        Ok(())
     }
+}
+
+/// `0` (off) or [`MIN_INTERVAL`]..=[`MAX_INTERVAL`].
+fn check_interval(d: Duration) -> Result<Duration, String> {
+    if d.is_zero() || (MIN_INTERVAL..=MAX_INTERVAL).contains(&d) {
+        Ok(d)
+    } else {
+        Err(format!(
+            "{} s is out of range: 0 (off) or {}..={} seconds",
+            d.as_secs_f64(),
+            MIN_INTERVAL.as_secs_f64(),
+            MAX_INTERVAL.as_secs()
+        ))
+    }
+}
+
+/// 0..=[`MAX_DEADLINE`].
+fn check_deadline(d: Duration) -> Result<Duration, String> {
+    if d <= MAX_DEADLINE {
+        Ok(d)
+    } else {
+        Err(format!(
+            "{} s is out of range: 0..={} seconds",
+            d.as_secs_f64(),
+            MAX_DEADLINE.as_secs()
+        ))
+    }
+}
+
+/// A number of seconds (decimals allowed), shown back only when it is a plain number.
+fn parse_secs(v: &str) -> Result<Duration, String> {
+    let t = v.trim();
+    let shown = if t.len() <= 32 && t.bytes().all(|b| b.is_ascii_graphic()) {
+        format!("`{t}`")
+    } else {
+        "the value".to_string()
+    };
+    let secs: f64 = t
+        .parse()
+        .map_err(|_| format!("{shown} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("{shown} is not a finite, non-negative number of seconds"))
+}
+
+/// The URL without password, query or fragment. The user name stays for the Azure forms
+/// (`abfs://container@account.dfs.core.windows.net/...` needs it); any other is masked.
+fn redact_url(url: &Url) -> String {
+    let mut u = url.clone();
     u.set_query(None);
     u.set_fragment(None);
-    u.to_string()
+    redact(u.as_str(), &[])
 }
 
 fn redact_url_str(url: &str) -> String {
     let cut = url.find(['?', '#']).unwrap_or(url.len());
-    let url = &url[..cut];
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let user = url[s + 3..at].split(':').next().unwrap_or("");
-            format!("{}://{user}:***@{}", &url[..s], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
-/// Removes known secret values and signature-like query parameters from a message.
-fn redact(message: &str, secrets: &[String]) -> String {
-    let mut out = message.to_string();
-    for s in secrets {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), "***");
-        }
-    }
-    for param in [
-        "sig=",
-        "signature=",
-        "x-amz-signature=",
-        "x-amz-credential=",
-        "x-amz-security-token=",
-        "x-goog-signature=",
-        "x-goog-credential=",
-        "access_token=",
-        "token=",
-    ] {
-        let mut from = 0;
-        loop {
-            let lower = out.to_ascii_lowercase();
-            let Some(pos) = lower[from..].find(param).map(|p| p + from) else {
-                break;
-            };
-            let start = pos + param.len();
-            let end = out[start..]
-                .find(|c: char| c == '&' || c == ')' || c == '"' || c == '\'' || c.is_whitespace())
-                .map_or(out.len(), |e| start + e);
-            out.replace_range(start..end, "***");
-            from = start + 3;
-        }
-    }
-    out
+    redact(&url[..cut], &[])
 }
 
 fn build_store(
     url: &Url,
     options: &[(String, String)],
     from_env: bool,
+    secrets: &[String],
 ) -> Result<Arc<dyn ObjectStore>, UploadError> {
     use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
     use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
@@ -479,17 +529,15 @@ fn build_store(
         key: key.to_string(),
         scheme: scheme_name.clone(),
     };
+    // User info in an endpoint (`http://user:pass@host`) is removed before the store sees
+    // it: S3 and Azure authenticate with their own credentials, and the HTTP client would
+    // otherwise carry the password into its connection-pool keys and their trace events.
     // Our own retries (counted, deadline-aware) replace object_store's.
     let no_retry = RetryConfig {
         max_retries: 0,
         ..RetryConfig::default()
     };
-    let secrets: Vec<String> = options
-        .iter()
-        .filter(|(k, _)| is_secret_key(k))
-        .map(|(_, v)| v.clone())
-        .collect();
-    let store_err = |e: object_store::Error| UploadError::Store(redact(&e.to_string(), &secrets));
+    let store_err = |e: object_store::Error| UploadError::Store(redact(&e.to_string(), secrets));
     match scheme {
         ObjectStoreScheme::Local | ObjectStoreScheme::Memory => {
             if let Some((key, _)) = options.first() {
@@ -514,6 +562,20 @@ fn build_store(
                 let key: AmazonS3ConfigKey =
                     k.to_ascii_lowercase().parse().map_err(|_| bad_key(k))?;
                 b = b.with_config(key, v.clone());
+            }
+            for key in [
+                AmazonS3ConfigKey::Endpoint,
+                AmazonS3ConfigKey::S3Endpoint,
+                AmazonS3ConfigKey::StsEndpoint,
+                AmazonS3ConfigKey::MetadataEndpoint,
+                AmazonS3ConfigKey::ContainerCredentialsFullUri,
+            ] {
+                if let Some(clean) = b
+                    .get_config_value(&key)
+                    .and_then(|e| redact::strip_userinfo(&e))
+                {
+                    b = b.with_config(key, clean);
+                }
             }
             Ok(Arc::new(b.build().map_err(store_err)?))
         }
@@ -543,6 +605,18 @@ fn build_store(
             for (k, v) in options {
                 let key: AzureConfigKey = k.to_ascii_lowercase().parse().map_err(|_| bad_key(k))?;
                 b = b.with_config(key, v.clone());
+            }
+            for key in [
+                AzureConfigKey::Endpoint,
+                AzureConfigKey::MsiEndpoint,
+                AzureConfigKey::FabricTokenServiceUrl,
+            ] {
+                if let Some(clean) = b
+                    .get_config_value(&key)
+                    .and_then(|e| redact::strip_userinfo(&e))
+                {
+                    b = b.with_config(key, clean);
+                }
             }
             Ok(Arc::new(b.build().map_err(store_err)?))
         }
@@ -710,6 +784,7 @@ impl UploadSink {
         config: UploadConfig,
         local_file: PathBuf,
     ) -> Result<(UploadSink, UploadHandle), UploadError> {
+        config.validate()?;
         let (store, path) = config.open_store(&local_file)?;
         let url = config.display_url();
         let report = UploadReport {
@@ -727,6 +802,8 @@ impl UploadSink {
             final_done: AtomicBool::new(false),
         });
         let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let panic_tx = done_tx.clone();
+        let secrets = config.secrets();
         let uploader = Uploader {
             shared: shared.clone(),
             store,
@@ -739,7 +816,7 @@ impl UploadSink {
             },
             interval: config.interval,
             deadline: config.deadline,
-            secrets: config.secrets(),
+            secrets: secrets.clone(),
             last_uploaded: None,
             done_tx,
         };
@@ -748,7 +825,7 @@ impl UploadSink {
             .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         match app_runtime {
             Some(handle) if !config.own_runtime => {
-                handle.spawn(uploader.run());
+                handle.spawn(CatchPanic::new(uploader.run(), panic_tx, secrets));
             }
             _ => {
                 let runtime = tokio::runtime::Builder::new_current_thread()
@@ -758,7 +835,9 @@ impl UploadSink {
                     .map_err(|e| UploadError::Runtime(e.to_string()))?;
                 std::thread::Builder::new()
                     .name("mllog-upload".into())
-                    .spawn(move || runtime.block_on(uploader.run()))
+                    .spawn(move || {
+                        runtime.block_on(CatchPanic::new(uploader.run(), panic_tx, secrets))
+                    })
                     .map_err(|e| UploadError::Runtime(e.to_string()))?;
             }
         }
@@ -813,9 +892,11 @@ impl Sink for UploadSink {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 Err("final upload did not finish within the shutdown deadline".to_string())
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err("the uploader stopped before the final upload (runtime shut down?)".into())
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(
+                "the uploader stopped before the final upload (its tokio runtime was \
+                     shut down)"
+                    .into(),
+            ),
         };
         if let Err(message) = &outcome {
             if !self.shared.final_done.swap(true, Ordering::AcqRel) {
@@ -839,6 +920,55 @@ impl Drop for UploadSink {
     }
 }
 
+/// Runs the uploader and turns a panic into the final outcome `close` reports (instead of a
+/// silently vanished task).
+struct CatchPanic {
+    inner: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    done_tx: Option<mpsc::SyncSender<Result<(), String>>>,
+    secrets: Vec<String>,
+}
+
+impl CatchPanic {
+    fn new(
+        inner: impl std::future::Future<Output = ()> + Send + 'static,
+        done_tx: mpsc::SyncSender<Result<(), String>>,
+        secrets: Vec<String>,
+    ) -> CatchPanic {
+        CatchPanic {
+            inner: Box::pin(inner),
+            done_tx: Some(done_tx),
+            secrets,
+        }
+    }
+}
+
+impl std::future::Future for CatchPanic {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let this = &mut *self;
+        let inner = &mut this.inner;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                if let Some(tx) = this.done_tx.take() {
+                    let message = redact(&format!("the uploader panicked: {what}"), &this.secrets);
+                    let _ = tx.try_send(Err(message));
+                }
+                std::task::Poll::Ready(())
+            }
+        }
+    }
+}
+
 enum Attempt {
     Ok,
     Failed(String),
@@ -848,7 +978,11 @@ enum Attempt {
 impl Uploader {
     async fn run(mut self) {
         let mut ticker = self.interval.map(|every| {
-            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            // `every` is at most MAX_INTERVAL (checked at start), so this cannot overflow.
+            let first = tokio::time::Instant::now()
+                .checked_add(every)
+                .unwrap_or_else(tokio::time::Instant::now);
+            let mut t = tokio::time::interval_at(first, every);
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             t
         });
@@ -877,39 +1011,51 @@ impl Uploader {
         if self.shared.abort.load(Ordering::Acquire) {
             return;
         }
+        let own_deadline = saturating_deadline(self.deadline);
         let close_deadline = self
             .shared
             .final_deadline
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or_else(|| Instant::now() + self.deadline);
+            .unwrap_or(own_deadline);
         let deadline = close_deadline
             .checked_sub(DEADLINE_MARGIN)
             .unwrap_or(close_deadline)
-            .min(Instant::now() + self.deadline);
+            .min(own_deadline);
         let result = self.final_upload(deadline).await;
         if !self.shared.final_done.swap(true, Ordering::AcqRel) {
             let _ = self.done_tx.try_send(result);
         }
     }
 
-    fn read_local(&self, complete: bool) -> Result<Vec<u8>, String> {
-        let mut bytes = std::fs::read(&self.local_file)
-            .map_err(|e| format!("reading {}: {e}", self.local_file.display()))?;
-        if !complete {
-            // An intermediate snapshot ends at the last complete line.
-            let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-            bytes.truncate(end);
+    /// Reads the local log on tokio's blocking pool: a file read can stall (network file
+    /// systems, a busy disk), and the runtime may be the application's.
+    async fn read_local(&self, complete: bool) -> Result<Vec<u8>, String> {
+        let file = self.local_file.clone();
+        let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+            let mut bytes =
+                std::fs::read(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+            if !complete {
+                // An intermediate snapshot ends at the last complete line.
+                let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+                bytes.truncate(end);
+            }
+            Ok(bytes)
+        });
+        match read.await {
+            Ok(result) => result.map_err(|e| redact(&e, &self.secrets)),
+            Err(e) => Err(format!(
+                "reading {} did not complete: {e}",
+                self.local_file.display()
+            )),
         }
-        Ok(bytes)
     }
 
     /// One intermediate (deadline `None`) or final upload of the log, with retries.
     async fn upload_log(&mut self, deadline: Option<Instant>) -> Attempt {
-        let bytes = match self.read_local(deadline.is_some()) {
+        let bytes = match self.read_local(deadline.is_some()).await {
             Ok(b) => b,
             Err(e) => {
-                let e = redact(&e, &self.secrets);
                 self.shared.update(|r| {
                     r.uploads_failed += 1;
                     r.last_error = Some(e.clone());
@@ -974,7 +1120,7 @@ impl Uploader {
             }
             let pause = self.retry.backoff(retry);
             if let Some(d) = deadline {
-                if Instant::now() + pause >= d {
+                if Instant::now().checked_add(pause).is_none_or(|t| t >= d) {
                     return Attempt::OutOfTime(format!(
                         "{message} (no time left for a retry before the deadline)"
                     ));
@@ -1025,7 +1171,7 @@ impl Uploader {
     }
 
     async fn verify(&self, deadline: Instant) -> Result<(), String> {
-        let local = self.read_local(true)?;
+        let local = self.read_local(true).await?;
         let get = async {
             let got = self.store.get(&self.path).await?;
             got.bytes().await
@@ -1058,8 +1204,16 @@ impl Uploader {
         parts.pop();
         parts.push(name.to_string());
         let path = ObjectPath::from_iter(parts);
-        let bytes =
-            std::fs::read(file).map_err(|e| format!("reading artefact {}: {e}", file.display()))?;
+        let owned = file.to_path_buf();
+        let bytes = tokio::task::spawn_blocking(move || std::fs::read(&owned))
+            .await
+            .map_err(|e| format!("reading artefact {} did not complete: {e}", file.display()))?
+            .map_err(|e| {
+                redact(
+                    &format!("reading artefact {}: {e}", file.display()),
+                    &self.secrets,
+                )
+            })?;
         match self.put_with_retry(&path, bytes, Some(deadline)).await {
             Attempt::Ok => Ok(()),
             Attempt::Failed(e) | Attempt::OutOfTime(e) => Err(e),
@@ -1070,16 +1224,6 @@ impl Uploader {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_secrets_and_signatures() {
-        let secrets = vec!["hunter2hunter2".to_string()];
-        let msg = "error for url (http://h/c/b?sv=1&sig=abcDEF%2B&se=2) key hunter2hunter2";
-        let out = redact(msg, &secrets);
-        assert!(!out.contains("hunter2"), "{out}");
-        assert!(!out.contains("abcDEF"), "{out}");
-        assert!(out.contains("sv=1"), "{out}");
-    }
 
     #[test]
     fn backoff_doubles_and_caps() {
@@ -1100,6 +1244,7 @@ mod tests {
             redact_url_str("s3://user:pw@bucket/x?sig=1"),
             "s3://user:***@bucket/x"
         );
+        assert_eq!(redact_url_str("s3://tok3n@bucket/x"), "s3://***@bucket/x");
         let u = Url::parse("az://user:pw@container/x?sig=1").unwrap();
         assert_eq!(redact_url(&u), "az://user:***@container/x");
         let u = Url::parse("abfs://c@acct.dfs.core.windows.net/k").unwrap();

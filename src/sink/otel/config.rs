@@ -9,6 +9,9 @@ use opentelemetry_sdk::Resource;
 use crate::keys::Benchmark;
 use crate::submission::Submission;
 
+/// Largest span queue (`OtelConfig::queue_size`, `MLLOG_OTEL_QUEUE_SIZE`).
+pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
+
 /// What the span queue does when the exporter falls behind (see `docs/otel.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backpressure {
@@ -98,9 +101,10 @@ impl OtelConfig {
         self
     }
 
-    /// Spans that may wait for the exporter (default 65 536).
+    /// Spans that may wait for the exporter (default 65 536; 1 to 16 777 216, values outside
+    /// are clamped: the queue is allocated up front).
     pub fn queue_size(mut self, spans: usize) -> Self {
-        self.queue_size = spans.max(1);
+        self.queue_size = spans.clamp(1, MAX_QUEUE_SIZE);
         self
     }
 

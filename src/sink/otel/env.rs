@@ -32,6 +32,11 @@ enum Transport {
     Http,
 }
 
+/// Largest `MLLOG_OTEL_QUEUE_SIZE`: the queue is allocated up front.
+const MAX_QUEUE_SIZE: usize = super::config::MAX_QUEUE_SIZE;
+/// Longest `MLLOG_OTEL_BACKPRESSURE=wait:<ms>`: one hour.
+const MAX_BACKPRESSURE_WAIT_MS: u64 = 3_600_000;
+
 fn env_err(name: &str, value: &str, reason: impl Into<String>) -> OtelError {
     OtelError::Env {
         name: name.to_owned(),
@@ -82,8 +87,14 @@ pub(crate) fn overlay(
             .trim()
             .parse()
             .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| env_err(ENV_OTEL_QUEUE_SIZE, &raw, "expected a positive integer"))?;
+            .filter(|n| (1..=MAX_QUEUE_SIZE).contains(n))
+            .ok_or_else(|| {
+                env_err(
+                    ENV_OTEL_QUEUE_SIZE,
+                    &raw,
+                    format!("expected a whole number of spans in 1..={MAX_QUEUE_SIZE}"),
+                )
+            })?;
         config = config.queue_size(n);
     }
     if let Some(raw) = get(ENV_OTEL_BACKPRESSURE) {
@@ -93,9 +104,17 @@ pub(crate) fn overlay(
         } else if v == "wait" {
             Backpressure::default()
         } else if let Some(ms) = v.strip_prefix("wait:") {
-            let ms: u64 = ms.parse().map_err(|_| {
-                env_err(ENV_OTEL_BACKPRESSURE, &raw, "expected wait:<milliseconds>")
-            })?;
+            let ms: u64 = ms
+                .parse()
+                .ok()
+                .filter(|ms| *ms <= MAX_BACKPRESSURE_WAIT_MS)
+                .ok_or_else(|| {
+                    env_err(
+                        ENV_OTEL_BACKPRESSURE,
+                        &raw,
+                        format!("expected wait:<milliseconds> with 0..={MAX_BACKPRESSURE_WAIT_MS}"),
+                    )
+                })?;
             Backpressure::Wait(Duration::from_millis(ms))
         } else {
             return Err(env_err(
@@ -207,8 +226,13 @@ impl OtelSink {
         } else {
             None
         };
-        let exp_err =
-            |e: opentelemetry_otlp::ExporterBuildError| OtelError::Exporter(e.to_string());
+        // Endpoint URLs and headers (`OTEL_EXPORTER_OTLP_HEADERS=authorization=...`) may carry
+        // credentials; the exporter's messages can quote them.
+        let exp_err = |e: opentelemetry_otlp::ExporterBuildError| {
+            let mut secrets = crate::sink::redact::env_secrets();
+            crate::sink::redact::normalize(&mut secrets);
+            OtelError::Exporter(crate::sink::redact::redact(&e.to_string(), &secrets))
+        };
         let span_exporter = match traces {
             Transport::Grpc => {
                 let rt = runtime.as_ref().expect("runtime for gRPC");
@@ -243,5 +267,51 @@ impl OtelSink {
         // lives as long as the sink either way (gRPC metrics need it too).
         let grpc_spans = traces == Transport::Grpc;
         OtelSink::build(span_exporter, metric_exporter, config, runtime, grpc_spans).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overlay_with(pairs: &[(&str, &str)]) -> Result<OtelConfig, OtelError> {
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        };
+        overlay(OtelConfig::new(), &get)
+    }
+
+    #[test]
+    fn sizes_and_waits_are_range_checked() {
+        for (var, value, range) in [
+            (ENV_OTEL_QUEUE_SIZE, "1000000000000000000", "1..=16777216"),
+            (ENV_OTEL_QUEUE_SIZE, "0", "1..=16777216"),
+            (
+                ENV_OTEL_BACKPRESSURE,
+                "wait:18446744073709551615",
+                "0..=3600000",
+            ),
+        ] {
+            let err = overlay_with(&[(var, value)])
+                .map(|_| ())
+                .expect_err(value)
+                .to_string();
+            assert!(err.contains(var) && err.contains(range), "{err}");
+        }
+        let c = overlay_with(&[
+            (ENV_OTEL_QUEUE_SIZE, "16777216"),
+            (ENV_OTEL_BACKPRESSURE, "wait:3600000"),
+        ])
+        .unwrap();
+        assert_eq!(c.queue_size, 1 << 24);
+        assert_eq!(
+            c.backpressure,
+            Backpressure::Wait(Duration::from_secs(3600))
+        );
+        // In code, the queue size is clamped (it is allocated up front).
+        assert_eq!(OtelConfig::new().queue_size(usize::MAX).queue_size, 1 << 24);
     }
 }

@@ -174,7 +174,7 @@ impl SpanProcessor for QueueProcessor {
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::sink::saturating_deadline(timeout);
         *self
             .queue
             .counters
@@ -250,7 +250,7 @@ fn export_loop<E: SpanExporter>(
         match msg {
             Ok(Msg::Span(s)) => {
                 if batch.is_empty() {
-                    batch_due = Instant::now() + delay;
+                    batch_due = crate::sink::saturating_deadline(delay);
                 }
                 batch.push(*s);
                 if batch.len() >= batch_size {

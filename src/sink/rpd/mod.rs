@@ -79,12 +79,14 @@ impl RpdSchema {
     /// version, which may differ from `self` for an existing file.
     pub fn ensure_file(self, path: impl AsRef<Path>) -> Result<RpdSchema, RpdError> {
         let path = path.as_ref();
-        create_parent(path)?;
-        schema::ensure_file(path, Some(self), Duration::from_secs(10)).or_else(|e| match e {
-            // An existing schema of the other version is fine here.
-            RpdError::Schema(_) => schema::ensure_file(path, None, Duration::from_secs(10)),
-            e => Err(e),
-        })
+        create_parent(path).map_err(|e| e.at(path))?;
+        schema::ensure_file(path, Some(self), Duration::from_secs(10))
+            .or_else(|e| match e {
+                // An existing schema of the other version is fine here.
+                RpdError::Schema { .. } => schema::ensure_file(path, None, Duration::from_secs(10)),
+                e => Err(e),
+            })
+            .map_err(|e| e.at(path))
     }
 }
 
@@ -121,19 +123,74 @@ pub enum RpdError {
         reason: String,
     },
     /// SQLite failed.
-    #[error("RPD file: {context}: {message}")]
+    #[error("RPD file{}: {context}: {message}", shown(.path))]
     Sqlite {
+        /// The file.
+        path: PathBuf,
         /// What was being done.
         context: &'static str,
         /// SQLite's message.
         message: String,
     },
     /// The file's schema cannot be used (unknown version, or not the one asked for).
-    #[error("RPD file: {0}")]
-    Schema(String),
+    #[error("RPD file{}: {message}", shown(.path))]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// An I/O error (creating the parent directory).
-    #[error("RPD file: {0}")]
-    Io(#[from] std::io::Error),
+    #[error("RPD file{}: {source}", shown(.path))]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// ` <path>`, or nothing for errors not tied to a file yet.
+fn shown(path: &Path) -> String {
+    if path.as_os_str().is_empty() {
+        String::new()
+    } else {
+        format!(" {}", path.display())
+    }
+}
+
+impl From<std::io::Error> for RpdError {
+    fn from(source: std::io::Error) -> RpdError {
+        RpdError::Io {
+            path: PathBuf::new(),
+            source,
+        }
+    }
+}
+
+impl RpdError {
+    pub(crate) fn schema(message: String) -> RpdError {
+        RpdError::Schema {
+            path: PathBuf::new(),
+            message,
+        }
+    }
+
+    /// The same error, naming `file` (errors are built deep inside without it).
+    fn at(mut self, file: &Path) -> RpdError {
+        match &mut self {
+            RpdError::Sqlite { path, .. }
+            | RpdError::Schema { path, .. }
+            | RpdError::Io { path, .. } => {
+                if path.as_os_str().is_empty() {
+                    *path = file.to_path_buf();
+                }
+            }
+            RpdError::Env { .. } => {}
+        }
+        self
+    }
 }
 
 /// How to open an [`RpdSink`].
@@ -329,6 +386,11 @@ impl RpdSink {
     /// Opens the file `config` names, creating its parent directory, the file and the schema
     /// as needed, and claims a session. Fails now, not at the first record.
     pub fn open(config: RpdConfig) -> Result<RpdSink, RpdError> {
+        let path = config.path.clone();
+        RpdSink::open_unnamed(config).map_err(|e| e.at(&path))
+    }
+
+    fn open_unnamed(config: RpdConfig) -> Result<RpdSink, RpdError> {
         create_parent(&config.path)?;
         let mut conn = schema::open(&config.path, config.busy_timeout)?;
         let tx = conn
@@ -381,6 +443,7 @@ impl RpdSink {
         }
         sink.marker_id = sink.new_string("UserMarker".to_string());
         sink.commit().map_err(|e| RpdError::Sqlite {
+            path: PathBuf::new(),
             context: "writing the session's strings",
             message: e.to_string(),
         })?;
@@ -611,6 +674,7 @@ fn insert_rows<T>(
 
 fn sqlite(context: &'static str, e: rusqlite::Error) -> RpdError {
     RpdError::Sqlite {
+        path: PathBuf::new(),
         context,
         message: e.to_string(),
     }

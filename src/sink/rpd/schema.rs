@@ -239,6 +239,7 @@ INSERT INTO rocpd_metadata (tag, value) VALUES ('schema_version', '2');
 
 fn sql_err(context: &'static str) -> impl FnOnce(rusqlite::Error) -> RpdError {
     move |e| RpdError::Sqlite {
+        path: std::path::PathBuf::new(),
         context,
         message: e.to_string(),
     }
@@ -274,7 +275,7 @@ fn existing_version(tx: &Connection) -> Result<Option<RpdSchema>, RpdError> {
             Some("2") => return Ok(Some(RpdSchema::V2)),
             Some("3") => return Ok(Some(RpdSchema::V3)),
             Some(other) => {
-                return Err(RpdError::Schema(format!(
+                return Err(RpdError::schema(format!(
                     "the file's schema_version is {other:?}; only 2 and 3 are supported"
                 )))
             }
@@ -318,7 +319,7 @@ pub(super) fn ensure_schema(
 ) -> Result<RpdSchema, RpdError> {
     match existing_version(tx)? {
         Some(found) => match wanted {
-            Some(w) if w != found => Err(RpdError::Schema(format!(
+            Some(w) if w != found => Err(RpdError::schema(format!(
                 "the file already holds RPD schema v{} but schema v{} was asked for",
                 found.version(),
                 w.version()
@@ -362,7 +363,7 @@ pub(super) fn claim_session(tx: &Transaction<'_>) -> Result<u32, RpdError> {
                 .ok()
                 .filter(|n| *n < (1u32 << 31) - 1)
                 .ok_or_else(|| {
-                    RpdError::Schema(format!("unusable session_count {text:?} in rocpd_metadata"))
+                    RpdError::schema(format!("unusable session_count {text:?} in rocpd_metadata"))
                 })?;
             tx.execute(
                 "UPDATE rocpd_metadata SET value = ?1 WHERE tag = 'session_count'",
@@ -396,8 +397,9 @@ pub(super) fn open(
     busy_timeout: std::time::Duration,
 ) -> Result<Connection, RpdError> {
     let conn = Connection::open(path).map_err(|e| RpdError::Sqlite {
-        context: "opening the RPD file",
-        message: format!("{}: {e}", path.display()),
+        path: path.to_path_buf(),
+        context: "opening",
+        message: e.to_string(),
     })?;
     conn.busy_timeout(busy_timeout)
         .map_err(sql_err("setting the busy timeout"))?;
