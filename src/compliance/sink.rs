@@ -12,8 +12,12 @@ use crate::record::Record;
 use crate::run::EvalSchedule;
 use crate::sink::{Sink, SinkError};
 
-/// What to do when `run_start` is logged (the end of the part of the log a submitter controls
-/// before the clock starts).
+/// What to do when `run_start` reaches the checker (the end of the part of the log a submitter
+/// controls before the clock starts).
+///
+/// The policy runs on the pipeline's worker, after `run_start` is written: it reports, it
+/// cannot keep the clock from starting. To decide before `run` opens, call
+/// [`crate::Guard::preflight`] between `init` and `run`.
 #[derive(Default)]
 pub enum LivePolicy {
     /// Nothing.
