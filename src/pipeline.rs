@@ -688,8 +688,6 @@ impl Guard {
     /// reports.
     pub fn shutdown(&mut self) -> Report {
         self.inner.finish(Finish::Guard);
-        // The caller has the report: dropping the guard later prints nothing more.
-        self.inner.reported.store(true, Ordering::Release);
         self.report()
     }
 }

@@ -462,10 +462,38 @@ impl SegmentProfiler {
     /// error (naming the variable or the library) rather than a silently disabled profiler;
     /// the caller decides whether to go on without it. When it is not, nothing is loaded.
     pub fn from_env() -> Result<Option<SegmentProfiler>, ProfileError> {
-        match std::env::var(ENV_PROFILER) {
-            Ok(v) if v.trim().eq_ignore_ascii_case("rpd") => {}
+        for var in [
+            ENV_PROFILER,
+            ENV_PROFILE_SEGMENT,
+            ENV_PROFILE_REPEAT,
+            ENV_RPD_TRACER_LIB,
+        ] {
+            env_str(var)?; // a set variable that is not UTF-8 is an error naming it
+        }
+        SegmentProfiler::from_env_with(&|name| std::env::var(name).ok())
+    }
+
+    /// [`SegmentProfiler::from_env`], reading the variables through `get` (the builder's
+    /// environment map, or the process environment). `PROFILER` set to anything but `rpd`
+    /// (or empty) is an error naming it: a typo must not silently turn profiling off.
+    pub fn from_env_with(
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<SegmentProfiler>, ProfileError> {
+        match get(ENV_PROFILER) {
+            Some(v) if v.trim().eq_ignore_ascii_case("rpd") => {}
+            Some(v) if !v.trim().is_empty() => {
+                return Err(ProfileError::Env {
+                    var: ENV_PROFILER,
+                    value: v,
+                    reason: "expected `rpd` (segment-scoped profiling with librpd_tracer.so)"
+                        .into(),
+                })
+            }
             _ => return Ok(None),
         }
+        let env_str = |var: &'static str| -> Result<Option<String>, ProfileError> {
+            Ok(get(var).filter(|v| !v.trim().is_empty()))
+        };
         let mut builder = SegmentProfiler::builder();
         if let Some(v) = env_str(ENV_PROFILE_SEGMENT)? {
             builder.segment = v.parse().map_err(|reason| ProfileError::Env {
@@ -481,10 +509,10 @@ impl SegmentProfiler {
                 reason,
             })?;
         }
-        if let Some(v) = std::env::var_os(ENV_RPD_TRACER_LIB).filter(|v| !v.is_empty()) {
+        if let Some(v) = env_str(ENV_RPD_TRACER_LIB)? {
             builder.library = Some(PathBuf::from(v));
         }
-        builder.schema = RpdSchema::from_env().map_err(|e| match e {
+        builder.schema = RpdSchema::from_env_with(get).map_err(|e| match e {
             RpdError::Env { var, value, reason } => ProfileError::Env { var, value, reason },
             other => ProfileError::File {
                 path: PathBuf::new(),

@@ -369,3 +369,45 @@ fn an_unbounded_shutdown_timeout_never_overflows() {
         drop(guard);
     }
 }
+
+/// Profiling settings come from the builder's environment like every other setting, and
+/// `PROFILER` set to an unknown value is an error naming it: a typo must not turn profiling
+/// off without a word.
+#[cfg(feature = "rpd")]
+#[test]
+fn profiler_settings_are_read_from_the_builders_environment() {
+    for (vars, named) in [
+        (&[("PROFILER", "rdp")][..], "PROFILER"),
+        (
+            &[("PROFILER", "rpd"), ("PROFILE_SEGMENT", "block:0")][..],
+            "PROFILE_SEGMENT",
+        ),
+        (
+            &[("PROFILER", "rpd"), ("PROFILE_REPEAT", "often")][..],
+            "PROFILE_REPEAT",
+        ),
+        (
+            &[("PROFILER", "rpd"), ("MLLOG_RPD_SCHEMA", "9")][..],
+            "MLLOG_RPD_SCHEMA",
+        ),
+    ] {
+        let err = MllogLayer::builder()
+            .no_output()
+            .sink(MemorySink::new().0)
+            .environment(env(vars))
+            .build::<tracing_subscriber::Registry>()
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().contains(named), "{vars:?}: {err}");
+    }
+    // Empty or absent: no profiler, no error.
+    for vars in [&[("PROFILER", "")][..], &[][..]] {
+        let (_layer, guard) = MllogLayer::builder()
+            .no_output()
+            .sink(MemorySink::new().0)
+            .environment(env(vars))
+            .build::<tracing_subscriber::Registry>()
+            .unwrap();
+        assert!(guard.profile_report().is_none(), "{vars:?}");
+    }
+}

@@ -620,32 +620,32 @@ impl Builder {
             }
         };
         #[cfg(feature = "rpd")]
-        let profiler = {
-            use crate::sink::RpdConfig;
-            let from_env = RpdConfig::from_env_with(&get).map_err(|e| Error::Start {
-                what: "the RPD sink",
-                message: e.to_string(),
-            })?;
-            if let (true, Some(config)) = (writes, from_env.or(self.rpd.take())) {
-                let sink = config.open().map_err(|e| Error::Start {
+        let profiler =
+            {
+                use crate::sink::RpdConfig;
+                let from_env = RpdConfig::from_env_with(&get).map_err(|e| Error::Start {
                     what: "the RPD sink",
                     message: e.to_string(),
                 })?;
-                sinks.push(Box::new(sink));
-            }
-            match self.profiler.take() {
-                Some(p) => Some(p),
-                None if writes && get("PROFILER").is_some() => {
-                    crate::profile::SegmentProfiler::from_env().map_err(|e| Error::Start {
-                        what: "RPD profiling",
+                if let (true, Some(config)) = (writes, from_env.or(self.rpd.take())) {
+                    let sink = config.open().map_err(|e| Error::Start {
+                        what: "the RPD sink",
                         message: e.to_string(),
-                    })?
+                    })?;
+                    sinks.push(Box::new(sink));
                 }
-                None => None,
-            }
-            .filter(|_| writes)
-            .map(Arc::new)
-        };
+                match self.profiler.take() {
+                    Some(p) => Some(p),
+                    None if writes => crate::profile::SegmentProfiler::from_env_with(&get)
+                        .map_err(|e| Error::Start {
+                            what: "RPD profiling",
+                            message: e.to_string(),
+                        })?,
+                    None => None,
+                }
+                .filter(|_| writes)
+                .map(Arc::new)
+            };
         // OpenTelemetry exports from every rank: the collector should see the whole job.
         #[cfg(feature = "otel")]
         let otel = {

@@ -73,6 +73,22 @@ impl RpdSchema {
         schema_from_env()
     }
 
+    /// [`RpdSchema::from_env`], reading `MLLOG_RPD_SCHEMA` through `get`.
+    pub fn from_env_with(
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<RpdSchema>, RpdError> {
+        match get(ENV_RPD_SCHEMA) {
+            Some(v) if !v.trim().is_empty() => {
+                v.parse().map(Some).map_err(|reason| RpdError::Env {
+                    var: ENV_RPD_SCHEMA,
+                    value: v,
+                    reason,
+                })
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Makes sure `path` holds an RPD schema, as `python3 -m rocpd.schema --create` does but
     /// without deleting anything: a file without RPD tables (missing or empty) gets the full
     /// schema of this version; a file that has them is left as it is. Returns the file's
