@@ -14,36 +14,15 @@
 
 mod lora;
 
-use std::time::Instant;
-
 use lora::*;
 use tracing::{field::Empty, info_span};
 use tracing_mllog::presets::Preset;
 use tracing_mllog::{keys, mllog, train_step, Guard, RunHandle};
-use tracing_subscriber::prelude::*;
 
 fn main() {
-    let output = output();
-    let preset = preset();
-    let (layer, mut guard) = or_exit(
-        builder(&preset, &output, "examples/quickstart.rs")
-            // Slurm's SIGTERM at a time limit ends the run `aborted`, with a complete log.
-            .handle_signals(true)
-            .build(),
-    );
-    let run_handle = layer.run_handle();
-    tracing_subscriber::registry().with(layer).init();
-
-    let started = Instant::now();
-    let outcome = train(&preset, &run_handle, &guard);
-    let report = guard.shutdown();
-    conclude(
-        &preset,
-        &output,
-        outcome,
-        started.elapsed().as_secs_f64(),
-        report,
-    );
+    let session = start("examples/quickstart.rs");
+    let outcome = train(&session.preset, &session.run, &session.guard);
+    session.finish(outcome);
 }
 
 fn train(preset: &Preset, run_state: &RunHandle, guard: &Guard) -> Outcome {

@@ -9,36 +9,17 @@
 mod lora;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use lora::*;
 use tracing::{field::Empty, info_span, Instrument, Span};
 use tracing_mllog::presets::Preset;
 use tracing_mllog::{keys, mllog, train_step, Guard, RunHandle};
-use tracing_subscriber::prelude::*;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
-    let output = output();
-    let preset = preset();
-    let (layer, mut guard) = or_exit(
-        builder(&preset, &output, "examples/quickstart_tokio.rs")
-            .handle_signals(true)
-            .build(),
-    );
-    let run_handle = layer.run_handle();
-    tracing_subscriber::registry().with(layer).init();
-
-    let started = Instant::now();
-    let outcome = train(&preset, &run_handle, &guard).await;
-    let report = guard.shutdown();
-    conclude(
-        &preset,
-        &output,
-        outcome,
-        started.elapsed().as_secs_f64(),
-        report,
-    );
+    let session = start("examples/quickstart_tokio.rs");
+    let outcome = train(&session.preset, &session.run, &session.guard).await;
+    session.finish(outcome);
 }
 
 /// What a step needs and gives back: the model and optimizer move into the step's task.

@@ -67,20 +67,7 @@ fn a_complete_run_is_compliant_and_off_means_no_checker() {
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
         {
             let _init = info_span!("init").entered();
-            for (k, v) in [
-                (keys::GLOBAL_BATCH_SIZE, 8.0),
-                (keys::TRAIN_SAMPLES, 3901.0),
-                (keys::EVAL_SAMPLES, 173.0),
-                (keys::GRADIENT_ACCUMULATION_STEPS, 1.0),
-                (keys::OPT_ADAMW_WEIGHT_DECAY, 1e-4),
-                (keys::OPT_GRADIENT_CLIP_NORM, 0.3),
-                (keys::OPT_LR_TRAINING_STEPS, 1024.0),
-                (keys::OPT_BASE_LR, 4e-4),
-                (keys::LORA_RANK, 16.0),
-                (keys::LORA_ALPHA, 32.0),
-            ] {
-                mllog!(k, v);
-            }
+            log_hyperparameters();
         }
         let _run = info_span!("run", status = "success").entered();
         {

@@ -12,8 +12,13 @@
 //! eval loss (cross-entropy on a held-out set), and the run converges when it reaches the
 //! benchmark's target, 0.925, exactly like the real benchmark's eval loss.
 
+use std::time::Instant;
+
 use tracing_mllog::presets::{Llama2_70bLora, Preset};
-use tracing_mllog::{keys, Builder, Division, Guard, MllogLayer, Report, Ruleset, SystemStatus};
+use tracing_mllog::{
+    keys, Builder, Division, Guard, MllogLayer, Report, Ruleset, RunHandle, SystemStatus,
+};
+use tracing_subscriber::prelude::*;
 
 pub const DIM: usize = 64;
 pub const CLASSES: usize = 8;
@@ -87,12 +92,46 @@ pub fn builder(preset: &Preset, output: &str, config_filename: &str) -> Builder 
         .train_loss_every(16)
 }
 
-/// Exits with status 2 and the reason when the layer cannot start.
-pub fn or_exit<T>(built: Result<T, tracing_mllog::Error>) -> T {
-    built.unwrap_or_else(|e| {
-        eprintln!("quickstart: {e}");
-        std::process::exit(2);
-    })
+/// A run under way: what the training loop reads, and what reports at the end.
+pub struct Session {
+    pub preset: Preset,
+    pub output: String,
+    pub run: RunHandle,
+    pub guard: Guard,
+    started: Instant,
+}
+
+/// Builds the layer (exiting with status 2 and the reason when it cannot start), installs it
+/// as the global subscriber, and starts the clock.
+pub fn start(config_filename: &str) -> Session {
+    let output = output();
+    let preset = preset();
+    let (layer, guard) = builder(&preset, &output, config_filename)
+        // Slurm's SIGTERM at a time limit ends the run `aborted`, with a complete log.
+        .handle_signals(true)
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("quickstart: {e}");
+            std::process::exit(2);
+        });
+    let run = layer.run_handle();
+    tracing_subscriber::registry().with(layer).init();
+    Session {
+        preset,
+        output,
+        run,
+        guard,
+        started: Instant::now(),
+    }
+}
+
+impl Session {
+    /// Shuts the pipeline down and reports (see [`conclude`]).
+    pub fn finish(mut self, outcome: Outcome) {
+        let report = self.guard.shutdown();
+        let secs = self.started.elapsed().as_secs_f64();
+        conclude(&self.preset, &self.output, outcome, secs, report);
+    }
 }
 
 /// The live checker's verdict on the set-up, asked for between `init` and `run`: a set-up
@@ -117,7 +156,7 @@ pub enum Outcome {
 
 /// Prints the outcome, the pipeline's report and the built-in checker's verdict; exits with
 /// status 1 if anything was lost or the log is not compliant.
-pub fn conclude(preset: &Preset, output: &str, outcome: Outcome, secs: f64, report: Report) {
+fn conclude(preset: &Preset, output: &str, outcome: Outcome, secs: f64, report: Report) {
     let target = preset.target();
     println!("MLLOG written to {output}");
     match outcome {
