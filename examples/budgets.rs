@@ -11,7 +11,7 @@
 //!
 //! With the `otel` feature it also counts the per-span cost on the training thread with the
 //! OpenTelemetry sink on (the SDK work happens on our worker) beside tracing-opentelemetry's
-//! layer with the SDK's batch processor doing the same spans (issue 6: no slower), both into
+//! layer with the SDK's batch processor doing the same spans (the target: no slower), both into
 //! a no-op exporter.
 //!
 //! Run one workload directly: `budgets run <stack>:<workload> <n>` (stacks: `mllog`,
@@ -36,7 +36,7 @@ enum Budget {
 
 /// The budgets, on the calling thread, dispatch included.
 ///
-/// Derivation (issue 8; measured on the CI machine type, see rust-anchors.md §8): a bare
+/// Derivation (measured on a 2-core x86_64 machine like CI's): a bare
 /// `Registry` costs 124 instructions per event and 731 per span lifecycle of a root span
 /// (`info_span!("train_step", step = i)` + enter + drop, no parent); tracing-subscriber's JSON
 /// fmt layer about 12,600 per event.
@@ -157,7 +157,7 @@ fn main() {
         println!();
         println!(
             "{:<24} {:>8} {:>22} {:>8} {:>8}",
-            "OTel export on (issue 6)", "ours", "tracing-opentelemetry", "ratio", "target"
+            "OTel export on", "ours", "tracing-opentelemetry", "ratio", "target"
         );
         for workload in ["block_span", "train_step_child"] {
             let ours = measure("mllog_otel", workload);

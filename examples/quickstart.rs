@@ -1,4 +1,4 @@
-//! The main job: a real (small) LoRA fine-tuning run, instrumented only through `tracing`,
+//! The quickstart: a real (small) LoRA fine-tuning run, instrumented only through `tracing`,
 //! that writes an MLPerf Training log in the closed `llama2_70b_lora` shape (ruleset 6.1.0).
 //!
 //! The hyperparameters go through the `llama2_70b_lora` preset, which validates them against

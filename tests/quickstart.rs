@@ -1,4 +1,4 @@
-//! The main job: the quickstart's log passes the official checker with `--werror`, and the
+//! The quickstart's log passes the official checker with `--werror`, and the
 //! checker is a real oracle here (a copy with one required key removed fails).
 
 mod common;

@@ -245,7 +245,7 @@ fn close(a: f64, b: f64) -> bool {
 fn generated_folder_scores_equal_result_summarizer() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("sub");
-    // The folder: some converged, one not, one non-compliant (two dropped: invalid).
+    // A results folder: some converged, one not, one non-compliant (two dropped: invalid).
     write_benchmark(&root, "sys_a", &ten_runs(true, true));
     // One unconverged run: it stands in for the slowest.
     write_benchmark(&root, "sys_b", &ten_runs(true, false));
