@@ -1203,6 +1203,18 @@ fn types_cross_threads() {
 
 #[test]
 fn the_layer_drives_the_profiler_and_the_rpd_sink() {
+    layer_drives_profiler_and_rpd_sink(false);
+}
+
+/// Warmup steps inside the run are not the timed run either: never the profiled step.
+#[test]
+fn warmup_steps_inside_the_run_are_never_profiled() {
+    layer_drives_profiler_and_rpd_sink(true);
+}
+
+/// Warm-up steps (before the run, or inside it), then two blocks of two steps; the second
+/// real step is profiled.
+fn layer_drives_profiler_and_rpd_sink(warmup_in_run: bool) {
     use tracing::info_span;
     use tracing_mllog::compliance::LivePolicy;
     use tracing_mllog::MllogLayer;
@@ -1235,6 +1247,7 @@ fn the_layer_drives_the_profiler_and_the_rpd_sink() {
         writeln!(f, "{line}").unwrap();
     };
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let early_run = warmup_in_run.then(|| info_span!("run").entered());
         {
             let _w = info_span!("warmup").entered();
             for _ in 0..3 {
@@ -1242,7 +1255,7 @@ fn the_layer_drives_the_profiler_and_the_rpd_sink() {
                 note("warmup step");
             }
         }
-        let _run = info_span!("run").entered();
+        let _run = early_run.unwrap_or_else(|| info_span!("run").entered());
         for b in 0..2 {
             let _b = info_span!("block").entered();
             for s in 0..2 {
