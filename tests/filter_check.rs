@@ -58,7 +58,13 @@ fn a_subscriber_wide_filter_is_reported_while_the_run_goes_on() {
 /// check but disables every MLLOG callsite: each one is named on stderr as it is reached.
 #[test]
 fn each_callsite_a_target_filter_disables_is_named() {
-    let hidden = run_case("targets");
+    for case in ["targets", "fmt_env_filter"] {
+        callsites_named(case);
+    }
+}
+
+fn callsites_named(case: &str) {
+    let hidden = run_case(case);
     for what in ["the span `init`", "the span `run`", "the `mllog!` event"] {
         assert!(
             hidden.contains(&format!("filter disables {what}")),
@@ -120,6 +126,16 @@ fn child() {
     }
     let console_lines = Arc::new(Mutex::new(Vec::<u8>::new()));
     let (dispatch, guard) = match case.as_str() {
+        "fmt_env_filter" => {
+            // The shape the fmt docs show: `fmt().with_env_filter(..).finish()`, our layer on top.
+            let (layer, guard) = build(0);
+            let subscriber = tracing_subscriber::fmt()
+                .with_env_filter(EnvFilter::new("hyper=debug"))
+                .with_writer(std::io::sink)
+                .finish()
+                .with(layer);
+            (tracing::Dispatch::new(subscriber), guard)
+        }
         "targets" | "wrapped_targets" | "wrapped_warn" => {
             let env = EnvFilter::new(if case == "wrapped_warn" {
                 "warn"
