@@ -472,16 +472,14 @@ impl GuardInner {
     pub(crate) fn finish(&self, how: Finish) {
         if let Some(shared) = self.layer.get().and_then(Weak::upgrade) {
             let ended = shared.end_open_intervals(how.ending());
-            if ended > 0 {
+            if !ended.is_empty() {
+                let aborted =
+                    how.ending() == Ending::Aborted && ended.iter().any(|k| k == "run_stop");
                 eprintln!(
-                    "tracing-mllog: {} while {ended} interval(s) were open (the run among \
-                     them if `run_stop` follows): their end records are written now{}",
+                    "tracing-mllog: {} with intervals open; written now: {}{}",
                     how.describe(),
-                    if how.ending() == Ending::Aborted {
-                        ", the run's status `aborted`"
-                    } else {
-                        ""
-                    }
+                    ended.join(", "),
+                    if aborted { " (status `aborted`)" } else { "" }
                 );
             }
         }

@@ -222,8 +222,9 @@ fn exit_right_after_convergence_writes_a_complete_compliant_log() {
         "run_stop carries the samples trained"
     );
     assert!(
-        out.stderr
-            .contains("the process is exiting while 2 interval(s) were open"),
+        out.stderr.contains(
+            "the process is exiting with intervals open; written now: eval_stop, run_stop\n"
+        ),
         "{}",
         out.context()
     );
@@ -603,7 +604,7 @@ fn a_guard_dropped_in_the_run_ends_it_aborted_once() {
     assert_eq!(out.status.code(), Some(0), "{}", out.context());
     assert!(
         out.stderr
-            .contains("the guard was dropped (or shut down) while 2 interval(s) were open"),
+            .contains("the guard was dropped (or shut down) with intervals open; written now: block_stop, run_stop (status `aborted`)"),
         "{}",
         out.context()
     );

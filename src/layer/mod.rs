@@ -689,17 +689,18 @@ impl Shared {
     }
 
     /// Ends every interval still open, innermost first, as the process or the pipeline goes
-    /// away while spans are open (their own close will find nothing left to end). Returns how
-    /// many it ended.
-    pub(crate) fn end_open_intervals(&self, ending: Ending) -> usize {
+    /// away while spans are open (their own close will find nothing left to end). Returns the
+    /// end keys written, in order.
+    pub(crate) fn end_open_intervals(&self, ending: Ending) -> Vec<Str> {
         let open = std::mem::take(&mut *self.open_intervals());
-        let n = open.len();
+        let mut written = Vec::with_capacity(open.len());
         for o in open.into_iter().rev() {
             self.bucket(&Id::from_u64(o.span))
                 .fetch_sub(1, Ordering::Relaxed);
+            written.push(self.intervals[o.spec].stop_key.clone());
             self.end_interval(o, ending);
         }
-        n
+        written
     }
 }
 
