@@ -978,6 +978,86 @@ fn edge_cases_match_official() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// `mllog check` and `summary` stream their input: a line longer than the 16 MiB cap is one
+/// error naming its line number (and the reading stops there, without holding the line), an
+/// endless input without line ends (`/dev/zero`) terminates with that error, and the ruleset
+/// is detected from standard input in the one pass. (Peak memory: `benches/rss.rs`.)
+#[test]
+fn cli_streams_its_input() {
+    use std::io::Write;
+    let exe = env!("CARGO_BIN_EXE_mllog");
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(
+        Ruleset::V6_1_0,
+        tracing_mllog::keys::Benchmark::Llama31_8b,
+        Division::Closed,
+    )
+    .unwrap();
+    let lines: Vec<&str> = good.lines().collect();
+    let long = tmp.path().join("long.txt");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&long).unwrap());
+        writeln!(f, "{}", lines[0]).unwrap();
+        write!(
+            f,
+            ":::MLLOG {{\"time_ms\": 1, \"key\": \"x\", \"value\": \""
+        )
+        .unwrap();
+        f.write_all(&vec![b'a'; (16 << 20) + 10]).unwrap();
+        writeln!(f, "\", \"metadata\": {{}}}}").unwrap();
+        for l in &lines[1..] {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+    let out = Command::new(exe)
+        .args(["check", long.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("longer than 16777216 bytes"), "{text}");
+    assert!(
+        text.contains(&format!("--> {}:2", long.display())),
+        "{text}"
+    );
+    for cmd in ["check", "summary"] {
+        let out = Command::new(exe).args([cmd, "/dev/zero"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.code().is_some(),
+            "{cmd} /dev/zero: {:?}",
+            out.status
+        );
+        if cmd == "check" {
+            assert_eq!(out.status.code(), Some(1), "{text}");
+            assert!(text.contains("longer than"), "{text}");
+        }
+    }
+    // Detection from standard input: a stable_diffusion log is checked under 5.0.0.
+    let sd = example_log(
+        Ruleset::V5_0_0,
+        tracing_mllog::keys::Benchmark::StableDiffusion,
+        Division::Closed,
+    )
+    .unwrap();
+    let mut child = Command::new(exe)
+        .args(["check", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sd.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("ruleset 5.0.0"), "{text}");
+}
+
 /// The `mllog check` command: exit codes, formats, stdin.
 #[test]
 fn cli_check_exit_codes() {
