@@ -950,13 +950,147 @@ fn edge_cases_match_official() {
             "big_int_then_same_float",
             twice(ts, "9007199254740992", "9007199254740992.0"),
         ),
+        // Fields of any JSON type, read with Python's semantics (`in` on a string is a
+        // substring test, on null a TypeError; a key that is not a string matches no rule).
+        ("disclosure_metadata_empty_string", {
+            let tp = find("tensor_parallelism");
+            map(&|i, l| {
+                if i == tp {
+                    with_field(l, "metadata", "\"\"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("run_stop_metadata_null", {
+            map(&|i, l| {
+                if i == stop {
+                    with_field(l, "metadata", "null")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("run_stop_metadata_string_holding_status", {
+            map(&|i, l| {
+                if i == stop {
+                    with_field(l, "metadata", "\"the status\"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("run_stop_metadata_list_holding_status", {
+            map(&|i, l| {
+                if i == stop {
+                    with_field(l, "metadata", "[\"status\"]")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("eval_metadata_string_holding_samples_count", {
+            map(&|i, l| {
+                if i == ev {
+                    with_field(l, "metadata", "\"samples_count\"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("lora_rank_key_a_list", {
+            map(&|i, l| {
+                if i == rk {
+                    with_field(l, "key", "[\"lora_rank\"]")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("time_ms_underscored_string", {
+            map(&|i, l| {
+                if i == rs {
+                    with_field(l, "time_ms", "\" 1_767_225_660_000 \"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("time_ms_null", {
+            map(&|i, l| {
+                if i == rk {
+                    with_field(l, "time_ms", "null")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("event_type_object", {
+            map(&|i, l| {
+                if i == rs {
+                    with_field(l, "event_type", "{}")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        (
+            "eval_accuracy_string",
+            edit(ev, "\"value\": 0.9158", "\"value\": \"0.9158\""),
+        ),
     ];
+    // Stable diffusion (5.0.0): its BEGIN code reads `eval_accuracy` metadata outside any
+    // `try`, so a Python error there crashes the official checker.
+    let sd = example_log(
+        Ruleset::V5_0_0,
+        tracing_mllog::keys::Benchmark::StableDiffusion,
+        Division::Closed,
+    )
+    .unwrap();
+    let sd_lines: Vec<&str> = sd.lines().collect();
+    let fid = sd_lines
+        .iter()
+        .position(|l| l.contains("\"metric\""))
+        .unwrap();
+    let sd_edit = |json: &str| {
+        let mut v: Vec<String> = sd_lines.iter().map(|l| l.to_string()).collect();
+        v[fid] = with_field(sd_lines[fid], "metadata", json);
+        v.join("\n") + "\n"
+    };
+    let sd_cases: Vec<(&str, String)> = vec![
+        ("sd_unchanged", sd.clone()),
+        (
+            "sd_metadata_string_holding_metric",
+            sd_edit("\"metric samples_count\""),
+        ),
+        (
+            "sd_metadata_string_without_metric",
+            sd_edit("\"samples_count\""),
+        ),
+        ("sd_metadata_null", sd_edit("null")),
+        ("sd_metadata_list_holding_metric", sd_edit("[\"metric\"]")),
+        (
+            "sd_samples_count_a_list",
+            sd_edit("{\"metric\": \"FID\", \"samples_count\": [1]}"),
+        ),
+        (
+            "sd_metric_a_number",
+            sd_edit("{\"metric\": 1, \"samples_count\": 1000}"),
+        ),
+    ];
+    let mut cases = cases;
+    cases.extend(sd_cases);
     let tmp = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for (name, text) in &cases {
         let p = tmp.path().join(format!("{name}.txt"));
         std::fs::write(&p, text).unwrap();
-        files.push((p, Ruleset::V6_1_0));
+        let r = if name.starts_with("sd_") {
+            Ruleset::V5_0_0
+        } else {
+            Ruleset::V6_1_0
+        };
+        files.push((p, r));
     }
     let verdicts = official(tmp.path(), &files);
     let mut bad = Vec::new();
