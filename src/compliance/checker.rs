@@ -919,7 +919,7 @@ fn drive<R: BufRead>(
             Some(Ok((lineno, true))) => {
                 if undecided
                     && record.key == "submission_benchmark"
-                    && !record.loose.as_deref().is_some_and(|l| l.key.is_some())
+                    && record.loose.as_deref().is_none_or(|l| l.key.is_none())
                 {
                     undecided = false;
                     let (r, d) = ruleset_for_benchmark(&record.value);
