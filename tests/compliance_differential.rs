@@ -63,38 +63,54 @@ fn python() -> String {
 }
 
 /// Official verdicts (passed without --werror, passed with --werror; crashes count as failures)
-/// for many files, from ONE Python process.
+/// for many files, in batches: one Python process per core, each checking its share of the
+/// files in turn.
 fn official(dir: &Path, cases: &[(PathBuf, Ruleset)]) -> Vec<(bool, bool)> {
     let py = python();
     let driver = dir.join("driver.py");
     std::fs::write(&driver, DRIVER).unwrap();
-    let jobs = dir.join("jobs.tsv");
-    let mut list = String::new();
-    for (p, r) in cases {
-        let _ = writeln!(list, "{}\t{}", p.display(), r);
-    }
-    std::fs::write(&jobs, list).unwrap();
-    let out = Command::new(py)
-        .arg(&driver)
-        .arg(&jobs)
-        .output()
-        .expect("run the official checker");
-    assert!(
-        out.status.success(),
-        "driver failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let v: Vec<(bool, bool)> = text
-        .lines()
-        .map(|l| {
+    let procs = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(cases.len().div_ceil(50).max(1));
+    let per = cases.len().div_ceil(procs).max(1);
+    let children: Vec<_> = cases
+        .chunks(per)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let jobs = dir.join(format!("jobs{i}.tsv"));
+            let mut list = String::new();
+            for (p, r) in chunk {
+                let _ = writeln!(list, "{}\t{}", p.display(), r);
+            }
+            std::fs::write(&jobs, list).unwrap();
+            Command::new(&py)
+                .arg(&driver)
+                .arg(&jobs)
+                .current_dir(dir)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run the official checker")
+        })
+        .collect();
+    let mut v: Vec<(bool, bool)> = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().expect("run the official checker");
+        assert!(
+            out.status.success(),
+            "driver failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        v.extend(text.lines().map(|l| {
             let mut it = l.split(' ');
             let a = it.next().unwrap() == "1";
             let b = it.next().unwrap() == "1";
             (a, b)
-        })
-        .collect();
-    assert_eq!(v.len(), cases.len(), "driver output: {text}");
+        }));
+    }
+    assert_eq!(v.len(), cases.len(), "driver output lines");
     v
 }
 
@@ -222,6 +238,20 @@ fn generated_examples_pass_both_checkers() {
         bad.len(),
         bad.join("\n")
     );
+}
+
+/// The mutation seed: `MLLOG_DIFF_SEED` when set (to reproduce a failing run), else a new one
+/// from the clock each run. Every test that draws from it prints it.
+fn seed() -> u64 {
+    std::env::var("MLLOG_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
 }
 
 /// SplitMix64.
@@ -469,15 +499,7 @@ fn seeded_mutations_match_official() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(4000);
-    let seed: u64 = std::env::var("MLLOG_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
+    let seed = seed();
     eprintln!("seeded_mutations_match_official: MLLOG_DIFF_SEED={seed} MLLOG_DIFF_CASES={n}");
     // Bases: every generated example, plus the small real logs.
     let mut bases: Vec<(String, Ruleset, String)> = examples();
@@ -527,12 +549,222 @@ fn seeded_mutations_match_official() {
     }
 }
 
+/// The JSON types a mutation gives a field.
+const TYPES: [&str; 7] = [
+    "object",
+    "string",
+    "empty string",
+    "null",
+    "number",
+    "bool",
+    "list",
+];
+
+/// The fields of a record whose type the mutations change.
+const FIELDS: [&str; 5] = ["key", "value", "metadata", "time_ms", "event_type"];
+
+/// A JSON text of type `ty` for `field`, drawn from values that reach the rules' corners: a
+/// string holding the names `in` finds as substrings, a numeric string where `float()` reads
+/// one, numbers near the limits the rules compare with.
+fn json_of_type(ty: &str, field: &str, original: &str, rng: &mut Rng) -> String {
+    let pick = |rng: &mut Rng, pool: &[&str]| pool[rng.below(pool.len())].to_string();
+    match ty {
+        "object" => pick(
+            rng,
+            &[
+                "{}",
+                r#"{"samples_count": 2304, "epoch_num": 1, "first_epoch_num": 0, "epoch_count": 1, "status": "success"}"#,
+                r#"{"FID": 10.0, "CLIP": 0.2, "samples_count": 1}"#,
+                r#"{"a": [1, null]}"#,
+            ],
+        ),
+        "string" => {
+            let mut pool = vec![
+                "\"samples_count\"".to_string(),
+                "\"status epoch_num first_epoch_num epoch_count samples_count\"".into(),
+                "\"metric samples_count\"".into(),
+                "\"x\"".into(),
+                "\"1024\"".into(),
+                "\"closed\"".into(),
+            ];
+            // The original, quoted: a numeric string for numbers, a key or value as text.
+            if !original.starts_with('"') {
+                pool.push(format!("\"{}\"", original.replace('"', "\\\"")));
+            } else {
+                pool.push(original.to_string());
+            }
+            if field == "time_ms" {
+                pool.push(format!("\" {original} \""));
+                pool.push("\"1_0\"".into());
+            }
+            pool.swap_remove(rng.below(pool.len()))
+        }
+        "empty string" => "\"\"".into(),
+        "null" => "null".into(),
+        "number" => {
+            let mut pool = vec!["0", "1", "-1", "16", "0.925", "2304", "1e300", "1.5"];
+            let o = original.to_string();
+            if field == "time_ms" {
+                pool.push(&o);
+            }
+            pick(rng, &pool)
+        }
+        "bool" => pick(rng, &["true", "false"]),
+        "list" => pick(rng, &["[]", r#"["samples_count", "status"]"#, "[1, 2]"]),
+        other => unreachable!("{other}"),
+    }
+}
+
+/// The line with `field` replaced by `json`. Lines are written by our encoder: the fields in
+/// the fixed order namespace, time_ms, event_type, key, value, metadata.
+fn with_field(line: &str, field: &str, json: &str) -> String {
+    let names = [
+        "namespace",
+        "time_ms",
+        "event_type",
+        "key",
+        "value",
+        "metadata",
+    ];
+    let at = |name: &str| line.find(&format!("\"{name}\": ")).unwrap();
+    let i = names.iter().position(|n| *n == field).unwrap();
+    let from = at(field) + field.len() + 4;
+    let to = match names.get(i + 1) {
+        Some(next) => at(next) - 2,
+        None => line.len() - 1,
+    };
+    format!("{}{json}{}", &line[..from], &line[to..])
+}
+
+/// Every field's type (object, string, empty string, null, number, bool, list) for `key`,
+/// `value`, `metadata`, `time_ms` and `event_type`, on one line of every key the rules read, in
+/// every ruleset: our verdicts, plain and `--werror`, are the official checker's. Which base
+/// log, which line and which value of each type are drawn from the seed.
+#[test]
+fn field_type_mutations_match_official() {
+    let seed = seed();
+    eprintln!("field_type_mutations_match_official: MLLOG_DIFF_SEED={seed}");
+    let mut rng = Rng(seed ^ 0x0005_EED0_F7E5);
+    let bases = examples();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cases = Vec::new();
+    let mut what = Vec::new();
+    let mut keys_covered = 0;
+    for r in Ruleset::ALL {
+        let mut keys: Vec<&'static str> = rules(r)
+            .files()
+            .flat_map(|f| f.keys.iter().map(|k| k.name))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let logs: Vec<&(String, Ruleset, String)> =
+            bases.iter().filter(|(_, br, _)| *br == r).collect();
+        for key in keys {
+            let needle = format!("\"key\": \"{key}\"");
+            let holders: Vec<&&(String, Ruleset, String)> = logs
+                .iter()
+                .filter(|(_, _, l)| l.contains(&needle))
+                .collect();
+            if holders.is_empty() {
+                // `aggregated_eval_accuracy` is made by the checker, never logged.
+                continue;
+            }
+            keys_covered += 1;
+            for field in FIELDS {
+                for ty in TYPES {
+                    let (name, _, log) = holders[rng.below(holders.len())];
+                    let lines: Vec<&str> = log.lines().collect();
+                    let at: Vec<usize> = (0..lines.len())
+                        .filter(|&i| lines[i].contains(&needle))
+                        .collect();
+                    let i = at[rng.below(at.len())];
+                    let rec = parse_line(lines[i]).unwrap().unwrap();
+                    let original = match field {
+                        "key" => Value::from(key).to_json(),
+                        "value" => rec.value.to_json(),
+                        "time_ms" => rec.time_ms().to_string(),
+                        "event_type" => Value::from(rec.event_type.as_str()).to_json(),
+                        _ => String::new(),
+                    };
+                    let json = json_of_type(ty, field, &original, &mut rng);
+                    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                    out[i] = with_field(lines[i], field, &json);
+                    let p = tmp.path().join(format!("case{}.txt", cases.len()));
+                    std::fs::write(&p, out.join("\n") + "\n").unwrap();
+                    cases.push((p, r));
+                    what.push(format!(
+                        "{name}: line {} ({key}): {field} -> {json} ({ty})",
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(keys_covered >= 100, "only {keys_covered} keys covered");
+    let verdicts = official(tmp.path(), &cases);
+    let bad = compare(&cases, &what, &verdicts);
+    let failing = verdicts.iter().filter(|v| !v.0).count();
+    eprintln!(
+        "{} type mutations over {keys_covered} (ruleset, key) pairs, {failing} rejected by the official checker, {} disagreements",
+        cases.len(),
+        bad.len()
+    );
+    if !bad.is_empty() {
+        let kept = tmp.keep();
+        panic!(
+            "{} disagreements with the official checker (MLLOG_DIFF_SEED={seed}; files kept in {}):\n{}",
+            bad.len(),
+            kept.display(),
+            bad.iter().take(30).cloned().collect::<Vec<_>>().join("\n")
+        );
+    }
+}
+
+/// A real v6.0 submission log that passes, with `"metadata": ""` on its optional disclosure
+/// keys (precision and parallelism), as a published multi-node submission logs them: the
+/// official parser keeps such records and no rule reads their metadata, so both checkers pass.
+#[test]
+fn real_log_with_string_metadata_passes_both() {
+    let src = corpus_dir().join("v6.0_AMD_llama2_70b_lora_MI355X-primus_result_0.txt");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let mut edited = 0;
+    let out: Vec<String> = text
+        .lines()
+        .map(|l| {
+            // The keys 6.0.0 lists, and the log's own misspelling of one of them.
+            let disclosure = tracing_mllog::compliance::DISCLOSURE_KEYS
+                .iter()
+                .any(|k| l.contains(&format!("\"key\": \"{k}\"")))
+                || l.contains("\"key\": \"lowest_numerical_precision");
+            match l.find("\"metadata\": {") {
+                Some(at) if disclosure => {
+                    edited += 1;
+                    format!("{}\"metadata\": \"\"}}", &l[..at])
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(edited, 7, "the log's disclosure lines");
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("string_metadata.txt");
+    std::fs::write(&p, out.join("\n") + "\n").unwrap();
+    let verdicts = official(tmp.path(), &[(p.clone(), Ruleset::V6_0_0)]);
+    assert_eq!(verdicts, vec![(true, true)], "the official checker");
+    let rep = ours(&p, Ruleset::V6_0_0);
+    assert!(
+        rep.passed(true),
+        "{:?}",
+        rep.findings.iter().map(|f| &f.message).collect::<Vec<_>>()
+    );
+}
+
 /// Hand-made edge cases (compliance-rules.md §9 and parser corners) on the closed llama2 example.
 /// `KNOWN_DIVERGENCES` lists the cases where we fail a log that the official checker passes,
 /// on purpose (see docs/compliance.md).
 #[test]
 fn edge_cases_match_official() {
-    const KNOWN_DIVERGENCES: &[&str] = &["key_not_a_string", "time_ms_bool"];
+    const KNOWN_DIVERGENCES: &[&str] = &[];
     let base = example_log(
         Ruleset::V6_1_0,
         tracing_mllog::keys::Benchmark::Llama2_70bLora,
@@ -718,13 +950,147 @@ fn edge_cases_match_official() {
             "big_int_then_same_float",
             twice(ts, "9007199254740992", "9007199254740992.0"),
         ),
+        // Fields of any JSON type, read with Python's semantics (`in` on a string is a
+        // substring test, on null a TypeError; a key that is not a string matches no rule).
+        ("disclosure_metadata_empty_string", {
+            let tp = find("tensor_parallelism");
+            map(&|i, l| {
+                if i == tp {
+                    with_field(l, "metadata", "\"\"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("run_stop_metadata_null", {
+            map(&|i, l| {
+                if i == stop {
+                    with_field(l, "metadata", "null")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("run_stop_metadata_string_holding_status", {
+            map(&|i, l| {
+                if i == stop {
+                    with_field(l, "metadata", "\"the status\"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("run_stop_metadata_list_holding_status", {
+            map(&|i, l| {
+                if i == stop {
+                    with_field(l, "metadata", "[\"status\"]")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("eval_metadata_string_holding_samples_count", {
+            map(&|i, l| {
+                if i == ev {
+                    with_field(l, "metadata", "\"samples_count\"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("lora_rank_key_a_list", {
+            map(&|i, l| {
+                if i == rk {
+                    with_field(l, "key", "[\"lora_rank\"]")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("time_ms_underscored_string", {
+            map(&|i, l| {
+                if i == rs {
+                    with_field(l, "time_ms", "\" 1_767_225_660_000 \"")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("time_ms_null", {
+            map(&|i, l| {
+                if i == rk {
+                    with_field(l, "time_ms", "null")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        ("event_type_object", {
+            map(&|i, l| {
+                if i == rs {
+                    with_field(l, "event_type", "{}")
+                } else {
+                    l.to_string()
+                }
+            })
+        }),
+        (
+            "eval_accuracy_string",
+            edit(ev, "\"value\": 0.9158", "\"value\": \"0.9158\""),
+        ),
     ];
+    // Stable diffusion (5.0.0): its BEGIN code reads `eval_accuracy` metadata outside any
+    // `try`, so a Python error there crashes the official checker.
+    let sd = example_log(
+        Ruleset::V5_0_0,
+        tracing_mllog::keys::Benchmark::StableDiffusion,
+        Division::Closed,
+    )
+    .unwrap();
+    let sd_lines: Vec<&str> = sd.lines().collect();
+    let fid = sd_lines
+        .iter()
+        .position(|l| l.contains("\"metric\""))
+        .unwrap();
+    let sd_edit = |json: &str| {
+        let mut v: Vec<String> = sd_lines.iter().map(|l| l.to_string()).collect();
+        v[fid] = with_field(sd_lines[fid], "metadata", json);
+        v.join("\n") + "\n"
+    };
+    let sd_cases: Vec<(&str, String)> = vec![
+        ("sd_unchanged", sd.clone()),
+        (
+            "sd_metadata_string_holding_metric",
+            sd_edit("\"metric samples_count\""),
+        ),
+        (
+            "sd_metadata_string_without_metric",
+            sd_edit("\"samples_count\""),
+        ),
+        ("sd_metadata_null", sd_edit("null")),
+        ("sd_metadata_list_holding_metric", sd_edit("[\"metric\"]")),
+        (
+            "sd_samples_count_a_list",
+            sd_edit("{\"metric\": \"FID\", \"samples_count\": [1]}"),
+        ),
+        (
+            "sd_metric_a_number",
+            sd_edit("{\"metric\": 1, \"samples_count\": 1000}"),
+        ),
+    ];
+    let mut cases = cases;
+    cases.extend(sd_cases);
     let tmp = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for (name, text) in &cases {
         let p = tmp.path().join(format!("{name}.txt"));
         std::fs::write(&p, text).unwrap();
-        files.push((p, Ruleset::V6_1_0));
+        let r = if name.starts_with("sd_") {
+            Ruleset::V5_0_0
+        } else {
+            Ruleset::V6_1_0
+        };
+        files.push((p, r));
     }
     let verdicts = official(tmp.path(), &files);
     let mut bad = Vec::new();
@@ -744,6 +1110,86 @@ fn edge_cases_match_official() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// `mllog check` and `summary` stream their input: a line longer than the 16 MiB cap is one
+/// error naming its line number (and the reading stops there, without holding the line), an
+/// endless input without line ends (`/dev/zero`) terminates with that error, and the ruleset
+/// is detected from standard input in the one pass. (Peak memory: `benches/rss.rs`.)
+#[test]
+fn cli_streams_its_input() {
+    use std::io::Write;
+    let exe = env!("CARGO_BIN_EXE_mllog");
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(
+        Ruleset::V6_1_0,
+        tracing_mllog::keys::Benchmark::Llama31_8b,
+        Division::Closed,
+    )
+    .unwrap();
+    let lines: Vec<&str> = good.lines().collect();
+    let long = tmp.path().join("long.txt");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&long).unwrap());
+        writeln!(f, "{}", lines[0]).unwrap();
+        write!(
+            f,
+            ":::MLLOG {{\"time_ms\": 1, \"key\": \"x\", \"value\": \""
+        )
+        .unwrap();
+        f.write_all(&vec![b'a'; (16 << 20) + 10]).unwrap();
+        writeln!(f, "\", \"metadata\": {{}}}}").unwrap();
+        for l in &lines[1..] {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+    let out = Command::new(exe)
+        .args(["check", long.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("longer than 16777216 bytes"), "{text}");
+    assert!(
+        text.contains(&format!("--> {}:2", long.display())),
+        "{text}"
+    );
+    for cmd in ["check", "summary"] {
+        let out = Command::new(exe).args([cmd, "/dev/zero"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.code().is_some(),
+            "{cmd} /dev/zero: {:?}",
+            out.status
+        );
+        if cmd == "check" {
+            assert_eq!(out.status.code(), Some(1), "{text}");
+            assert!(text.contains("longer than"), "{text}");
+        }
+    }
+    // Detection from standard input: a stable_diffusion log is checked under 5.0.0.
+    let sd = example_log(
+        Ruleset::V5_0_0,
+        tracing_mllog::keys::Benchmark::StableDiffusion,
+        Division::Closed,
+    )
+    .unwrap();
+    let mut child = Command::new(exe)
+        .args(["check", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sd.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("ruleset 5.0.0"), "{text}");
 }
 
 /// The `mllog check` command: exit codes, formats, stdin.

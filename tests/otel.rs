@@ -195,6 +195,7 @@ fn rec(
         scope,
         trace_only,
         tid: 4242,
+        loose: None,
     }
 }
 

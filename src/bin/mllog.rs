@@ -5,10 +5,10 @@
 //! ```
 //! Exit status: 0 every file complies, 1 some file does not, 2 usage or I/O error.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use tracing_mllog::compliance::{check_reader, detect_ruleset, Ruleset};
+use tracing_mllog::compliance::{check_reader, check_reader_detect, Report, Ruleset};
 
 const USAGE: &str = "\
 usage: mllog check [--ruleset X.Y.Z] [--werror] [--format text|json] FILE...
@@ -91,14 +91,20 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-fn read_input(path: &str) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    if path == "-" {
-        std::io::stdin().lock().read_to_end(&mut buf)?;
-    } else {
-        std::fs::File::open(path)?.read_to_end(&mut buf)?;
+/// Checks one input, streamed: memory stays bounded whatever the size of the log.
+fn check_one(path: &str, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
+    fn run(input: impl BufRead, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
+        match ruleset {
+            Some(r) => check_reader(r, input),
+            None => check_reader_detect(input).map(|(report, _)| report),
+        }
     }
-    Ok(buf)
+    if path == "-" {
+        run(std::io::stdin().lock(), ruleset)
+    } else {
+        let f = std::fs::File::open(path)?;
+        run(std::io::BufReader::with_capacity(1 << 16, f), ruleset)
+    }
 }
 
 fn check(o: &Options) -> u8 {
@@ -110,19 +116,7 @@ fn check(o: &Options) -> u8 {
         } else {
             path.as_str()
         };
-        let bytes = match read_input(path) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("mllog: cannot read {shown}: {e}");
-                worst = 2;
-                continue;
-            }
-        };
-        let ruleset = match o.ruleset {
-            Some(r) => r,
-            None => detect_ruleset(&String::from_utf8_lossy(&bytes)).0,
-        };
-        let report = match check_reader(ruleset, &bytes[..]) {
+        let report = match check_one(path, o.ruleset) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("mllog: cannot read {shown}: {e}");

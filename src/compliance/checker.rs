@@ -4,10 +4,14 @@ use std::collections::HashMap;
 use std::io::BufRead;
 
 use super::model::*;
+use super::py::{hash_key, meta_contains, meta_item, py_same};
 use super::report::{Finding, FindingKind, Report, Severity};
 use super::rulesets::{rules, RuleSet};
 use crate::keys::Benchmark;
 use crate::record::{LineError, LogReader, Metadata, Record, Str, Value};
+
+/// How many malformed lines a report lists one by one.
+const MAX_PARSE_FINDINGS: usize = 100;
 
 /// Keys normally logged at or after `run_start`; [`Checker::pending_at_run_start`] does not
 /// call them missing.
@@ -228,48 +232,51 @@ impl Run {
         }
     }
 
+    /// Stable diffusion's `BEGIN` code, one `eval_accuracy` line at a time:
+    /// `if 'metric' in md: agg[md['samples_count']]['value'][md['metric']] = v['value']`.
+    /// It runs outside any `try`, so a Python error here crashes the official checker.
     fn aggregate(&mut self, l: &Line<'_>, fatal: &mut Vec<Finding>) {
-        let Some(metric) = l.metadata.get("metric") else {
+        if self.agg_fatal {
             return;
-        };
-        let fail = |msg: String| Finding {
-            severity: Severity::Error,
-            kind: FindingKind::Fatal,
-            line: Some(l.lineno),
-            key: Some("eval_accuracy".into()),
-            message: msg,
-            rule: "BEGIN (aggregation of eval_accuracy by samples_count)".into(),
-            source: self.file.name.clone(),
-        };
-        let Some(sc) = l.metadata.get("samples_count") else {
-            if !self.agg_fatal {
-                self.agg_fatal = true;
-                fatal.push(fail("`eval_accuracy` with a `metric` needs metadata `samples_count` (the official checker crashes with a KeyError)".into()));
+        }
+        let step = || -> Result<Option<(String, Value, Str)>, ExecError> {
+            if !meta_contains(l.metadata, "metric")? {
+                return Ok(None);
             }
-            return;
+            let sc = meta_item(l.metadata, "samples_count")?;
+            let id = hash_key(&sc)?;
+            let metric = meta_item(l.metadata, "metric")?;
+            let metric_key: Str = match metric.as_ref() {
+                Value::Str(s) => s.clone(),
+                other => hash_key(other)?.into(),
+            };
+            Ok(Some((id, sc.into_owned(), metric_key)))
         };
-        let id_of = |v: &Value| match v {
-            Value::Str(s) => Some(format!("s{s}")),
-            Value::Null => Some("null".into()),
-            other => py_num(other).map(|x| format!("n{x}")),
-        };
-        let (Some(id), Some(metric_name)) = (id_of(sc), id_of(metric)) else {
-            if !self.agg_fatal {
+        let (id, sc, metric_key) = match step() {
+            Ok(Some(t)) => t,
+            Ok(None) => return,
+            Err(e) => {
                 self.agg_fatal = true;
-                fatal.push(fail("`eval_accuracy` `metric`/`samples_count` must be strings or numbers (the official checker crashes)".into()));
+                fatal.push(Finding {
+                    severity: Severity::Error,
+                    kind: FindingKind::Fatal,
+                    line: Some(l.lineno),
+                    key: Some("eval_accuracy".into()),
+                    message: format!(
+                        "`eval_accuracy` with a `metric` cannot be aggregated by `samples_count`: {e} (the official checker crashes here)"
+                    ),
+                    rule: "BEGIN (aggregation of eval_accuracy by samples_count)".into(),
+                    source: self.file.name.clone(),
+                });
+                return;
             }
-            return;
-        };
-        let metric_key: Str = match metric {
-            Value::Str(s) => s.clone(),
-            _ => metric_name.into(),
         };
         let entry = match self.agg.iter_mut().position(|e| e.id == id) {
             Some(i) => &mut self.agg[i],
             None => {
                 self.agg.push(AggEntry {
                     id,
-                    value: vec![("samples_count".into(), sc.clone())],
+                    value: vec![("samples_count".into(), sc)],
                     line: l.lineno,
                 });
                 self.agg.last_mut().expect("just pushed")
@@ -568,6 +575,8 @@ pub struct Checker {
     /// (an enqueued file is run over the whole log from its start, as the official checker does).
     history: Option<Vec<HistLine>>,
     other: Vec<Finding>,
+    /// Malformed lines seen; the first [`MAX_PARSE_FINDINGS`] are findings of their own.
+    parse_errors: usize,
     records: usize,
     division: Option<Division>,
     benchmark: Option<String>,
@@ -584,6 +593,7 @@ impl Checker {
             runs: vec![Run::new(&set.common)],
             history: Some(Vec::new()),
             other: Vec::new(),
+            parse_errors: 0,
             records: 0,
             division: None,
             benchmark: None,
@@ -610,7 +620,15 @@ impl Checker {
     /// Checks one record; `lineno` is its physical line number (1-based) for diagnostics.
     pub fn feed(&mut self, lineno: usize, record: &Record) {
         self.records += 1;
-        let time_ms = record.time.wall_ns as f64 / 1e6;
+        let time_ms = match record.loose.as_deref().and_then(|l| l.time_ms) {
+            Some(t) => t,
+            None => record.time.wall_ns as f64 / 1e6,
+        };
+        if record.loose.as_deref().is_some_and(|l| l.key.is_some()) {
+            // A key that is not a string matches no rule (the official checker's lookup of it
+            // fails and it moves on), and `record.key` holds only its JSON text.
+            return;
+        }
         let key: &str = &record.key;
         if key == "run_start" {
             self.run_started = true;
@@ -658,6 +676,12 @@ impl Checker {
     /// Records a line that holds `:::MLLOG ` but could not be parsed (the official checker
     /// fails such a log: "Log lines had parsing errors").
     pub fn feed_error(&mut self, error: &LineError) {
+        self.parse_errors += 1;
+        // One malformed line fails the log; a log of nothing but malformed lines must not
+        // hold a finding per line in memory.
+        if self.parse_errors > MAX_PARSE_FINDINGS {
+            return;
+        }
         self.other.push(Finding {
             severity: Severity::Error,
             kind: FindingKind::Parse,
@@ -761,6 +785,21 @@ impl Checker {
             })
             .collect();
         findings.extend(self.other.iter().cloned());
+        if self.parse_errors > MAX_PARSE_FINDINGS {
+            findings.push(Finding {
+                severity: Severity::Error,
+                kind: FindingKind::Parse,
+                line: None,
+                key: None,
+                message: format!(
+                    "{} more lines are not valid MLLOG records ({} in all; the first {MAX_PARSE_FINDINGS} are listed)",
+                    self.parse_errors - MAX_PARSE_FINDINGS,
+                    self.parse_errors
+                ),
+                rule: "parser".into(),
+                source: "mlp_parser".into(),
+            });
+        }
         if self.records == 0 {
             findings.push(Finding {
                 severity: Severity::Error,
@@ -829,33 +868,107 @@ pub fn check_text(ruleset: Ruleset, text: &str) -> Report {
 
 /// Checks a log from a reader (streaming; constant memory once the benchmark is known).
 pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<Report> {
-    let mut checker = Checker::new(ruleset);
+    let (mut checkers, _) = drive(vec![Checker::new(ruleset)], false, input)?;
+    Ok(checkers.remove(0).report())
+}
+
+/// Checks a log from a reader under the ruleset [`detect_ruleset`] would pick, in one streaming
+/// pass (standard input cannot be read twice): every ruleset's checker reads the log until its
+/// first `submission_benchmark` record decides, then only the chosen one goes on. Returns the
+/// report and whether the ruleset was detected (false: the default).
+pub fn check_reader_detect<R: BufRead>(input: R) -> std::io::Result<(Report, bool)> {
+    let all = Ruleset::ALL.iter().map(|&r| Checker::new(r)).collect();
+    let (checkers, detected) = drive(all, true, input)?;
+    let chosen = checkers
+        .iter()
+        .position(|c| c.ruleset() == Ruleset::DEFAULT)
+        .unwrap_or(0);
+    Ok((checkers[chosen].report(), detected))
+}
+
+/// Feeds a log to `checkers`; with `detect`, keeps only the checker of the ruleset the first
+/// `submission_benchmark` picks (see [`ruleset_for_benchmark`]).
+fn drive<R: BufRead>(
+    mut checkers: Vec<Checker>,
+    detect: bool,
+    input: R,
+) -> std::io::Result<(Vec<Checker>, bool)> {
     // Records of keys no rule file reads (most of a log: `tracked_stats`, `train_loss`, ...)
     // are validated but not built, and only counted (see `Checker::feed`). The keys the rules
     // read, by length: a key is looked up among the few of its length.
     let mut by_len: Vec<Vec<&'static str>> = Vec::new();
-    for &k in &checker.set.all_keys {
-        if by_len.len() <= k.len() {
-            by_len.resize(k.len() + 1, Vec::new());
+    for c in &checkers {
+        for &k in &c.set.all_keys {
+            if by_len.len() <= k.len() {
+                by_len.resize(k.len() + 1, Vec::new());
+            }
+            if !by_len[k.len()].contains(&k) {
+                by_len[k.len()].push(k);
+            }
         }
-        by_len[k.len()].push(k);
     }
     let mut wanted = |key: &str| by_len.get(key.len()).is_some_and(|ks| ks.contains(&key));
+    let mut undecided = detect;
+    let mut detected = false;
     let mut reader = LogReader::new(input);
     let mut record = Record::empty();
     loop {
         let item = reader.next_record_into(&mut record, &mut wanted);
         match item {
             None => break,
-            Some(Ok((lineno, true))) => checker.feed(lineno, &record),
-            Some(Ok((_, false))) => checker.count(&record.key),
-            Some(Err(e)) => checker.feed_error(&e),
+            Some(Ok((lineno, true))) => {
+                if undecided
+                    && record.key == "submission_benchmark"
+                    && record.loose.as_deref().is_none_or(|l| l.key.is_none())
+                {
+                    undecided = false;
+                    let (r, d) = ruleset_for_benchmark(&record.value);
+                    detected = d;
+                    checkers.retain(|c| c.ruleset() == r);
+                }
+                for c in &mut checkers {
+                    c.feed(lineno, &record);
+                }
+            }
+            Some(Ok((_, false))) => {
+                for c in &mut checkers {
+                    c.count(&record.key);
+                }
+            }
+            Some(Err(e)) => {
+                for c in &mut checkers {
+                    c.feed_error(&e);
+                }
+            }
         }
     }
     if let Some(e) = reader.io_error() {
         return Err(std::io::Error::new(e.kind(), e.to_string()));
     }
-    Ok(checker.report())
+    if undecided {
+        checkers.retain(|c| c.ruleset() == Ruleset::DEFAULT);
+    }
+    Ok((checkers, detected))
+}
+
+/// The ruleset for a log whose first `submission_benchmark` has `value`: the default unless it
+/// names a benchmark the default does not allow, then the newest ruleset that allows it.
+fn ruleset_for_benchmark(value: &Value) -> (Ruleset, bool) {
+    let Some(b) = value.as_str().and_then(Benchmark::from_name) else {
+        return (Ruleset::DEFAULT, false);
+    };
+    if rules(Ruleset::DEFAULT).allows(b) {
+        return (Ruleset::DEFAULT, false);
+    }
+    match Ruleset::ALL
+        .iter()
+        .rev()
+        .copied()
+        .find(|r| rules(*r).allows(b))
+    {
+        Some(r) => (r, true),
+        None => (Ruleset::DEFAULT, false),
+    }
 }
 
 /// Picks the ruleset for a log, conservatively: the default (6.1.0) unless the log's first
@@ -871,24 +984,10 @@ pub fn detect_ruleset(text: &str) -> (Ruleset, bool) {
         let Ok(Some(rec)) = crate::record::parse_line(line) else {
             continue;
         };
-        if rec.key != "submission_benchmark" {
+        if rec.loose.is_some_and(|l| l.key.is_some()) || rec.key != "submission_benchmark" {
             continue;
         }
-        let Some(b) = rec.value.as_str().and_then(Benchmark::from_name) else {
-            break;
-        };
-        if rules(Ruleset::DEFAULT).allows(b) {
-            break;
-        }
-        if let Some(r) = Ruleset::ALL
-            .iter()
-            .rev()
-            .copied()
-            .find(|r| rules(*r).allows(b))
-        {
-            return (r, true);
-        }
-        break;
+        return ruleset_for_benchmark(&rec.value);
     }
     (Ruleset::DEFAULT, false)
 }

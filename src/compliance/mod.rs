@@ -21,16 +21,16 @@
 mod checker;
 mod example;
 mod model;
+mod py;
 mod report;
 mod rulesets;
 mod sink;
 
-pub use checker::{check_reader, check_text, detect_ruleset, Checker};
+pub use checker::{check_reader, check_reader_detect, check_text, detect_ruleset, Checker};
 pub use example::{example_batch_size, example_hyperparameters, example_log};
 pub use model::{
-    meta_get, meta_has, num, py_eq, py_int, py_num, py_truthy, setter_of, Bound, Check, Cmp,
-    Custom, Division, ExecError, Interval, KeyRule, Line, Lit, Post, Req, RuleFile, Ruleset, Scope,
-    State,
+    setter_of, Bound, Check, Cmp, Custom, Division, ExecError, Interval, KeyRule, Line, Lit, Post,
+    Req, RuleFile, Ruleset, Scope, State,
 };
 pub use report::{Finding, FindingKind, Report, Severity};
 pub use rulesets::{required_value, rules, target, RuleSet, Target, DISCLOSURE_KEYS};

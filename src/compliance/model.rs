@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use super::py::{is_integer, meta_contains, num, py_eq, py_num, py_truthy};
 use crate::keys::Benchmark;
 use crate::record::{Metadata, Value};
 
@@ -281,10 +282,7 @@ impl State {
     /// A numeric state variable, or the error of reading it before the key that sets it.
     pub fn num(&self, name: &'static str) -> Result<f64, ExecError> {
         match self.get(name) {
-            Some(v) => py_num(v).ok_or(ExecError::NeedsState {
-                var: name,
-                key: setter_of(name),
-            }),
+            Some(v) => num(v),
             None => Err(ExecError::NeedsState {
                 var: name,
                 key: setter_of(name),
@@ -444,23 +442,22 @@ impl Check {
         )
     }
 
-    /// Evaluates the check on a line.
+    /// Evaluates the check on a line, with Python's semantics (see `docs/compliance.md`): an
+    /// `Err` is what the official checker reports as "Failed executing CHECK code".
     pub fn eval(&self, line: &Line<'_>, s: &State) -> Result<bool, ExecError> {
         let v = line.value;
         match self {
             Check::Equals(l) => Ok(py_eq(v, &l.to_value())),
-            Check::NotEmpty => Ok(!matches!(v, Value::Str(x) if x.is_empty())),
-            Check::OneOf(list) => Ok(matches!(v, Value::Str(x) if list.contains(&&**x))),
+            Check::NotEmpty => Ok(!py_eq(v, &Value::from(""))),
+            Check::OneOf(list) => Ok(list.iter().any(|x| py_eq(v, &Value::from(*x)))),
             Check::Compare(op, x) => Ok(op.apply(num(v)?, *x)),
             Check::Within(iv) => Ok(iv.contains(num(v)?)),
             Check::Integer(min) => {
-                let x = num(v)?;
-                if !x.is_finite() {
-                    return Err(ExecError::Type(format!("cannot round {}", v.to_json())));
-                }
-                let is_int = (x.round() - x).abs() < 0.00001;
-                Ok(is_int
+                // `is_integer(v) and v >= min`: `and` does not evaluate its right side when
+                // the left one is false.
+                Ok(is_integer(v)?
                     && min.is_none_or(|b| {
+                        let x = py_num(v).unwrap_or(f64::NAN);
                         if b.inclusive {
                             x >= b.value
                         } else {
@@ -468,8 +465,15 @@ impl Check {
                         }
                     }))
             }
-            Check::MetaHas(k) => Ok(meta_has(line.metadata, k)),
-            Check::MetaHasAny(ks) => Ok(ks.iter().any(|k| meta_has(line.metadata, k))),
+            Check::MetaHas(k) => meta_contains(line.metadata, k),
+            // `(a in md) | (b in md)`: both sides are evaluated.
+            Check::MetaHasAny(ks) => {
+                let mut any = false;
+                for k in *ks {
+                    any |= meta_contains(line.metadata, k)?;
+                }
+                Ok(any)
+            }
             Check::StateIs(name, want) => Ok(s.truthy(name)? == *want),
             Check::Custom(c) => (c.f)(line, s),
         }
@@ -597,114 +601,4 @@ impl RuleFile {
             Scope::Benchmark(d, b) => format!(" in the {} division ({b})", d.as_str()),
         }
     }
-}
-
-// ---- Python value semantics -------------------------------------------------------------------
-
-/// A number as Python sees it in arithmetic: ints, floats and booleans.
-pub fn py_num(v: &Value) -> Option<f64> {
-    match *v {
-        Value::Int(i) => Some(i as f64),
-        Value::Float(f) => Some(f),
-        Value::Bool(b) => Some(if b { 1.0 } else { 0.0 }),
-        _ => None,
-    }
-}
-
-/// A number, or the TypeError Python would raise.
-pub fn num(v: &Value) -> Result<f64, ExecError> {
-    py_num(v).ok_or_else(|| ExecError::Type(format!("{} is not a number", v.to_json())))
-}
-
-/// Python's `int(x)` for the values a log can hold.
-pub fn py_int(v: &Value) -> Result<f64, ExecError> {
-    match v {
-        Value::Int(i) => Ok(*i as f64),
-        Value::Bool(b) => Ok(if *b { 1.0 } else { 0.0 }),
-        Value::Float(f) if f.is_finite() => Ok(f.trunc()),
-        Value::Str(s) => s
-            .trim()
-            .replace('_', "")
-            .parse::<i128>()
-            .map(|i| i as f64)
-            .map_err(|_| ExecError::Type(format!("int({}) fails", v.to_json()))),
-        other => Err(ExecError::Type(format!("int({}) fails", other.to_json()))),
-    }
-}
-
-/// Python truthiness.
-pub fn py_truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Int(i) => *i != 0,
-        Value::Float(f) => *f != 0.0,
-        Value::Str(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}
-
-/// Python `==` between two JSON values (`1 == 1.0 == True`, a NaN not equal to itself; their
-/// elements compared as lists and dicts compare them, see `py_same`).
-pub fn py_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Int(x), Value::Int(y)) => x == y,
-        (Value::Str(x), Value::Str(y)) => x == y,
-        (Value::Null, Value::Null) => true,
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| b.get(k).is_some_and(|w| py_same(v, w)))
-        }
-        _ => match (py_int_of(a), py_int_of(b)) {
-            // Python compares an int with a float exactly, not through a float conversion.
-            (Some(i), None) => py_num(b).is_some_and(|f| float_is_int(f, i)),
-            (None, Some(i)) => py_num(a).is_some_and(|f| float_is_int(f, i)),
-            (Some(i), Some(j)) => i == j,
-            (None, None) => matches!((py_num(a), py_num(b)), (Some(x), Some(y)) if x == y),
-        },
-    }
-}
-
-/// An int or a bool as the exact integer Python holds.
-fn py_int_of(v: &Value) -> Option<i128> {
-    match *v {
-        Value::Int(i) => Some(i),
-        Value::Bool(b) => Some(i128::from(b)),
-        _ => None,
-    }
-}
-
-/// Python's exact `float == int`.
-fn float_is_int(f: f64, i: i128) -> bool {
-    // 2^127: beyond it no i128 is equal (and `as` would saturate).
-    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
-    f.fract() == 0.0 && (-LIMIT..LIMIT).contains(&f) && f as i128 == i
-}
-
-/// How Python compares two parsed values inside a list or dict, and in `list.count`
-/// (`PyObject_RichCompareBool`): identity first, then `==`. Every NaN Python's `json` parser
-/// makes is the same object (`json.decoder.NaN`), so there a NaN equals a NaN; the official
-/// checker's "logged more than once with the same value" (`l.count(l[0])`) relies on this.
-pub fn py_same(a: &Value, b: &Value) -> bool {
-    matches!((a, b), (Value::Float(x), Value::Float(y)) if x.is_nan() && y.is_nan()) || py_eq(a, b)
-}
-
-/// `'name' in v['metadata']`.
-pub fn meta_has(md: &Metadata, name: &str) -> bool {
-    match name {
-        "file" => md.file.is_some() || md.get(name).is_some(),
-        "lineno" => md.lineno.is_some() || md.get(name).is_some(),
-        _ => md.get(name).is_some(),
-    }
-}
-
-/// `v['metadata'][name]`, or the KeyError.
-pub fn meta_get<'a>(md: &'a Metadata, name: &str) -> Result<&'a Value, ExecError> {
-    md.get(name)
-        .ok_or_else(|| ExecError::Type(format!("metadata has no `{name}`")))
 }

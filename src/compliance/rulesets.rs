@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use super::model::*;
+use super::py::{contains, item, meta_contains, meta_item, num, py_eq, py_int, py_num};
 use crate::keys::Benchmark;
 use crate::record::Value;
 
@@ -374,18 +375,24 @@ fn init_time(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
     Ok(l.time_ms - s.num("first_init_start")? < s.num("compile_time_mins")? * 60.0 * 1e3)
 }
 fn block_first_epoch(l: &Line<'_>, _: &State) -> Result<bool, ExecError> {
-    Ok(!meta_has(l.metadata, "epoch_count") || meta_has(l.metadata, "first_epoch_num"))
+    if meta_contains(l.metadata, "epoch_count")? {
+        meta_contains(l.metadata, "first_epoch_num")
+    } else {
+        Ok(true)
+    }
 }
 fn block_epoch_count(l: &Line<'_>, _: &State) -> Result<bool, ExecError> {
-    match l.metadata.get("epoch_count") {
-        Some(v) => Ok(num(v)? > 0.0),
-        None => Ok(true),
+    if meta_contains(l.metadata, "epoch_count")? {
+        Ok(num(meta_item(l.metadata, "epoch_count")?.as_ref())? > 0.0)
+    } else {
+        Ok(true)
     }
 }
 fn block_samples(l: &Line<'_>, _: &State) -> Result<bool, ExecError> {
-    match l.metadata.get("samples_count") {
-        Some(v) => Ok(num(v)? >= 0.0),
-        None => Ok(true),
+    if meta_contains(l.metadata, "samples_count")? {
+        Ok(num(meta_item(l.metadata, "samples_count")?.as_ref())? >= 0.0)
+    } else {
+        Ok(true)
     }
 }
 
@@ -546,7 +553,7 @@ fn ds_lr(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
 }
 fn ds_first_eval(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
     let g = s.num("global_batch_size")?;
-    let sc = py_int(meta_get(l.metadata, "samples_count")?)?;
+    let sc = py_int(meta_item(l.metadata, "samples_count")?.as_ref())?;
     Ok(sc == g * (42.0 + 24576.0 / g).floor())
 }
 fn l405_lr(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
@@ -613,7 +620,7 @@ fn dlrmv4_sparse_lr(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
     ))
 }
 fn dlrmv4_eval_grid(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
-    let sc = num(meta_get(l.metadata, "samples_count")?)?;
+    let sc = num(meta_item(l.metadata, "samples_count")?.as_ref())?;
     let e = s.num("eval_interval_samples")?;
     if e == 0.0 {
         return Err(ExecError::Type("modulo by zero".into()));
@@ -621,7 +628,7 @@ fn dlrmv4_eval_grid(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
     Ok(sc.rem_euclid(e) == 0.0)
 }
 fn dlrmv4_first_eval(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
-    let sc = py_int(meta_get(l.metadata, "samples_count")?)?;
+    let sc = py_int(meta_item(l.metadata, "samples_count")?.as_ref())?;
     Ok(sc == s.num("first_eval_samples")?)
 }
 fn qwen_gbs_post(l: &Line<'_>, s: &mut State) -> Result<(), ExecError> {
@@ -655,15 +662,18 @@ fn qwen_gens(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
     Ok(py_num(l.value).is_some_and(|v| g == p * v))
 }
 fn qwen_grid(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
-    let sc = meta_get(l.metadata, "samples_count")?;
+    let sc = meta_item(l.metadata, "samples_count")?;
     Ok(py_eq(
-        sc,
+        &sc,
         s.get("next_validation_samples").unwrap_or(&Value::Null),
     ))
 }
 fn qwen_eval_post(l: &Line<'_>, s: &mut State) -> Result<(), ExecError> {
-    let sc = meta_get(l.metadata, "samples_count")?;
-    if py_eq(sc, s.get("next_validation_samples").unwrap_or(&Value::Null)) {
+    let sc = meta_item(l.metadata, "samples_count")?;
+    if py_eq(
+        &sc,
+        s.get("next_validation_samples").unwrap_or(&Value::Null),
+    ) {
         let next = s.num("next_validation_samples")? + s.num("global_batch_size")?;
         s.set("next_validation_samples", Value::Float(next));
     }
@@ -674,11 +684,7 @@ fn sd_fid_clip(
     max_fid: f64,
 ) -> impl Fn(&Line<'_>, &State) -> Result<bool, ExecError> {
     move |l, _| {
-        let get = |k: &str| {
-            l.value
-                .get(k)
-                .ok_or_else(|| ExecError::Type(format!("no `{k}` in the aggregated value")))
-        };
+        let get = |k: &str| item(l.value, k);
         let fid = num(get("FID")?)?;
         if !(0.0 <= fid && fid <= max_fid) {
             return Ok(false);
@@ -691,11 +697,7 @@ fn sd_closed_target(l: &Line<'_>, s: &State) -> Result<bool, ExecError> {
     sd_fid_clip(0.15, 90.0)(l, s)
 }
 fn sd_open_target(l: &Line<'_>, _: &State) -> Result<bool, ExecError> {
-    let get = |k: &str| {
-        l.value
-            .get(k)
-            .ok_or_else(|| ExecError::Type(format!("no `{k}` in the aggregated value")))
-    };
+    let get = |k: &str| item(l.value, k);
     if num(get("FID")?)? < 0.0 {
         return Ok(false);
     }
@@ -714,9 +716,9 @@ fn value_has(k: &'static str) -> Check {
             _ => "needs `samples_count`",
         },
         f: match k {
-            "FID" => |l, _| Ok(l.value.get("FID").is_some()),
-            "CLIP" => |l, _| Ok(l.value.get("CLIP").is_some()),
-            _ => |l, _| Ok(l.value.get("samples_count").is_some()),
+            "FID" => |l, _| contains(l.value, "FID"),
+            "CLIP" => |l, _| contains(l.value, "CLIP"),
+            _ => |l, _| contains(l.value, "samples_count"),
         },
     })
 }

@@ -460,3 +460,110 @@ fn check_reader_matches_full_feed() {
         }
     }
 }
+
+/// A log of nothing but malformed lines fails without a finding per line in memory: the first
+/// 100 are listed, the rest counted in one finding.
+#[test]
+fn parse_errors_are_listed_up_to_a_bound() {
+    let log = ":::MLLOG {\"key\": \n".repeat(250);
+    let rep = check_text(Ruleset::V6_1_0, &log);
+    assert!(!rep.passed(false));
+    let parse: Vec<&Finding> = rep
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Parse)
+        .collect();
+    assert_eq!(parse.len(), 101);
+    assert!(
+        parse[100].message.contains("150 more lines") && parse[100].message.contains("250 in all"),
+        "{}",
+        parse[100].message
+    );
+}
+
+/// The one-pass detection picks the ruleset `detect_ruleset` picks and gives the report of
+/// checking under it.
+#[test]
+fn check_reader_detect_matches_detect_then_check() {
+    let mut logs = vec![String::new(), "noise\n".into()];
+    for (r, b) in [
+        (Ruleset::V5_0_0, Benchmark::StableDiffusion),
+        (Ruleset::V5_1_0, Benchmark::Rgat),
+        (Ruleset::V6_0_0, Benchmark::Llama31_405b),
+        (Ruleset::V6_1_0, Benchmark::Llama2_70bLora),
+    ] {
+        let log = example_log(r, b, Division::Closed).unwrap();
+        logs.push(drop_key(&log, "submission_benchmark"));
+        logs.push(log);
+    }
+    for log in &logs {
+        let (want, detected) = detect_ruleset(log);
+        let (rep, got_detected) = check_reader_detect(log.as_bytes()).unwrap();
+        assert_eq!((rep.ruleset, got_detected), (want, detected));
+        let direct = check_text(want, log);
+        assert_eq!(
+            format!("{:?}", rep.findings),
+            format!("{:?}", direct.findings)
+        );
+        assert_eq!(rep.records, direct.records);
+    }
+}
+
+/// Records whose fields are not of the usual JSON types are kept and read with Python's
+/// semantics: string metadata on a key whose rules read only the value passes; `null`
+/// metadata on a key whose rules test it fails that check; a key that is not a string matches
+/// no rule.
+#[test]
+fn fields_of_other_types_follow_python() {
+    let log = llama2();
+    let line = |key: &str| {
+        log.lines()
+            .find(|l| l.contains(&format!("\"key\": \"{key}\"")))
+            .unwrap()
+            .to_string()
+    };
+    let set_metadata = |l: &str, json: &str| {
+        let at = l.find("\"metadata\": ").unwrap();
+        format!("{}\"metadata\": {json}}}", &l[..at])
+    };
+    let tp = line("tensor_parallelism");
+    let rep = check_text(
+        Ruleset::V6_1_0,
+        &log.replace(&tp, &set_metadata(&tp, "\"\"")),
+    );
+    assert!(rep.passed(true), "{:?}", errors(&rep));
+    let stop = line("run_stop");
+    let rep = check_text(
+        Ruleset::V6_1_0,
+        &log.replace(&stop, &set_metadata(&stop, "null")),
+    );
+    assert!(!rep.passed(false));
+    assert!(
+        errors(&rep)
+            .iter()
+            .any(|e| e.contains("'NoneType' is not iterable")),
+        "{:?}",
+        errors(&rep)
+    );
+    let rep = check_text(
+        Ruleset::V6_1_0,
+        &log.replace(&stop, &set_metadata(&stop, "\"status: success\"")),
+    );
+    assert!(rep.passed(true), "{:?}", errors(&rep));
+    let rank = line("lora_rank");
+    let rep = check_text(
+        Ruleset::V6_1_0,
+        &log.replace(
+            &rank,
+            &rank.replace("\"key\": \"lora_rank\"", "\"key\": [\"lora_rank\"]"),
+        ),
+    );
+    assert_eq!(rep.records, check_text(Ruleset::V6_1_0, &log).records);
+    assert!(
+        errors(&rep)
+            .iter()
+            .any(|e| e.contains("`lora_rank` must be logged exactly once")),
+        "{:?}",
+        errors(&rep)
+    );
+}

@@ -6,7 +6,9 @@ mod encode;
 mod parse;
 mod value;
 
-pub use parse::{parse_line, parse_log, LineError, LogReader, ParsedLine};
+pub use parse::{
+    parse_line, parse_log, LineError, LogReader, ParsedLine, MAX_KEPT_ERRORS, MAX_LINE,
+};
 pub use value::Value;
 
 use std::borrow::Cow;
@@ -120,6 +122,11 @@ pub struct Metadata {
     pub lineno: Option<u32>,
     /// The remaining fields in order.
     pub fields: smallvec::SmallVec<[(Str, Value); 3]>,
+    /// Metadata that is not a JSON object (`""`, `null`, a number, a list), as a parsed log
+    /// carried it; `file`, `lineno` and `fields` are then empty. The official checker keeps such
+    /// a record and evaluates `'x' in metadata` on it with Python's semantics (a substring test
+    /// on a string, an error on `null`), so the parser keeps it too. Never set by the layer.
+    pub other: Option<Box<Value>>,
 }
 
 impl Metadata {
@@ -129,6 +136,7 @@ impl Metadata {
             file: Some(file.into()),
             lineno: Some(lineno),
             fields: smallvec::SmallVec::new(),
+            other: None,
         }
     }
 
@@ -155,7 +163,10 @@ impl Metadata {
 
     /// Whether there is no field at all (not even a location).
     pub fn is_empty(&self) -> bool {
-        self.file.is_none() && self.lineno.is_none() && self.fields.is_empty()
+        self.file.is_none()
+            && self.lineno.is_none()
+            && self.fields.is_empty()
+            && self.other.is_none()
     }
 }
 
@@ -167,6 +178,19 @@ pub struct IntervalIds {
     pub id: u64,
     /// The enclosing interval (e.g. `run` for a `block`), if any.
     pub parent: Option<u64>,
+}
+
+/// The fields of a parsed record that are not of the type the layer writes, exactly as the log
+/// carried them. The official parser keeps such a record (it checks no types), so ours does too;
+/// the compliance checker reads these through Python's semantics.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Loose {
+    /// `key` when it is not a string (a number, `null`, a list, ...). [`Record::key`] then holds
+    /// its JSON text, which names no rule, as the original matches no rule.
+    pub key: Option<Value>,
+    /// `time_ms` as the official parser reads it (`float(time_ms)`) when [`Record::time`] cannot
+    /// hold it exactly: a fraction, a numeric string, NaN, an infinity, a huge integer.
+    pub time_ms: Option<f64>,
 }
 
 /// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
@@ -194,6 +218,9 @@ pub struct Record {
     pub trace_only: bool,
     /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
     pub tid: u32,
+    /// For a parsed record: the fields whose JSON type is not the usual one, as logged (see
+    /// [`Loose`]). `None` for every record the layer makes.
+    pub loose: Option<Box<Loose>>,
 }
 
 impl Record {
@@ -210,6 +237,7 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
+            loose: None,
         }
     }
 
@@ -226,6 +254,7 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
+            loose: None,
         }
     }
 
@@ -237,9 +266,11 @@ impl Record {
         self.metadata.file = None;
         self.metadata.lineno = None;
         self.metadata.fields.clear();
+        self.metadata.other = None;
         self.interval = None;
         self.scope = None;
         self.trace_only = false;
+        self.loose = None;
     }
 
     /// Replaces the timestamp (builder style).

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::io::BufRead;
 
-use super::{EventType, Metadata, Record, Str, Timestamp, Value, MLLOG_TOKEN};
+use super::{EventType, Loose, Metadata, Record, Str, Timestamp, Value, MLLOG_TOKEN};
 
 /// A record read from a log, with where it was found.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,8 +52,17 @@ pub fn parse_log(text: &str) -> (Vec<ParsedLine>, Vec<LineError>) {
     (records, reader.into_errors())
 }
 
+/// The longest physical line [`LogReader`] reads by default (16 MiB). A longer one is one
+/// [`LineError`] and ends the reading: it is never held in memory, and an input without line
+/// ends (`/dev/zero`) ends too.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// How many [`LineError`]s a [`LogReader`] keeps ([`LogReader::error_count`] counts them all).
+pub const MAX_KEPT_ERRORS: usize = 1000;
+
 /// Streams records out of a log (a file, stdin, anything `BufRead`), one physical line at a
-/// time, so logs of any size are read in constant memory.
+/// time, so logs of any size are read in bounded memory: one line of at most
+/// [`LogReader::max_line`] bytes, and the first [`MAX_KEPT_ERRORS`] malformed lines.
 ///
 /// Iterates over `Result<ParsedLine, LineError>`; an I/O error ends the iteration and is kept
 /// in [`LogReader::io_error`].
@@ -66,8 +75,17 @@ pub struct LogReader<R> {
     index: usize,
     pending_cr: bool,
     errors: Vec<LineError>,
+    error_count: usize,
+    max_line: usize,
     io_error: Option<std::io::Error>,
     done: bool,
+}
+
+/// What [`LogReader::next_physical_line`] found.
+enum Physical {
+    Line,
+    End,
+    TooLong,
 }
 
 impl<R: BufRead> LogReader<R> {
@@ -81,19 +99,33 @@ impl<R: BufRead> LogReader<R> {
             index: 0,
             pending_cr: false,
             errors: Vec::new(),
+            error_count: 0,
+            max_line: MAX_LINE,
             io_error: None,
             done: false,
         }
     }
 
-    /// The malformed lines seen so far.
+    /// Sets the longest line read (default [`MAX_LINE`]); a longer line is one [`LineError`]
+    /// naming its line number, and the reading stops there.
+    pub fn max_line(mut self, bytes: usize) -> LogReader<R> {
+        self.max_line = bytes.max(1);
+        self
+    }
+
+    /// The malformed lines seen so far (the first [`MAX_KEPT_ERRORS`]).
     pub fn errors(&self) -> &[LineError] {
         &self.errors
     }
 
-    /// The malformed lines seen, consuming the reader.
+    /// The malformed lines seen (the first [`MAX_KEPT_ERRORS`]), consuming the reader.
     pub fn into_errors(self) -> Vec<LineError> {
         self.errors
+    }
+
+    /// How many malformed lines were seen, kept or not.
+    pub fn error_count(&self) -> usize {
+        self.error_count
     }
 
     /// The I/O error that ended the iteration, if any.
@@ -107,8 +139,8 @@ impl<R: BufRead> LogReader<R> {
     }
 
     /// Reads the next physical line into `self.buf` (without terminator). Splits on `\n`, `\r\n`
-    /// and lone `\r`. Returns false at end of input.
-    fn next_physical_line(&mut self) -> std::io::Result<bool> {
+    /// and lone `\r`. Stops, without reading further, at a line longer than `max_line`.
+    fn next_physical_line(&mut self) -> std::io::Result<Physical> {
         self.buf.clear();
         let mut got_any = false;
         loop {
@@ -118,7 +150,11 @@ impl<R: BufRead> LogReader<R> {
                 Err(e) => return Err(e),
             };
             if available.is_empty() {
-                return Ok(got_any);
+                return Ok(if got_any {
+                    Physical::Line
+                } else {
+                    Physical::End
+                });
             }
             if self.pending_cr {
                 self.pending_cr = false;
@@ -128,20 +164,27 @@ impl<R: BufRead> LogReader<R> {
                 }
             }
             got_any = true;
-            match find_eol(available) {
-                Some(i) => {
-                    let was_cr = available[i] == b'\r';
-                    self.buf.extend_from_slice(&available[..i]);
-                    self.input.consume(i + 1);
-                    self.pending_cr = was_cr;
-                    return Ok(true);
-                }
-                None => {
-                    let n = available.len();
-                    self.buf.extend_from_slice(available);
-                    self.input.consume(n);
-                }
+            let (take, eol) = match find_eol(available) {
+                Some(i) => (i, true),
+                None => (available.len(), false),
+            };
+            if self.buf.len() + take > self.max_line {
+                return Ok(Physical::TooLong);
             }
+            self.buf.extend_from_slice(&available[..take]);
+            if eol {
+                self.pending_cr = available[take] == b'\r';
+                self.input.consume(take + 1);
+                return Ok(Physical::Line);
+            }
+            self.input.consume(take);
+        }
+    }
+
+    fn keep_error(&mut self, err: &LineError) {
+        self.error_count += 1;
+        if self.errors.len() < MAX_KEPT_ERRORS {
+            self.errors.push(err.clone());
         }
     }
 }
@@ -156,10 +199,29 @@ impl<R: BufRead> LogReader<R> {
     ) -> Option<Result<(usize, usize, T), LineError>> {
         while !self.done {
             match self.next_physical_line() {
-                Ok(true) => {}
-                Ok(false) => {
+                Ok(Physical::Line) => {}
+                Ok(Physical::End) => {
                     self.done = true;
                     return None;
+                }
+                Ok(Physical::TooLong) => {
+                    self.done = true;
+                    self.lineno += 1;
+                    let err = LineError {
+                        lineno: self.lineno,
+                        index: self.index,
+                        message: format!(
+                            "the line is longer than {} bytes; the input is not read further",
+                            self.max_line
+                        ),
+                        text: String::from_utf8_lossy(&self.buf[..self.buf.len().min(200)])
+                            .chars()
+                            .take(200)
+                            .collect(),
+                    };
+                    self.buf = Vec::new();
+                    self.keep_error(&err);
+                    return Some(Err(err));
                 }
                 Err(e) => {
                     self.io_error = Some(e);
@@ -170,7 +232,6 @@ impl<R: BufRead> LogReader<R> {
             self.lineno += 1;
             // The official checker reads logs as latin-1; real logs carry UTF-8 noise. Lossy
             // UTF-8 keeps every ASCII byte of a record intact, which is all a record may hold.
-            // Valid UTF-8 (nearly every line) is used in place, without a copy.
             // The token is ASCII, which lossy decoding keeps byte for byte and never makes up,
             // so the last token of the raw bytes is the last token of the decoded line, and the
             // text after it decodes on its own. Valid UTF-8 (nearly every line) is used in
@@ -199,7 +260,7 @@ impl<R: BufRead> LogReader<R> {
                         message,
                         text: body.chars().take(200).collect(),
                     };
-                    self.errors.push(err.clone());
+                    self.keep_error(&err);
                     Err(err)
                 }
             });
@@ -389,7 +450,13 @@ fn record_fast(body: &str, rec: &mut Record, wanted: &mut dyn FnMut(&str) -> boo
     let (time, (ks, ke), value, metadata) = (time?, key?, value?, metadata?);
     let k = &body[ks..ke];
     rec.namespace = namespace.unwrap_or(Cow::Borrowed(""));
-    rec.time = time;
+    rec.time = time.0;
+    rec.loose = time.1.map(|t| {
+        Box::new(Loose {
+            key: None,
+            time_ms: Some(t),
+        })
+    });
     rec.event_type = event_type.unwrap_or(EventType::PointInTime);
     rec.interval = None;
     rec.scope = None;
@@ -418,6 +485,7 @@ fn record_fast(body: &str, rec: &mut Record, wanted: &mut dyn FnMut(&str) -> boo
         rec.metadata.file = None;
         rec.metadata.lineno = None;
         rec.metadata.fields.clear();
+        rec.metadata.other = None;
     }
     Some(full)
 }
@@ -425,7 +493,10 @@ fn record_fast(body: &str, rec: &mut Record, wanted: &mut dyn FnMut(&str) -> boo
 fn record_from_json(body: &str) -> Result<Record, String> {
     let value = parse_json(body)?;
     let Value::Object(members) = value else {
-        return Err("the record is not a JSON object".into());
+        return Err(
+            "the record is not a JSON object (the official checker crashes with a TypeError)"
+                .into(),
+        );
     };
     let mut namespace: Str = Cow::Borrowed("");
     let mut time = None;
@@ -433,6 +504,7 @@ fn record_from_json(body: &str) -> Result<Record, String> {
     let mut key = None;
     let mut value = None;
     let mut metadata = None;
+    let mut loose = Loose::default();
     for (name, v) in members {
         match &*name {
             "namespace" => {
@@ -441,36 +513,54 @@ fn record_from_json(body: &str) -> Result<Record, String> {
                     other => Cow::Owned(other.to_json()),
                 }
             }
-            "time_ms" => time = Some(time_from(&v)?),
+            "time_ms" => time = Some(v),
             "event_type" => {
-                if let Some(t) = v.as_str().and_then(EventType::from_name) {
-                    event_type = t;
-                }
+                event_type = v
+                    .as_str()
+                    .and_then(EventType::from_name)
+                    .unwrap_or(EventType::PointInTime)
             }
-            "key" => match v {
-                Value::Str(s) => key = Some(intern(s)),
-                _ => return Err("`key` is not a string".into()),
-            },
+            "key" => key = Some(v),
             "value" => value = Some(v),
-            "metadata" => match v {
-                Value::Object(fields) => metadata = Some(metadata_from(fields)),
-                _ => return Err("`metadata` is not an object".into()),
-            },
+            "metadata" => metadata = Some(v),
             _ => {}
         }
     }
-    let missing = |field: &str| format!("missing field `{field}`");
+    // The official parser reads `time_ms`, `key`, `value`, `metadata` in this order; a missing
+    // one is a KeyError, which it does not catch.
+    let missing = |field: &str| {
+        format!("missing field `{field}` (the official checker crashes with a KeyError)")
+    };
+    let (time, loose_time) = time_from(&time.ok_or_else(|| missing("time_ms"))?)?;
+    loose.time_ms = loose_time;
+    let key = match key.ok_or_else(|| missing("key"))? {
+        Value::Str(s) => intern(s),
+        other => {
+            let text = Cow::Owned(other.to_json());
+            loose.key = Some(other);
+            text
+        }
+    };
+    let value = value.ok_or_else(|| missing("value"))?;
+    let metadata = match metadata.ok_or_else(|| missing("metadata"))? {
+        Value::Object(fields) => metadata_from(fields),
+        other => Metadata {
+            other: Some(Box::new(other)),
+            ..Metadata::default()
+        },
+    };
     Ok(Record {
         namespace,
-        time: time.ok_or_else(|| missing("time_ms"))?,
+        time,
         event_type,
-        key: key.ok_or_else(|| missing("key"))?,
-        value: value.ok_or_else(|| missing("value"))?,
-        metadata: metadata.ok_or_else(|| missing("metadata"))?,
+        key,
+        value,
+        metadata,
         interval: None,
         scope: None,
         trace_only: false,
         tid: 0,
+        loose: (loose != Loose::default()).then(|| Box::new(loose)),
     })
 }
 
@@ -481,24 +571,69 @@ fn intern(s: Str) -> Str {
     }
 }
 
-/// `time_ms` as the checker reads it: `float(...)` of a number or a numeric string.
-fn time_from(v: &Value) -> Result<Timestamp, String> {
+/// `time_ms` as the official parser reads it: `float(time_ms)`. Integers, floats, booleans and
+/// numeric strings (Python's spelling: blanks around, `_` between digits, `nan`, `inf`) are
+/// read; another string is a ValueError, which the official parser reports as a parse error;
+/// `null`, a list or an object is a TypeError, which crashes it.
+/// Returns the timestamp and, when the timestamp cannot hold the time exactly, the time itself.
+fn time_from(v: &Value) -> Result<(Timestamp, Option<f64>), String> {
+    /// Integer milliseconds that whole nanoseconds in an i64 hold (about ±292 years).
+    const MAX_MS: i128 = i64::MAX as i128 / 1_000_000;
     let ms = match v {
-        Value::Int(i) => return Ok(Timestamp::from_millis(*i as i64)),
+        Value::Int(i) if (-MAX_MS..=MAX_MS).contains(i) => {
+            return Ok((Timestamp::from_millis(*i as i64), None))
+        }
+        Value::Int(i) => *i as f64,
+        Value::Bool(b) => return Ok((Timestamp::from_millis(i64::from(*b)), None)),
         Value::Float(f) => *f,
-        Value::Str(s) => s
-            .trim()
-            .parse::<f64>()
-            .map_err(|_| format!("`time_ms` {s:?} is not a number"))?,
-        other => return Err(format!("`time_ms` {} is not a number", other.to_json())),
+        Value::Str(s) => py_float(s).ok_or_else(|| format!("`time_ms` {s:?} is not a number"))?,
+        other => {
+            return Err(format!(
+                "`time_ms` {} is not a number (the official checker crashes with a TypeError)",
+                other.to_json()
+            ))
+        }
     };
-    if !ms.is_finite() {
-        return Err("`time_ms` is not finite".into());
+    let ns = ms * 1e6;
+    let exact = ns.fract() == 0.0 && ns.abs() < 9.2e18;
+    Ok((
+        Timestamp {
+            // Saturating; NaN becomes 0. The exact time is kept beside it.
+            wall_ns: ns as i64,
+            mono_ns: 0,
+        },
+        (!exact).then_some(ms),
+    ))
+}
+
+/// Python's `float(str)`: surrounding whitespace, an optional sign, digits with single `_`
+/// between digits, a fraction, an exponent, or `nan`/`inf`/`infinity` in any case.
+pub(crate) fn py_float(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let body = t.strip_prefix(['+', '-']).unwrap_or(t);
+    let lower = body.to_ascii_lowercase();
+    if matches!(lower.as_str(), "nan" | "inf" | "infinity") {
+        return t.parse::<f64>().ok();
     }
-    Ok(Timestamp {
-        wall_ns: (ms * 1e6) as i64,
-        mono_ns: 0,
-    })
+    let b = body.as_bytes();
+    let mut seen_digit = false;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'0'..=b'9' => seen_digit = true,
+            b'_' => {
+                let digit = |j: Option<&u8>| j.is_some_and(u8::is_ascii_digit);
+                if !digit(i.checked_sub(1).and_then(|j| b.get(j))) || !digit(b.get(i + 1)) {
+                    return None;
+                }
+            }
+            b'.' | b'e' | b'E' | b'+' | b'-' => {}
+            _ => return None,
+        }
+    }
+    if !seen_digit {
+        return None;
+    }
+    t.replace('_', "").parse::<f64>().ok()
 }
 
 fn metadata_from(fields: Vec<(Str, Value)>) -> Metadata {
@@ -924,6 +1059,91 @@ host:1:5:::MLLOG {\"time_ms\": \"2.5\", \"key\": \"x\", \"value\": NaN, \"metada
             "{}",
             errors[0].message
         );
+    }
+
+    /// A line longer than the cap is one error naming its line number, and the reading stops
+    /// there without holding the line: an input without line ends (`/dev/zero`) ends too.
+    #[test]
+    fn an_overlong_line_is_one_error_and_ends_the_reading() {
+        let ok = ":::MLLOG {\"time_ms\": 1, \"key\": \"a\", \"value\": 1, \"metadata\": {}}";
+        let log = format!("{ok}\nnoise\n{}\n{ok}\n", "x".repeat(300));
+        let mut reader = LogReader::new(log.as_bytes()).max_line(256);
+        let items: Vec<_> = reader.by_ref().collect();
+        assert_eq!(items.len(), 2, "{items:?}");
+        assert!(items[0].is_ok());
+        let err = items[1].as_ref().unwrap_err();
+        assert_eq!(err.lineno, 3);
+        assert!(
+            err.message.contains("longer than 256 bytes"),
+            "{}",
+            err.message
+        );
+        assert_eq!(reader.error_count(), 1);
+        assert!(reader.io_error().is_none());
+        // Endless input without a line end: terminates after the cap.
+        let zeros = std::io::BufReader::with_capacity(64, std::io::repeat(0));
+        let mut reader = LogReader::new(zeros).max_line(4096);
+        let items: Vec<_> = reader.by_ref().collect();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].as_ref().unwrap_err().lineno, 1);
+        // A line of exactly the cap is read.
+        let exact = format!("{ok}{}\n", " ".repeat(256 - ok.len()));
+        let items: Vec<_> = LogReader::new(exact.as_bytes()).max_line(256).collect();
+        assert!(items[0].is_ok(), "{items:?}");
+    }
+
+    #[test]
+    fn keeps_a_bounded_number_of_errors() {
+        let log = ":::MLLOG {\n".repeat(MAX_KEPT_ERRORS + 5);
+        let mut reader = LogReader::new(log.as_bytes());
+        assert_eq!(reader.by_ref().count(), MAX_KEPT_ERRORS + 5);
+        assert_eq!(reader.errors().len(), MAX_KEPT_ERRORS);
+        assert_eq!(reader.error_count(), MAX_KEPT_ERRORS + 5);
+    }
+
+    /// The official parser keeps a record whatever the JSON types of its fields; only a missing
+    /// field, or a `time_ms` that `float()` rejects, is an error.
+    #[test]
+    fn keeps_fields_of_any_type() {
+        let rec = |body: &str| record_from_json(body);
+        let r = rec(r#"{"time_ms": 1, "key": 5, "value": 1, "metadata": ""}"#).unwrap();
+        assert_eq!(r.key, "5");
+        assert_eq!(r.loose.as_ref().unwrap().key, Some(Value::Int(5)));
+        assert_eq!(r.metadata.other.as_deref(), Some(&Value::from("")));
+        let r = rec(r#"{"time_ms": true, "key": "k", "value": 1, "metadata": null}"#).unwrap();
+        assert_eq!(r.time_ms(), 1);
+        assert_eq!(r.metadata.other.as_deref(), Some(&Value::Null));
+        let r = rec(r#"{"time_ms": " 1_000.5 ", "key": "k", "value": 1, "metadata": []}"#).unwrap();
+        assert_eq!((r.time.wall_ns, r.loose), (1_000_500_000, None));
+        let r = rec(r#"{"time_ms": 0.0000001, "key": "k", "value": 1, "metadata": {}}"#).unwrap();
+        assert_eq!(r.loose.unwrap().time_ms, Some(0.0000001));
+        let r = rec(r#"{"time_ms": "-Infinity", "key": "k", "value": 1, "metadata": {}}"#).unwrap();
+        assert_eq!(r.loose.unwrap().time_ms, Some(f64::NEG_INFINITY));
+        let r = rec(r#"{"time_ms": NaN, "key": "k", "value": 1, "metadata": {}}"#).unwrap();
+        assert!(r.loose.unwrap().time_ms.unwrap().is_nan());
+        for bad in [
+            r#"{"time_ms": "", "key": "k", "value": 1, "metadata": {}}"#,
+            r#"{"time_ms": "1__0", "key": "k", "value": 1, "metadata": {}}"#,
+            r#"{"time_ms": null, "key": "k", "value": 1, "metadata": {}}"#,
+            r#"{"time_ms": [1], "key": "k", "value": 1, "metadata": {}}"#,
+            r#"{"time_ms": 1, "value": 1, "metadata": {}}"#,
+            r#"{"time_ms": 1, "key": "k", "metadata": {}}"#,
+            r#"{"time_ms": 1, "key": "k", "value": 1}"#,
+        ] {
+            assert!(rec(bad).is_err(), "{bad}");
+        }
+        for (s, want) in [
+            ("1", 1.0),
+            ("+1.5e3", 1500.0),
+            ("1_0", 10.0),
+            (" .5", 0.5),
+            ("inf", f64::INFINITY),
+        ] {
+            assert_eq!(py_float(s), Some(want), "{s}");
+        }
+        for s in ["", "_1", "1_", "1e", "abc", "0x10", "1 2"] {
+            assert_eq!(py_float(s), None, "{s}");
+        }
     }
 
     #[test]

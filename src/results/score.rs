@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{json_num, json_opt_num, json_str, max_dropped_runs, required_runs};
-use crate::compliance::{check_text, detect_ruleset, Ruleset};
+use crate::compliance::{check_reader, check_reader_detect, Ruleset};
 use crate::record::LogReader;
 
 /// Options for scoring.
@@ -99,8 +99,16 @@ pub fn olympic_mean(scores: &mut [f64], dropped: usize, max_dropped: usize) -> O
 
 /// `run_start` and `run_stop` time_ms as `result_summarizer._query_run_start_stop` finds them.
 pub fn run_start_stop(text: &str) -> (Option<i64>, Option<i64>) {
+    run_start_stop_reader(text.as_bytes()).expect("reading memory cannot fail")
+}
+
+/// [`run_start_stop`] of a log read from `input`, streamed.
+pub fn run_start_stop_reader<R: std::io::BufRead>(
+    input: R,
+) -> std::io::Result<(Option<i64>, Option<i64>)> {
     let (mut start, mut stop) = (None, None);
-    for line in LogReader::new(text.as_bytes()).flatten() {
+    let mut reader = LogReader::new(input);
+    for line in reader.by_ref().flatten() {
         match &*line.record.key {
             "run_start" => start = Some(line.record.time_ms()),
             "run_stop" => stop = Some(line.record.time_ms()),
@@ -110,7 +118,10 @@ pub fn run_start_stop(text: &str) -> (Option<i64>, Option<i64>) {
             break;
         }
     }
-    (start, stop)
+    if let Some(e) = reader.io_error() {
+        return Err(std::io::Error::new(e.kind(), e.to_string()));
+    }
+    Ok((start, stop))
 }
 
 /// Reads `scaling.json` in `folder`: `Ok(1.0)` when absent.
@@ -171,12 +182,20 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
     let mut runs = Vec::new();
     let mut decisions = Vec::new();
     for file in result_files(folder)? {
-        let bytes = std::fs::read(&file)?;
-        let text = String::from_utf8_lossy(&bytes);
-        let ruleset = opts.ruleset.unwrap_or_else(|| detect_ruleset(&text).0);
-        let report = check_text(ruleset, &text);
-        let summary = super::summary::summarize_text(&file.display().to_string(), &text);
-        let (start, stop) = run_start_stop(&text);
+        // Streamed, three passes: a result file of any size is read in bounded memory.
+        let open = || -> std::io::Result<_> {
+            Ok(std::io::BufReader::with_capacity(
+                1 << 16,
+                std::fs::File::open(&file)?,
+            ))
+        };
+        let report = match opts.ruleset {
+            Some(r) => check_reader(r, open()?)?,
+            None => check_reader_detect(open()?)?.0,
+        };
+        let ruleset = report.ruleset;
+        let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
+        let (start, stop) = run_start_stop_reader(open()?)?;
         let mut run = RunScore {
             file: file.clone(),
             compliant: report.passed(false),
