@@ -605,6 +605,7 @@ impl RuleFile {
 pub fn py_num(v: &Value) -> Option<f64> {
     match *v {
         Value::Int(i) => Some(i as f64),
+        Value::UInt(u) => Some(u as f64),
         Value::Float(f) => Some(f),
         Value::Bool(b) => Some(if b { 1.0 } else { 0.0 }),
         _ => None,
@@ -620,6 +621,7 @@ pub fn num(v: &Value) -> Result<f64, ExecError> {
 pub fn py_int(v: &Value) -> Result<f64, ExecError> {
     match v {
         Value::Int(i) => Ok(*i as f64),
+        Value::UInt(u) => Ok(*u as f64),
         Value::Bool(b) => Ok(if *b { 1.0 } else { 0.0 }),
         Value::Float(f) if f.is_finite() => Ok(f.trunc()),
         Value::Str(s) => s
@@ -638,6 +640,7 @@ pub fn py_truthy(v: &Value) -> bool {
         Value::Null => false,
         Value::Bool(b) => *b,
         Value::Int(i) => *i != 0,
+        Value::UInt(_) => true,
         Value::Float(f) => *f != 0.0,
         Value::Str(s) => !s.is_empty(),
         Value::Array(a) => !a.is_empty(),
@@ -650,6 +653,7 @@ pub fn py_truthy(v: &Value) -> bool {
 pub fn py_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::UInt(x), Value::UInt(y)) => x == y,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Null, Value::Null) => true,
         (Value::Array(x), Value::Array(y)) => {

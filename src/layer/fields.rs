@@ -1,6 +1,7 @@
 //! Capturing `tracing` field values as typed [`Value`]s, without formatting anything: numbers
 //! and booleans are stored as they are; strings that are known MLLOG constants are stored as
-//! `'static` references.
+//! `'static` references; lists, tuples and objects from `mllog!` arrive whole as the `Value`
+//! of a `Composite` (see `crate::log_value`); any other `Debug` field is its `Debug` text.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -176,7 +177,7 @@ impl Visit for EventFields<'_> {
         self.put(field, Value::Int(value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.put(field, Value::Int(value.min(i128::MAX as u128) as i128));
+        self.put(field, Value::from(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.put(field, Value::Bool(value));
@@ -195,7 +196,7 @@ impl Visit for EventFields<'_> {
         if self.role(field) == Role::Skip {
             return; // never format what is dropped anyway (e.g. `message`)
         }
-        self.put(field, Value::Str(Cow::Owned(format!("{value:?}"))));
+        self.put(field, crate::log_value::debug_value(value));
     }
 }
 
@@ -213,10 +214,7 @@ impl Visit for Fields {
         self.set(field.name(), Value::Int(value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.set(
-            field.name(),
-            Value::Int(value.min(i128::MAX as u128) as i128),
-        );
+        self.set(field.name(), Value::from(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.set(field.name(), Value::Bool(value));
@@ -228,7 +226,7 @@ impl Visit for Fields {
         self.set(field.name(), Value::Str(Cow::Owned(value.to_string())));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.set(field.name(), Value::Str(Cow::Owned(format!("{value:?}"))));
+        self.set(field.name(), crate::log_value::debug_value(value));
     }
 }
 

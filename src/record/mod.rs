@@ -3,9 +3,11 @@
 //! [`LogReader`]).
 
 mod encode;
+mod float32;
 mod parse;
 mod value;
 
+pub(crate) use float32::f32_shortest;
 pub use parse::{parse_line, parse_log, LineError, LogReader, ParsedLine};
 pub use value::Value;
 
