@@ -50,12 +50,17 @@ enum Budget {
 /// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
 const BUDGETS: &[(&str, Budget)] = &[
     ("event_3_fields", Budget::Ir(1_000)),
+    ("event_string", Budget::Ir(1_000)),
+    ("event_f32", Budget::Ir(1_000)),
+    ("event_small_list", Budget::Ir(1_000)),
     ("train_step_span", Budget::Ir(1_500)),
     ("train_step_child", Budget::TimesRegistry(2.0)),
 ];
 const RANK_RATIO: f64 = 1.1;
 
 const N1: u64 = 2_000;
+/// Events that cycle the record pool (4 096 records by default) before the counted ones.
+const POOL_WARMUP: u64 = 8_192;
 const N2: u64 = 12_000;
 
 fn main() {
@@ -252,6 +257,25 @@ fn run(stack_name: &str, workload: &str, n: u64) {
         "event_3_fields" => {
             for i in 0..n {
                 mllog!("tracked_stats", 1.25, samples_count = i, step = i);
+            }
+        }
+        "event_string" => {
+            // Strings that are no MLLOG constant: copied into buffers the recycled records
+            // keep. The pool is cycled once first (the same in every run, so it cancels) so
+            // that every record has them, as in a training loop past its first few thousand
+            // events; otherwise how many records shutdown frees with buffers grows with `n`.
+            for i in 0..n + POOL_WARMUP {
+                mllog!("tracked_stats", "8xH100 SXM5", host = "node-017", step = i);
+            }
+        }
+        "event_f32" => {
+            for i in 0..n {
+                mllog!("tracked_stats", 0.1f32, samples_count = i);
+            }
+        }
+        "event_small_list" => {
+            for i in 0..n {
+                mllog!("tracked_stats", [0.9, 0.95], samples_count = i);
             }
         }
         "train_step_span" => {

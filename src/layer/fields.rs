@@ -72,10 +72,36 @@ fn intern_cached(s: &str) -> Option<&'static str> {
         if (cached.as_ptr() == s.as_ptr() && cached.len() == s.len()) || cached == s {
             return Some(cached);
         }
+        if !may_be_key(b) {
+            return None;
+        }
         let found = keys::intern(s)?;
         cache[slot].set(found);
         Some(found)
     })
+}
+
+/// Whether some known key has this length, first byte and last byte: most strings that are no
+/// key (a host name, a device) are told apart here in a few instructions instead of a binary
+/// search over every key.
+fn may_be_key(b: &[u8]) -> bool {
+    static FILTER: std::sync::OnceLock<[(u64, u64); 64]> = std::sync::OnceLock::new();
+    let filter = FILTER.get_or_init(|| {
+        let mut t = [(0u64, 0u64); 64];
+        for k in keys::ALL.iter().map(|k| k.as_bytes()) {
+            if let (Some(f), Some(l)) = (k.first(), k.last()) {
+                let slot = &mut t[k.len() % 64];
+                slot.0 |= 1 << (f % 64);
+                slot.1 |= 1 << (l % 64);
+            }
+        }
+        t
+    });
+    let (Some(f), Some(l)) = (b.first(), b.last()) else {
+        return true;
+    };
+    let (first, last) = filter[b.len() % 64];
+    b.len() < 64 && first & (1 << (f % 64)) != 0 && last & (1 << (l % 64)) != 0
 }
 
 /// What a field name means in an event.
@@ -116,6 +142,8 @@ pub(crate) struct EventFields<'a> {
     pub(crate) value: Value,
     pub(crate) namespace: Option<Str>,
     pub(crate) metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+    /// Cleared strings of the recycled record: a copied string goes into one of them.
+    stash: &'a mut Vec<String>,
     /// What each field index of the callsite is (fields past its end are classified by name).
     roles: &'a [Role],
 }
@@ -123,6 +151,7 @@ pub(crate) struct EventFields<'a> {
 impl<'a> EventFields<'a> {
     pub(crate) fn new(
         metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+        stash: &'a mut Vec<String>,
         roles: &'a [Role],
     ) -> EventFields<'a> {
         EventFields {
@@ -130,8 +159,18 @@ impl<'a> EventFields<'a> {
             value: Value::Null,
             namespace: None,
             metadata,
+            stash,
             roles,
         }
+    }
+
+    /// A string value, copied into a stashed buffer: no allocation once the record pool is warm
+    /// and the buffer large enough. Not interned: with the buffers, a copy is cheaper than the
+    /// look-up (keys and namespaces still are).
+    fn string(&mut self, s: &str) -> Value {
+        let mut buf = self.stash.pop().unwrap_or_default();
+        buf.push_str(s);
+        Value::Str(Cow::Owned(buf))
     }
 
     fn role(&self, field: &Field) -> Role {
@@ -145,9 +184,20 @@ impl<'a> EventFields<'a> {
     /// line, so that the common path saves no registers.
     #[inline(always)]
     fn put(&mut self, field: &Field, value: Value) {
-        match self.role(field) {
+        self.put_as(self.role(field), field, value)
+    }
+
+    #[inline(always)]
+    fn put_as(&mut self, role: Role, field: &Field, value: Value) {
+        match role {
             Role::Metadata => self.metadata.push((Cow::Borrowed(field.name()), value)),
-            Role::Value => self.value = value,
+            Role::Value => {
+                // The value is set once per event, over the `Null` of `new`: no drop call.
+                let old = std::mem::replace(&mut self.value, value);
+                if old.is_null() {
+                    std::mem::forget(old);
+                }
+            }
             role => self.put_rare(role, field, value),
         }
     }
@@ -186,7 +236,11 @@ impl Visit for EventFields<'_> {
         match self.role(field) {
             Role::Key => self.key = Some(intern_str(value)),
             Role::Namespace => self.namespace = Some(intern_str(value)),
-            _ => self.put(field, string_value(value)),
+            Role::Skip => {}
+            role => {
+                let v = self.string(value);
+                self.put_as(role, field, v)
+            }
         }
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {

@@ -27,7 +27,7 @@ pub(crate) fn f32_shortest(v: f32) -> f64 {
     }
 }
 
-const POW10_F64: [f64; 23] = [
+static POW10_F64: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
@@ -53,14 +53,19 @@ impl Interval {
     /// The integer `n` with `n * 10^k` closest to the value among those inside the interval
     /// (`None`: no such `n`, or the arithmetic would not fit).
     fn digits_at(&self, k: i32) -> Option<Option<u128>> {
+        if k <= 0 && k >= -11 && self.t < 0 && self.t > -60 {
+            return Some(self.digits_at_word(k));
+        }
+        if k <= 0 && k >= -19 && self.t < 0 && self.t > -100 {
+            return Some(self.digits_at_small(k));
+        }
         // Compare `n * 10^k` with `c * 2^t` as `n * den` against `c * scale`.
         let (up, down) = (self.t.max(0) as u32, (-self.t).max(0) as u32);
         if up >= 127 || down >= 127 {
             return None;
         }
         let scale = pow10(k.min(0).unsigned_abs())?.checked_mul(1u128 << up)?;
-        let den_shift = down;
-        let den = pow10(k.max(0) as u32)?.checked_mul(1u128 << den_shift)?;
+        let den = pow10(k.max(0) as u32)?.checked_mul(1u128 << down)?;
         let num = |c: u128| c.checked_mul(scale);
         let (x, lo, hi) = (num(self.x)?, num(self.lo)?, num(self.hi)?);
         let below = x / den;
@@ -73,23 +78,99 @@ impl Interval {
             })
         };
         let (a, b) = (inside(below)?, inside(below + 1)?);
-        Some(match (a, b) {
-            (false, false) => None,
-            (true, false) => Some(below),
-            (false, true) => Some(below + 1),
-            (true, true) => {
-                // Both spell the value: the closer one, ties to even.
-                let twice = x.checked_mul(2)?;
-                let mid = (2 * below + 1).checked_mul(den)?;
-                Some(if twice < mid || (twice == mid && below % 2 == 0) {
-                    below
-                } else {
-                    below + 1
-                })
+        let twice = x.checked_mul(2)?;
+        let mid = (2 * below + 1).checked_mul(den)?;
+        Some(pick(below, a, b, twice, mid))
+    }
+
+    /// [`Interval::digits_at`] for the common case (values below 2^26 and digits down to
+    /// `10^-19`): `den` is a power of two and `10^-k` fits a `u64`, so there is no division and
+    /// no product can overflow (`2^26 * 10^19 < 2^90`, and `n * 2^-t` is about `x * 10^-k`).
+    #[inline]
+    fn digits_at_small(&self, k: i32) -> Option<u128> {
+        let scale = u128::from(POW10_U64[k.unsigned_abs() as usize]);
+        let shift = (-self.t) as u32;
+        let (x, lo, hi) = (self.x * scale, self.lo * scale, self.hi * scale);
+        let below = x >> shift;
+        let inside = |n: u128| {
+            let d = n << shift;
+            if self.inclusive {
+                lo <= d && d <= hi
+            } else {
+                lo < d && d < hi
             }
-        })
+        };
+        let (a, b) = (inside(below), inside(below + 1));
+        pick(below, a, b, x << 1, (2 * below + 1) << shift)
     }
 }
+
+impl Interval {
+    /// [`Interval::digits_at_small`] in one machine word, for values from about `2^-38` and
+    /// digits down to `10^-11`: `2^26 * 10^11 < 2^63`, and with shifts below 60 neither
+    /// `n << shift` nor `(2n + 1) << shift` passes `2^64`.
+    #[inline]
+    fn digits_at_word(&self, k: i32) -> Option<u128> {
+        let scale = POW10_U64[k.unsigned_abs() as usize];
+        let shift = (-self.t) as u32;
+        let (x, lo, hi) = (
+            self.x as u64 * scale,
+            self.lo as u64 * scale,
+            self.hi as u64 * scale,
+        );
+        let below = x >> shift;
+        let inside = |n: u64| {
+            let d = n << shift;
+            if self.inclusive {
+                lo <= d && d <= hi
+            } else {
+                lo < d && d < hi
+            }
+        };
+        let (a, b) = (inside(below), inside(below + 1));
+        // `2x < 2^64` and `(2 * below + 1) << shift` is about the same.
+        pick_word(below, a, b, x << 1, (2 * below + 1) << shift)
+    }
+}
+
+/// [`pick`] in one machine word.
+#[inline]
+fn pick_word(below: u64, a: bool, b: bool, twice: u64, mid: u64) -> Option<u128> {
+    let n = match (a, b) {
+        (false, false) => return None,
+        (true, false) => below,
+        (false, true) => below + 1,
+        (true, true) if twice < mid || (twice == mid && below % 2 == 0) => below,
+        (true, true) => below + 1,
+    };
+    Some(n.into())
+}
+
+/// Of `below` and `below + 1`, the one inside the interval; the closer one to the value when
+/// both are (`twice`: twice the scaled value; `mid`: twice their midpoint), ties to even.
+#[inline]
+fn pick(below: u128, a: bool, b: bool, twice: u128, mid: u128) -> Option<u128> {
+    match (a, b) {
+        (false, false) => None,
+        (true, false) => Some(below),
+        (false, true) => Some(below + 1),
+        (true, true) => Some(if twice < mid || (twice == mid && below % 2 == 0) {
+            below
+        } else {
+            below + 1
+        }),
+    }
+}
+
+static POW10_U64: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
 
 fn fast(v: f32) -> Option<f64> {
     let bits = v.to_bits();
@@ -116,26 +197,39 @@ fn fast(v: f32) -> Option<f64> {
     let log2 = 127 - m.leading_zeros() as i32 + q;
     let e = (log2 * 78_913) >> 18;
     // At `k = e - 8` there are at least nine significant digits, which always suffice; at
-    // `k = e + 1` at most one.
+    // `k = e + 1` at most one. Short spellings (the values people configure) are tried first.
     let (mut lo, mut hi) = (e - 8, e + 1);
-    let mut found = interval.digits_at(lo)?;
-    debug_assert!(found.is_some(), "nine digits spell every f32");
-    while lo < hi {
-        let mid = (lo + hi + 1) / 2;
-        match interval.digits_at(mid)? {
-            Some(n) => {
-                lo = mid;
-                found = Some(n);
+    let mut found = None;
+    for k in [e + 1, e] {
+        if let Some(n) = interval.digits_at(k)? {
+            found = Some((k, n));
+            break;
+        }
+        hi = k - 1;
+    }
+    if found.is_none() {
+        while lo < hi {
+            let mid = (lo + hi + 1) / 2;
+            match interval.digits_at(mid)? {
+                Some(n) => {
+                    lo = mid;
+                    found = Some((mid, n));
+                }
+                None => hi = mid - 1,
             }
-            None => hi = mid - 1,
         }
     }
-    let n = found?;
+    let (lo, n) = match found {
+        Some(f) => f,
+        None => (lo, interval.digits_at(lo)??),
+    };
     if n >= 1 << 53 || lo.unsigned_abs() > 22 {
         return None;
     }
     let p = POW10_F64[lo.unsigned_abs() as usize];
-    Some(if lo >= 0 { n as f64 * p } else { n as f64 / p })
+    // `n < 2^53`: exact as an `f64`, and from a `u64` one instruction.
+    let n = n as u64 as f64;
+    Some(if lo >= 0 { n * p } else { n / p })
 }
 
 /// Rust's own shortest spelling, parsed back; no allocation.

@@ -196,6 +196,48 @@ pub struct Record {
     pub trace_only: bool,
     /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
     pub tid: u32,
+    /// Buffers kept from the strings of the last use of a recycled record.
+    pub(crate) stash: Stash,
+}
+
+/// Cleared strings a recycled record keeps for the next event filled into it on the training
+/// thread, so that copying a string there allocates nothing. Part of no record's meaning: not
+/// compared, not cloned, not shown.
+#[derive(Default)]
+pub(crate) struct Stash(pub(crate) Vec<String>);
+
+impl Stash {
+    /// At most this many buffers of at most this many bytes each are kept per record.
+    const MAX: usize = 6;
+    const MAX_CAPACITY: usize = 1024;
+
+    /// Keeps `v`'s buffer if it is an owned string and there is room.
+    fn keep(&mut self, v: Value) {
+        if let Value::Str(Cow::Owned(mut s)) = v {
+            if self.0.len() < Self::MAX && s.capacity() <= Self::MAX_CAPACITY {
+                s.clear();
+                self.0.push(s);
+            }
+        }
+    }
+}
+
+impl Clone for Stash {
+    fn clone(&self) -> Stash {
+        Stash::default()
+    }
+}
+
+impl PartialEq for Stash {
+    fn eq(&self, _: &Stash) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Stash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stash")
+    }
 }
 
 impl Record {
@@ -212,6 +254,7 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
+            stash: Stash::default(),
         }
     }
 
@@ -228,17 +271,21 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
+            stash: Stash::default(),
         }
     }
 
-    /// Empties the record, keeping the metadata's capacity for reuse.
+    /// Empties the record, keeping the metadata's capacity, and the buffers of its strings,
+    /// for reuse.
     pub fn clear(&mut self) {
         self.namespace = Cow::Borrowed("");
         self.key = Cow::Borrowed("");
-        self.value = Value::Null;
+        self.stash.keep(std::mem::take(&mut self.value));
         self.metadata.file = None;
         self.metadata.lineno = None;
-        self.metadata.fields.clear();
+        for (_, v) in self.metadata.fields.drain(..) {
+            self.stash.keep(v);
+        }
         self.interval = None;
         self.scope = None;
         self.trace_only = false;
