@@ -54,6 +54,14 @@ pub trait LogValue {
 
     /// The value as an MLLOG [`Value`] (used inside lists and objects).
     fn to_value(&self) -> Value;
+
+    /// [`LogValue::to_value`], building a list in `spare` (an empty `Vec` a recycled record
+    /// kept) when there is one: lists override it, so a small list costs no allocation.
+    #[doc(hidden)]
+    fn to_value_reusing(&self, spare: &mut Option<Vec<Value>>) -> Value {
+        let _ = spare;
+        self.to_value()
+    }
 }
 
 /// Makes `v` a field for plain `tracing` macros, as `mllog!` does on its own:
@@ -80,28 +88,39 @@ impl<'a, T: LogValue + ?Sized> Composite<'a, T> {
 
 impl<T: LogValue + ?Sized> fmt::Debug for Composite<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let handed_over = SLOT.with(|slot| {
-            if !slot.armed.replace(false) {
-                return false;
+        let target = SLOT.with(|slot| {
+            if slot.armed.replace(false) {
+                slot.full.set(true);
+                Some((slot.out.get(), slot.spare.get()))
+            } else {
+                None
             }
-            slot.value.set(self.0.to_value());
-            slot.full.set(true);
-            true
         });
-        if handed_over {
-            return Ok(());
+        match target {
+            Some((out, spare)) => {
+                // SAFETY: armed only inside `debug_value`, whose locals these point to, for the
+                // duration of its `write!`; disarmed by the first `Composite` that uses them
+                // (above) and by `debug_value` itself when the `write!` ends or unwinds.
+                // `out` holds the `Null` it was made with: written over, nothing to drop.
+                unsafe { out.write(self.0.to_value_reusing(&mut *spare)) };
+                Ok(())
+            }
+            None => f.write_str(&self.0.to_value().to_json()),
         }
-        f.write_str(&self.0.to_value().to_json())
     }
 }
 
-/// The hand-over between [`Composite`]'s `Debug` and the layer, on the thread that logs.
+/// The hand-over between [`Composite`]'s `Debug` and the layer, on the thread that logs: plain
+/// `Copy` cells (no destructor, so no lazy registration on each access).
 struct Slot {
     /// Set by the layer just before it formats a field: the next `Composite` formatted on this
     /// thread is for it.
     armed: Cell<bool>,
     full: Cell<bool>,
-    value: Cell<Value>,
+    /// Where the value goes.
+    out: Cell<*mut Value>,
+    /// An empty list buffer from the layer's recycled record, for the value's list.
+    spare: Cell<*mut Option<Vec<Value>>>,
 }
 
 thread_local! {
@@ -109,29 +128,54 @@ thread_local! {
         Slot {
             armed: Cell::new(false),
             full: Cell::new(false),
-            value: Cell::new(Value::Null),
+            out: Cell::new(std::ptr::null_mut()),
+            spare: Cell::new(std::ptr::null_mut()),
         }
     };
 }
 
+/// Disarms the slot when `debug_value` is done, even by unwinding out of a `Debug` impl.
+struct Disarm;
+
+impl Disarm {
+    /// Disarms; whether a `Composite` handed its value over.
+    fn done(self) -> bool {
+        std::mem::forget(self);
+        SLOT.with(|slot| {
+            slot.armed.set(false);
+            slot.full.replace(false)
+        })
+    }
+}
+
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        SLOT.with(|slot| slot.armed.set(false));
+    }
+}
+
 /// A `Debug` field as the layer stores it: the [`Value`] of a [`Composite`], or else its
-/// `Debug` text as a string.
+/// `Debug` text as a string. `spare` is an empty list buffer the value's list may take.
 ///
 /// The two are told apart without guessing: only a `Composite` fills the slot, and only a
 /// field whose whole output is that hand-over counts (a `Debug` impl that writes text around
 /// a `Composite` it holds stays text).
-pub(crate) fn debug_value(value: &dyn fmt::Debug) -> Value {
+pub(crate) fn debug_value(value: &dyn fmt::Debug, spare: &mut Option<Vec<Value>>) -> Value {
     use fmt::Write;
-    SLOT.with(|slot| slot.armed.set(true));
-    let mut text = String::new();
-    let _ = write!(text, "{value:?}");
-    let taken = SLOT.with(|slot| {
-        slot.armed.set(false);
-        slot.full.replace(false).then(|| slot.value.take())
+    let mut out = Value::Null;
+    SLOT.with(|slot| {
+        slot.full.set(false);
+        slot.out.set(&mut out);
+        slot.spare.set(spare);
+        slot.armed.set(true);
     });
-    match taken {
-        Some(v) if text.is_empty() => v,
-        _ => Value::Str(text.into()),
+    let mut text = String::new();
+    let disarm = Disarm;
+    let _ = write!(text, "{value:?}");
+    if disarm.done() && text.is_empty() {
+        out
+    } else {
+        Value::Str(text.into())
     }
 }
 
@@ -210,6 +254,9 @@ impl<T: LogValue + ?Sized> LogValue for &T {
     fn to_value(&self) -> Value {
         (**self).to_value()
     }
+    fn to_value_reusing(&self, spare: &mut Option<Vec<Value>>) -> Value {
+        (**self).to_value_reusing(spare)
+    }
 }
 
 /// Implements `LogValue` as a [`Composite`] with the given `to_value`.
@@ -228,12 +275,35 @@ macro_rules! composite {
     )*};
 }
 
+/// Implements `LogValue` for a sequence: a [`Composite`] list that fills a spare buffer.
+macro_rules! list {
+    ($(impl[$($g:tt)*] $t:ty;)*) => {$(
+        impl<$($g)*> LogValue for $t {
+            type Field<'a> = DebugValue<Composite<'a, Self>> where Self: 'a;
+            fn log_field(&self) -> Self::Field<'_> {
+                Composite::field(self)
+            }
+            fn to_value(&self) -> Value {
+                self.to_value_reusing(&mut None)
+            }
+            fn to_value_reusing(&self, spare: &mut Option<Vec<Value>>) -> Value {
+                let mut items = spare.take().unwrap_or_default();
+                items.extend(self.iter().map(T::to_value));
+                Value::Array(items)
+            }
+        }
+    )*};
+}
+
+list! {
+    impl[T: LogValue] [T];
+    impl[T: LogValue, const N: usize] [T; N];
+    impl[T: LogValue] Vec<T>;
+    impl[T: LogValue] VecDeque<T>;
+}
+
 composite! {
     impl[T: LogValue] Option<T> => |s| s.as_ref().map_or(Value::Null, T::to_value);
-    impl[T: LogValue] [T] => |s| Value::Array(s.iter().map(T::to_value).collect());
-    impl[T: LogValue, const N: usize] [T; N] => |s| Value::Array(s.iter().map(T::to_value).collect());
-    impl[T: LogValue] Vec<T> => |s| Value::Array(s.iter().map(T::to_value).collect());
-    impl[T: LogValue] VecDeque<T> => |s| Value::Array(s.iter().map(T::to_value).collect());
     impl[K: AsRef<str>, V: LogValue] BTreeMap<K, V> => |s| Value::Object(
         s.iter().map(|(k, v)| (k.as_ref().to_owned().into(), v.to_value())).collect()
     );

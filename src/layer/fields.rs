@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use tracing_core::field::{Field, Visit};
 
 use crate::keys;
-use crate::record::{Str, Value};
+use crate::record::{Stash, Str, Value};
 
 /// The field that marks an event as an MLLOG record and names its key.
 pub const KEY_FIELD: &str = "mllog.key";
@@ -69,7 +69,7 @@ fn intern_cached(s: &str) -> Option<&'static str> {
     INTERNED.with(|cache| {
         let cached = cache[slot].get();
         // Keys are usually the `keys::*` constants themselves: the same pointer each time.
-        if (cached.as_ptr() == s.as_ptr() && cached.len() == s.len()) || cached == s {
+        if (cached.as_ptr() == s.as_ptr() && cached.len() == s.len()) || same(cached, s) {
             return Some(cached);
         }
         if !may_be_key(b) {
@@ -79,6 +79,22 @@ fn intern_cached(s: &str) -> Option<&'static str> {
         cache[slot].set(found);
         Some(found)
     })
+}
+
+/// `a == b`, without a `memcmp` call for the short strings keys are: up to 16 bytes are two
+/// overlapping 8-byte loads from each end.
+#[inline(always)]
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let n = a.len();
+    if (8..=16).contains(&n) {
+        let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap());
+        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    }
+    a == b
 }
 
 /// Whether some known key has this length, first byte and last byte: most strings that are no
@@ -142,8 +158,8 @@ pub(crate) struct EventFields<'a> {
     pub(crate) value: Value,
     pub(crate) namespace: Option<Str>,
     pub(crate) metadata: &'a mut SmallVec<[(Str, Value); 3]>,
-    /// Cleared strings of the recycled record: a copied string goes into one of them.
-    stash: &'a mut Vec<String>,
+    /// Cleared buffers of the recycled record: a copied string or a list goes into one.
+    stash: &'a mut Stash,
     /// What each field index of the callsite is (fields past its end are classified by name).
     roles: &'a [Role],
 }
@@ -151,7 +167,7 @@ pub(crate) struct EventFields<'a> {
 impl<'a> EventFields<'a> {
     pub(crate) fn new(
         metadata: &'a mut SmallVec<[(Str, Value); 3]>,
-        stash: &'a mut Vec<String>,
+        stash: &'a mut Stash,
         roles: &'a [Role],
     ) -> EventFields<'a> {
         EventFields {
@@ -168,7 +184,7 @@ impl<'a> EventFields<'a> {
     /// and the buffer large enough. Not interned: with the buffers, a copy is cheaper than the
     /// look-up (keys and namespaces still are).
     fn string(&mut self, s: &str) -> Value {
-        let mut buf = self.stash.pop().unwrap_or_default();
+        let mut buf = self.stash.strings.pop().unwrap_or_default();
         buf.push_str(s);
         Value::Str(Cow::Owned(buf))
     }
@@ -247,10 +263,16 @@ impl Visit for EventFields<'_> {
         self.put(field, Value::Str(Cow::Owned(value.to_string())));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if self.role(field) == Role::Skip {
+        let role = self.role(field);
+        if role == Role::Skip {
             return; // never format what is dropped anyway (e.g. `message`)
         }
-        self.put(field, crate::log_value::debug_value(value));
+        let mut spare = self.stash.lists.pop();
+        let v = crate::log_value::debug_value(value, &mut spare);
+        if let Some(list) = spare {
+            self.stash.lists.push(list);
+        }
+        self.put_as(role, field, v);
     }
 }
 
@@ -280,7 +302,10 @@ impl Visit for Fields {
         self.set(field.name(), Value::Str(Cow::Owned(value.to_string())));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.set(field.name(), crate::log_value::debug_value(value));
+        self.set(
+            field.name(),
+            crate::log_value::debug_value(value, &mut None),
+        );
     }
 }
 

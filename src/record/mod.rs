@@ -200,24 +200,39 @@ pub struct Record {
     pub(crate) stash: Stash,
 }
 
-/// Cleared strings a recycled record keeps for the next event filled into it on the training
-/// thread, so that copying a string there allocates nothing. Part of no record's meaning: not
-/// compared, not cloned, not shown.
+/// Cleared buffers a recycled record keeps for the next event filled into it on the training
+/// thread, so that copying a string or building a small list there allocates nothing. Part of
+/// no record's meaning: not compared, not cloned, not shown.
 #[derive(Default)]
-pub(crate) struct Stash(pub(crate) Vec<String>);
+pub(crate) struct Stash {
+    pub(crate) strings: Vec<String>,
+    pub(crate) lists: Vec<Vec<Value>>,
+}
 
 impl Stash {
-    /// At most this many buffers of at most this many bytes each are kept per record.
+    /// At most this many buffers of at most this many bytes (elements) each are kept.
     const MAX: usize = 6;
     const MAX_CAPACITY: usize = 1024;
+    const MAX_LISTS: usize = 2;
+    const MAX_LIST_CAPACITY: usize = 64;
 
-    /// Keeps `v`'s buffer if it is an owned string and there is room.
+    /// Keeps `v`'s buffer if it is an owned string or a list and there is room.
     fn keep(&mut self, v: Value) {
-        if let Value::Str(Cow::Owned(mut s)) = v {
-            if self.0.len() < Self::MAX && s.capacity() <= Self::MAX_CAPACITY {
+        match v {
+            Value::Str(Cow::Owned(mut s))
+                if self.strings.len() < Self::MAX && s.capacity() <= Self::MAX_CAPACITY =>
+            {
                 s.clear();
-                self.0.push(s);
+                self.strings.push(s);
             }
+            Value::Array(mut items)
+                if self.lists.len() < Self::MAX_LISTS
+                    && items.capacity() <= Self::MAX_LIST_CAPACITY =>
+            {
+                items.clear();
+                self.lists.push(items);
+            }
+            _ => {}
         }
     }
 }
