@@ -53,10 +53,10 @@ impl Interval {
     /// The integer `n` with `n * 10^k` closest to the value among those inside the interval
     /// (`None`: no such `n`, or the arithmetic would not fit).
     fn digits_at(&self, k: i32) -> Option<Option<u128>> {
-        if k <= 0 && k >= -11 && self.t < 0 && self.t > -60 {
+        if (-11..=0).contains(&k) && (-59..0).contains(&self.t) {
             return Some(self.digits_at_word(k));
         }
-        if k <= 0 && k >= -19 && self.t < 0 && self.t > -100 {
+        if (-19..=0).contains(&k) && (-99..0).contains(&self.t) {
             return Some(self.digits_at_small(k));
         }
         // Compare `n * 10^k` with `c * 2^t` as `n * den` against `c * scale`.
@@ -140,7 +140,7 @@ fn pick_word(below: u64, a: bool, b: bool, twice: u64, mid: u64) -> Option<u128>
         (false, false) => return None,
         (true, false) => below,
         (false, true) => below + 1,
-        (true, true) if twice < mid || (twice == mid && below % 2 == 0) => below,
+        (true, true) if twice < mid || (twice == mid && below.is_multiple_of(2)) => below,
         (true, true) => below + 1,
     };
     Some(n.into())
@@ -154,11 +154,13 @@ fn pick(below: u128, a: bool, b: bool, twice: u128, mid: u128) -> Option<u128> {
         (false, false) => None,
         (true, false) => Some(below),
         (false, true) => Some(below + 1),
-        (true, true) => Some(if twice < mid || (twice == mid && below % 2 == 0) {
-            below
-        } else {
-            below + 1
-        }),
+        (true, true) => Some(
+            if twice < mid || (twice == mid && below.is_multiple_of(2)) {
+                below
+            } else {
+                below + 1
+            },
+        ),
     }
 }
 
@@ -191,7 +193,7 @@ fn fast(v: f32) -> Option<f64> {
         },
         hi: 4 * m + 2,
         t: q - 2,
-        inclusive: m % 2 == 0,
+        inclusive: m.is_multiple_of(2),
     };
     // floor(log2 v), then floor(log10 v) within one: the exact one is `e` or `e + 1`.
     let log2 = 127 - m.leading_zeros() as i32 + q;
@@ -292,7 +294,7 @@ mod tests {
             g.len() == w.len()
                 && exact.len() == g.len() + 1
                 && exact.ends_with('5')
-                && (g.as_bytes()[g.len() - 1] - b'0') % 2 == 0
+                && (g.as_bytes()[g.len() - 1] - b'0').is_multiple_of(2)
                 && got as f32 == v,
             "{v:e} ({:#010x}): got {got:e}, want {want:e}",
             v.to_bits()

@@ -122,6 +122,8 @@ pub struct Metadata {
     pub lineno: Option<u32>,
     /// The remaining fields in order.
     pub fields: smallvec::SmallVec<[(Str, Value); 3]>,
+    /// Buffers kept from the strings and lists of a recycled record's last use.
+    pub(crate) stash: Stash,
 }
 
 impl Metadata {
@@ -130,7 +132,7 @@ impl Metadata {
         Metadata {
             file: Some(file.into()),
             lineno: Some(lineno),
-            fields: smallvec::SmallVec::new(),
+            ..Metadata::default()
         }
     }
 
@@ -196,8 +198,6 @@ pub struct Record {
     pub trace_only: bool,
     /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
     pub tid: u32,
-    /// Buffers kept from the strings of the last use of a recycled record.
-    pub(crate) stash: Stash,
 }
 
 /// Cleared buffers a recycled record keeps for the next event filled into it on the training
@@ -269,7 +269,6 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
-            stash: Stash::default(),
         }
     }
 
@@ -286,7 +285,6 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
-            stash: Stash::default(),
         }
     }
 
@@ -295,11 +293,12 @@ impl Record {
     pub fn clear(&mut self) {
         self.namespace = Cow::Borrowed("");
         self.key = Cow::Borrowed("");
-        self.stash.keep(std::mem::take(&mut self.value));
-        self.metadata.file = None;
-        self.metadata.lineno = None;
-        for (_, v) in self.metadata.fields.drain(..) {
-            self.stash.keep(v);
+        let md = &mut self.metadata;
+        md.stash.keep(std::mem::take(&mut self.value));
+        md.file = None;
+        md.lineno = None;
+        for (_, v) in md.fields.drain(..) {
+            md.stash.keep(v);
         }
         self.interval = None;
         self.scope = None;

@@ -471,7 +471,6 @@ fn record_from_json(body: &str) -> Result<Record, String> {
         scope: None,
         trace_only: false,
         tid: 0,
-        stash: Default::default(),
     })
 }
 
