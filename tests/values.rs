@@ -71,8 +71,14 @@ fn every_field_form_reaches_the_record() {
     );
     assert_eq!(get(forms, "a.b"), Some(Value::Float(0.1)));
     let shorthand = &records[1];
-    assert_eq!(get(shorthand, "list"), Some(Value::from("[1, 2]".to_owned())));
-    assert_eq!(get(shorthand, "shown"), Some(Value::from("shown".to_owned())));
+    assert_eq!(
+        get(shorthand, "list"),
+        Some(Value::from("[1, 2]".to_owned()))
+    );
+    assert_eq!(
+        get(shorthand, "shown"),
+        Some(Value::from("shown".to_owned()))
+    );
     let message = &records[2];
     assert_eq!(message.value, Value::Int(2));
     assert_eq!(get(message, "n"), Some(Value::Int(3)));

@@ -378,7 +378,10 @@ mod tests {
 
     #[test]
     fn keys_compare_by_content() {
-        for (a, b) in [("tracked_stats", "tracked_stats"), ("eval_accuracy", "eval_accuracx")] {
+        for (a, b) in [
+            ("tracked_stats", "tracked_stats"),
+            ("eval_accuracy", "eval_accuracx"),
+        ] {
             assert_eq!(same(a, b), a == b);
         }
         assert!(!same("run_start", "run_stop"));
