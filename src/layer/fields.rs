@@ -1,7 +1,9 @@
 //! Capturing `tracing` field values as typed [`Value`]s, without formatting anything: numbers
-//! and booleans are stored as they are; strings that are known MLLOG constants are stored as
-//! `'static` references; lists, tuples and objects from `mllog!` arrive whole as the `Value`
-//! of a `Composite` (see `crate::log_value`); any other `Debug` field is its `Debug` text.
+//! and booleans are stored as they are; an event's strings are copied into buffers its
+//! recycled record kept (keys and namespaces that are known MLLOG constants, and span strings,
+//! are `'static` references); lists, tuples and objects from `mllog!` arrive whole as the
+//! `Value` of a `Composite` (see `crate::log_value`); any other `Debug` field is its `Debug`
+//! text.
 
 use std::borrow::Cow;
 use std::fmt;
