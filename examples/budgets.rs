@@ -54,17 +54,33 @@ enum Budget {
 ///   `train_step!` span, polled twice (it yields once, as a step awaiting its data does), so
 ///   the span is entered and exited twice: the same "about 2x a bare Registry" on this
 ///   workload;
+/// - `event_f32`, an `f32` value and a numeric field: the event's 1,000; the conversion to the
+///   shortest decimal runs at the call site (~175, also with a bare Registry: `tracing` widens
+///   an `f32` before any layer sees it);
+/// - `event_string`, a string value and a string field (no MLLOG constant) and a numeric one,
+///   and `event_small_list`, a two-float list value and a numeric field: the same 1,000. What
+///   they pay over numbers is inherent: a string is copied (into a buffer the recycled record
+///   kept, no allocation: ~60 per string more than a number); a list can only reach a layer as
+///   `Debug` (`tracing::Value` is sealed), so it costs `core::fmt::write` (~50), the hand-over
+///   and the list built in a kept buffer: ~180 more than a number value;
 /// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
 const BUDGETS: &[(&str, Budget)] = &[
     ("event_3_fields", Budget::Ir(1_000)),
+    ("event_string", Budget::Ir(1_000)),
+    ("event_f32", Budget::Ir(1_000)),
+    ("event_small_list", Budget::Ir(1_000)),
     ("train_step_span", Budget::Ir(1_500)),
     ("train_step_child", Budget::TimesRegistry(2.0)),
     ("train_step_async", Budget::TimesRegistry(2.0)),
 ];
 const RANK_RATIO: f64 = 1.1;
 
-const N1: u64 = 2_000;
-const N2: u64 = 12_000;
+const N1: u64 = 1_000;
+const N2: u64 = 3_500;
+/// The queue's capacity (the builder's default).
+const QUEUE: u64 = 4_096;
+/// Events that cycle the record pool (`QUEUE` + 2 records) before the counted ones.
+const POOL_WARMUP: u64 = 2 * QUEUE;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -259,14 +275,45 @@ mod otel {
     }
 }
 
+/// Logs `n` events the way a training loop past its first few thousand does: the record pool
+/// is cycled once first (every record then has the buffers a string or a list keeps) and the
+/// worker has drained it, the same in every run so that it cancels. `n` stays below the
+/// queue's capacity, so the count never includes a producer waiting for a worker that
+/// callgrind, which runs one thread at a time, has not scheduled yet: that wait moved every
+/// event workload by about ±20 instructions from run to run.
+fn events(keep: &Option<KeepAlive>, n: u64, log: impl Fn(u64)) {
+    assert!(n < QUEUE, "{n} events would wait for the worker");
+    for i in 0..POOL_WARMUP {
+        log(i);
+    }
+    if let Some(guard) = keep
+        .as_ref()
+        .and_then(|k| k.downcast_ref::<tracing_mllog::Guard>())
+    {
+        assert!(guard.flush(std::time::Duration::from_secs(60)));
+    }
+    for i in 0..n {
+        log(i);
+    }
+}
+
 fn run(stack_name: &str, workload: &str, n: u64) {
     let (dispatch, keep) = stack(stack_name);
     tracing::dispatcher::with_default(&dispatch, || match workload {
-        "event_3_fields" => {
-            for i in 0..n {
-                mllog!("tracked_stats", 1.25, samples_count = i, step = i);
-            }
-        }
+        "event_3_fields" => events(&keep, n, |i| {
+            mllog!("tracked_stats", 1.25, samples_count = i, step = i)
+        }),
+        // Strings that are no MLLOG constant: copied into buffers the recycled records keep.
+        "event_string" => events(&keep, n, |i| {
+            mllog!("tracked_stats", "8xH100 SXM5", host = "node-017", step = i)
+        }),
+        "event_f32" => events(&keep, n, |i| {
+            mllog!("tracked_stats", 0.1f32, samples_count = i)
+        }),
+        // Built in list buffers the recycled records keep.
+        "event_small_list" => events(&keep, n, |i| {
+            mllog!("tracked_stats", [0.9, 0.95], samples_count = i)
+        }),
         "train_step_span" => {
             // Inside the run: steps are counted (throughput, samples), the real case; a root
             // span, as `train_step!` opens it.

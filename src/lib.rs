@@ -5,6 +5,7 @@ pub mod compliance;
 mod error;
 pub mod keys;
 mod layer;
+mod log_value;
 mod pipeline;
 pub mod presets;
 #[cfg(feature = "rpd")]
@@ -20,6 +21,9 @@ pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
 pub use layer::{detect_rank, filter, Builder, Interval, MllogFilter, MllogLayer, RANK_VARIABLES};
+#[doc(hidden)]
+pub use log_value::__private;
+pub use log_value::{log_value, Composite, LogValue};
 pub use pipeline::{Guard, Overflow, Report, SinkReport};
 pub use record::{EventType, Record, Value};
 pub use run::{Direction, EvalSchedule, RunHandle, Target};
@@ -29,18 +33,88 @@ pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};
 /// `mllog!(key, value)` or `mllog!(key, value, meta = ..., ...)`.
 ///
 /// It expands to `tracing::info!(mllog.key = key, value = value, meta...)`, so `file` and
-/// `lineno` are the line of this macro call.
+/// `lineno` are the line of this macro call. The value and every `name = expr` (or shorthand
+/// `name`) metadata field may be any [`LogValue`]: numbers, strings, lists (`Vec`, arrays,
+/// slices, tuples), `Option` (`None` is `null`), objects, nested, logged as Python's
+/// `mlperf_logging` logs the same Python value; `f32` by its shortest decimal (`0.1f32` is
+/// `0.1`). Other field forms (`?x`, `%x`, `field::Empty`, any other `tracing::Value`) reach
+/// `tracing` unchanged.
 ///
 /// ```
 /// use tracing_mllog::{keys, mllog};
 /// mllog!(keys::GLOBAL_BATCH_SIZE, 8);
 /// mllog!(keys::EVAL_ACCURACY, 0.9243, samples_count = 3072);
+/// mllog!(keys::OPT_ADAMW_WEIGHT_DECAY, 0.1f32); // "value": 0.1
+/// mllog!("opt_adam_betas", [0.9, 0.95], shape = (4, "x"), skip = None::<u32>);
 /// ```
 #[macro_export]
 macro_rules! mllog {
-    ($key:expr, $value:expr $(, $($meta:tt)+)?) => {
-        ::tracing::info!(mllog.key = $key, value = $value $(, $($meta)+)?)
+    ($key:expr, $value:expr $(, $($meta:tt)*)?) => {
+        $crate::__mllog_fields!(($key, $value) () $($($meta)*)?)
     };
+}
+
+/// `mllog!`'s metadata, field by field: `name = expr` and `name` go through [`LogValue`]
+/// (when the type has it), everything else is passed on as written.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __mllog_fields {
+    (($key:expr, $value:expr) ($($done:tt)*)) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::{ViaLogValue as _, ViaTracing as _};
+        ::tracing::info!(
+            mllog.key = $key,
+            value = (&$crate::__private::Wrap(&$value)).__mllog_field()
+            $($done)*
+        )
+    }};
+    ($kv:tt ($($done:tt)*) $($k:ident).+ = ? $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!($kv ($($done)*, $($k).+ = ?$v) $($($rest)*)?)
+    };
+    ($kv:tt ($($done:tt)*) $($k:ident).+ = % $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!($kv ($($done)*, $($k).+ = %$v) $($($rest)*)?)
+    };
+    ($kv:tt ($($done:tt)*) $($k:ident).+ = $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!(
+            $kv ($($done)*, $($k).+ = (&$crate::__private::Wrap(&$v)).__mllog_field())
+            $($($rest)*)?
+        )
+    };
+    ($kv:tt ($($done:tt)*) $k:literal = ? $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!($kv ($($done)*, $k = ?$v) $($($rest)*)?)
+    };
+    ($kv:tt ($($done:tt)*) $k:literal = % $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!($kv ($($done)*, $k = %$v) $($($rest)*)?)
+    };
+    ($kv:tt ($($done:tt)*) $k:literal = $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!(
+            $kv ($($done)*, $k = (&$crate::__private::Wrap(&$v)).__mllog_field())
+            $($($rest)*)?
+        )
+    };
+    ($kv:tt ($($done:tt)*) ? $($k:ident).+ $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!($kv ($($done)*, ?$($k).+) $($($rest)*)?)
+    };
+    ($kv:tt ($($done:tt)*) % $($k:ident).+ $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!($kv ($($done)*, %$($k).+) $($($rest)*)?)
+    };
+    ($kv:tt ($($done:tt)*) $($k:ident).+ $(, $($rest:tt)*)?) => {
+        $crate::__mllog_fields!(
+            $kv ($($done)*, $($k).+ = (&$crate::__private::Wrap(&$($k).+)).__mllog_field())
+            $($($rest)*)?
+        )
+    };
+    // A message (format string and arguments): as written, last.
+    (($key:expr, $value:expr) ($($done:tt)*) $($message:tt)+) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::{ViaLogValue as _, ViaTracing as _};
+        ::tracing::info!(
+            mllog.key = $key,
+            value = (&$crate::__private::Wrap(&$value)).__mllog_field()
+            $($done)*,
+            $($message)+
+        )
+    }};
 }
 
 /// Opens a `train_step` span as a root span: `train_step!(step = i, samples = n, loss = Empty)`.

@@ -19,7 +19,7 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "NoneType",
         Value::Bool(_) => "bool",
-        Value::Int(_) => "int",
+        Value::Int(_) | Value::UInt(_) => "int",
         Value::Float(_) => "float",
         Value::Str(_) => "str",
         Value::Array(_) => "list",
@@ -97,6 +97,7 @@ pub(crate) fn meta_item<'a>(md: &'a Metadata, name: &str) -> Result<Cow<'a, Valu
 pub(crate) fn py_num(v: &Value) -> Option<f64> {
     match *v {
         Value::Int(i) => Some(i as f64),
+        Value::UInt(u) => Some(u as f64),
         Value::Float(f) => Some(f),
         Value::Bool(b) => Some(if b { 1.0 } else { 0.0 }),
         _ => None,
@@ -119,6 +120,7 @@ pub(crate) fn num(v: &Value) -> Result<f64, ExecError> {
 pub(crate) fn py_int(v: &Value) -> Result<f64, ExecError> {
     match v {
         Value::Int(i) => Ok(*i as f64),
+        Value::UInt(u) => Ok(*u as f64),
         Value::Bool(b) => Ok(if *b { 1.0 } else { 0.0 }),
         Value::Float(f) if f.is_finite() => Ok(f.trunc()),
         Value::Str(s) => s
@@ -154,6 +156,8 @@ pub(crate) fn py_truthy(v: &Value) -> bool {
         Value::Null => false,
         Value::Bool(b) => *b,
         Value::Int(i) => *i != 0,
+        // Only integers above i128::MAX are held as UInt.
+        Value::UInt(_) => true,
         Value::Float(f) => *f != 0.0,
         Value::Str(s) => !s.is_empty(),
         Value::Array(a) => !a.is_empty(),
@@ -166,6 +170,7 @@ pub(crate) fn py_truthy(v: &Value) -> bool {
 pub(crate) fn py_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::UInt(x), Value::UInt(y)) => x == y,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Null, Value::Null) => true,
         (Value::Array(x), Value::Array(y)) => {

@@ -1,6 +1,9 @@
 //! Capturing `tracing` field values as typed [`Value`]s, without formatting anything: numbers
-//! and booleans are stored as they are; strings that are known MLLOG constants are stored as
-//! `'static` references.
+//! and booleans are stored as they are; an event's strings are copied into buffers its
+//! recycled record kept (keys and namespaces that are known MLLOG constants, and span strings,
+//! are `'static` references); lists, tuples and objects from `mllog!` arrive whole as the
+//! `Value` of a `Composite` (see `crate::log_value`); any other `Debug` field is its `Debug`
+//! text.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -9,7 +12,7 @@ use smallvec::SmallVec;
 use tracing_core::field::{Field, Visit};
 
 use crate::keys;
-use crate::record::{Str, Value};
+use crate::record::{Stash, Str, Value};
 
 /// The field that marks an event as an MLLOG record and names its key.
 pub const KEY_FIELD: &str = "mllog.key";
@@ -68,13 +71,55 @@ fn intern_cached(s: &str) -> Option<&'static str> {
     INTERNED.with(|cache| {
         let cached = cache[slot].get();
         // Keys are usually the `keys::*` constants themselves: the same pointer each time.
-        if (cached.as_ptr() == s.as_ptr() && cached.len() == s.len()) || cached == s {
+        if (cached.as_ptr() == s.as_ptr() && cached.len() == s.len()) || same(cached, s) {
             return Some(cached);
+        }
+        if !may_be_key(b) {
+            return None;
         }
         let found = keys::intern(s)?;
         cache[slot].set(found);
         Some(found)
     })
+}
+
+/// `a == b`, without a `memcmp` call for the short strings keys are: up to 16 bytes are two
+/// overlapping 8-byte loads from each end.
+#[inline(always)]
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let n = a.len();
+    if (8..=16).contains(&n) {
+        let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap());
+        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    }
+    a == b
+}
+
+/// Whether some known key has this length, first byte and last byte: most strings that are no
+/// key (a host name, a device) are told apart here in a few instructions instead of a binary
+/// search over every key.
+fn may_be_key(b: &[u8]) -> bool {
+    static FILTER: std::sync::OnceLock<[(u64, u64); 64]> = std::sync::OnceLock::new();
+    let filter = FILTER.get_or_init(|| {
+        let mut t = [(0u64, 0u64); 64];
+        for k in keys::ALL.iter().map(|k| k.as_bytes()) {
+            if let (Some(f), Some(l)) = (k.first(), k.last()) {
+                let slot = &mut t[k.len() % 64];
+                slot.0 |= 1 << (f % 64);
+                slot.1 |= 1 << (l % 64);
+            }
+        }
+        t
+    });
+    let (Some(f), Some(l)) = (b.first(), b.last()) else {
+        return true;
+    };
+    let (first, last) = filter[b.len() % 64];
+    b.len() < 64 && first & (1 << (f % 64)) != 0 && last & (1 << (l % 64)) != 0
 }
 
 /// What a field name means in an event.
@@ -115,6 +160,8 @@ pub(crate) struct EventFields<'a> {
     pub(crate) value: Value,
     pub(crate) namespace: Option<Str>,
     pub(crate) metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+    /// Cleared buffers of the recycled record: a copied string or a list goes into one.
+    stash: &'a mut Stash,
     /// What each field index of the callsite is (fields past its end are classified by name).
     roles: &'a [Role],
 }
@@ -122,6 +169,7 @@ pub(crate) struct EventFields<'a> {
 impl<'a> EventFields<'a> {
     pub(crate) fn new(
         metadata: &'a mut SmallVec<[(Str, Value); 3]>,
+        stash: &'a mut Stash,
         roles: &'a [Role],
     ) -> EventFields<'a> {
         EventFields {
@@ -129,8 +177,18 @@ impl<'a> EventFields<'a> {
             value: Value::Null,
             namespace: None,
             metadata,
+            stash,
             roles,
         }
+    }
+
+    /// A string value, copied into a stashed buffer: no allocation once the record pool is warm
+    /// and the buffer large enough. Not interned: with the buffers, a copy is cheaper than the
+    /// look-up (keys and namespaces still are).
+    fn string(&mut self, s: &str) -> Value {
+        let mut buf = self.stash.strings.pop().unwrap_or_default();
+        buf.push_str(s);
+        Value::Str(Cow::Owned(buf))
     }
 
     fn role(&self, field: &Field) -> Role {
@@ -144,9 +202,20 @@ impl<'a> EventFields<'a> {
     /// line, so that the common path saves no registers.
     #[inline(always)]
     fn put(&mut self, field: &Field, value: Value) {
-        match self.role(field) {
+        self.put_as(self.role(field), field, value)
+    }
+
+    #[inline(always)]
+    fn put_as(&mut self, role: Role, field: &Field, value: Value) {
+        match role {
             Role::Metadata => self.metadata.push((Cow::Borrowed(field.name()), value)),
-            Role::Value => self.value = value,
+            Role::Value => {
+                // The value is set once per event, over the `Null` of `new`: no drop call.
+                let old = std::mem::replace(&mut self.value, value);
+                if old.is_null() {
+                    std::mem::forget(old);
+                }
+            }
             role => self.put_rare(role, field, value),
         }
     }
@@ -176,7 +245,7 @@ impl Visit for EventFields<'_> {
         self.put(field, Value::Int(value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.put(field, Value::Int(value.min(i128::MAX as u128) as i128));
+        self.put(field, Value::from(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.put(field, Value::Bool(value));
@@ -185,17 +254,27 @@ impl Visit for EventFields<'_> {
         match self.role(field) {
             Role::Key => self.key = Some(intern_str(value)),
             Role::Namespace => self.namespace = Some(intern_str(value)),
-            _ => self.put(field, string_value(value)),
+            Role::Skip => {}
+            role => {
+                let v = self.string(value);
+                self.put_as(role, field, v)
+            }
         }
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.put(field, Value::Str(Cow::Owned(value.to_string())));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if self.role(field) == Role::Skip {
+        let role = self.role(field);
+        if role == Role::Skip {
             return; // never format what is dropped anyway (e.g. `message`)
         }
-        self.put(field, Value::Str(Cow::Owned(format!("{value:?}"))));
+        let mut spare = self.stash.lists.pop();
+        let v = crate::log_value::debug_value(value, &mut spare);
+        if let Some(list) = spare {
+            self.stash.lists.push(list);
+        }
+        self.put_as(role, field, v);
     }
 }
 
@@ -213,10 +292,7 @@ impl Visit for Fields {
         self.set(field.name(), Value::Int(value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.set(
-            field.name(),
-            Value::Int(value.min(i128::MAX as u128) as i128),
-        );
+        self.set(field.name(), Value::from(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.set(field.name(), Value::Bool(value));
@@ -228,7 +304,10 @@ impl Visit for Fields {
         self.set(field.name(), Value::Str(Cow::Owned(value.to_string())));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.set(field.name(), Value::Str(Cow::Owned(format!("{value:?}"))));
+        self.set(
+            field.name(),
+            crate::log_value::debug_value(value, &mut None),
+        );
     }
 }
 
@@ -292,5 +371,23 @@ impl Fields {
             }
         }
         namespace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compare_by_content() {
+        for (a, b) in [
+            ("tracked_stats", "tracked_stats"),
+            ("eval_accuracy", "eval_accuracx"),
+        ] {
+            assert_eq!(same(a, b), a == b);
+        }
+        assert!(!same("run_start", "run_stop"));
+        assert!(same("", ""));
+        assert!(!same("a_very_long_key_name_x", "a_very_long_key_name_y"));
     }
 }

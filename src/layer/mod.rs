@@ -798,7 +798,7 @@ where
         };
         let time = Timestamp::now();
         let mut r = shared.pipeline.record();
-        let mut parts = EventFields::new(&mut r.metadata.fields, &roles);
+        let mut parts = EventFields::new(&mut r.metadata.fields, &mut r.metadata.stash, &roles);
         event.record(&mut parts);
         let (key, mut value, namespace) = (parts.key, parts.value, parts.namespace);
         let Some(key) = key else {

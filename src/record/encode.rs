@@ -70,6 +70,9 @@ pub(crate) fn write_value(out: &mut String, v: &Value) {
         Value::Int(i) => {
             let _ = write!(out, "{i}");
         }
+        Value::UInt(u) => {
+            let _ = write!(out, "{u}");
+        }
         Value::Float(f) => write_float(out, *f),
         Value::Str(s) => write_str(out, s),
         Value::Array(items) => {

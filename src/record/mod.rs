@@ -3,9 +3,11 @@
 //! [`LogReader`]).
 
 mod encode;
+mod float32;
 mod parse;
 mod value;
 
+pub(crate) use float32::f32_shortest;
 pub use parse::{
     parse_line, parse_log, LineError, LogReader, ParsedLine, MAX_KEPT_ERRORS, MAX_LINE,
 };
@@ -127,6 +129,8 @@ pub struct Metadata {
     /// a record and evaluates `'x' in metadata` on it with Python's semantics (a substring test
     /// on a string, an error on `null`), so the parser keeps it too. Never set by the layer.
     pub other: Option<Box<Value>>,
+    /// Buffers kept from the strings and lists of a recycled record's last use.
+    pub(crate) stash: Stash,
 }
 
 impl Metadata {
@@ -137,6 +141,7 @@ impl Metadata {
             lineno: Some(lineno),
             fields: smallvec::SmallVec::new(),
             other: None,
+            ..Metadata::default()
         }
     }
 
@@ -223,6 +228,61 @@ pub struct Record {
     pub loose: Option<Box<Loose>>,
 }
 
+/// Cleared buffers a recycled record keeps for the next event filled into it on the training
+/// thread, so that copying a string or building a small list there allocates nothing. Part of
+/// no record's meaning: not compared, not cloned, not shown.
+#[derive(Default)]
+pub(crate) struct Stash {
+    pub(crate) strings: Vec<String>,
+    pub(crate) lists: Vec<Vec<Value>>,
+}
+
+impl Stash {
+    /// At most this many buffers of at most this many bytes (elements) each are kept.
+    const MAX: usize = 6;
+    const MAX_CAPACITY: usize = 1024;
+    const MAX_LISTS: usize = 2;
+    const MAX_LIST_CAPACITY: usize = 64;
+
+    /// Keeps `v`'s buffer if it is an owned string or a list and there is room.
+    fn keep(&mut self, v: Value) {
+        match v {
+            Value::Str(Cow::Owned(mut s))
+                if self.strings.len() < Self::MAX && s.capacity() <= Self::MAX_CAPACITY =>
+            {
+                s.clear();
+                self.strings.push(s);
+            }
+            Value::Array(mut items)
+                if self.lists.len() < Self::MAX_LISTS
+                    && items.capacity() <= Self::MAX_LIST_CAPACITY =>
+            {
+                items.clear();
+                self.lists.push(items);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Clone for Stash {
+    fn clone(&self) -> Stash {
+        Stash::default()
+    }
+}
+
+impl PartialEq for Stash {
+    fn eq(&self, _: &Stash) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Stash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stash")
+    }
+}
+
 impl Record {
     /// A point-in-time record stamped now, without metadata.
     pub fn event(key: impl Into<Str>, value: impl Into<Value>) -> Record {
@@ -258,15 +318,19 @@ impl Record {
         }
     }
 
-    /// Empties the record, keeping the metadata's capacity for reuse.
+    /// Empties the record, keeping the metadata's capacity, and the buffers of its strings,
+    /// for reuse.
     pub fn clear(&mut self) {
         self.namespace = Cow::Borrowed("");
         self.key = Cow::Borrowed("");
-        self.value = Value::Null;
-        self.metadata.file = None;
-        self.metadata.lineno = None;
-        self.metadata.fields.clear();
-        self.metadata.other = None;
+        let md = &mut self.metadata;
+        md.stash.keep(std::mem::take(&mut self.value));
+        md.file = None;
+        md.lineno = None;
+        for (_, v) in md.fields.drain(..) {
+            md.stash.keep(v);
+        }
+        md.other = None;
         self.interval = None;
         self.scope = None;
         self.trace_only = false;

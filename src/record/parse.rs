@@ -983,6 +983,9 @@ impl<'a> Parser<'a> {
             if let Ok(i) = text.parse::<i128>() {
                 return Ok(Value::Int(i));
             }
+            if let Ok(u) = text.parse::<u128>() {
+                return Ok(Value::UInt(u));
+            }
         }
         text.parse::<f64>()
             .map(Value::Float)

@@ -1,5 +1,7 @@
 use std::borrow::Cow;
 
+use super::float32::f32_shortest;
+
 use super::Str;
 
 /// A JSON value as MLLOG carries it.
@@ -18,6 +20,9 @@ pub enum Value {
     Bool(bool),
     /// An integer.
     Int(i128),
+    /// An integer above `i128::MAX` (a `u128`); every smaller integer is an [`Value::Int`], so
+    /// each number has one representation. Build it with `Value::from(u)`.
+    UInt(u128),
     /// A float, written with Python's `repr` spelling.
     Float(f64),
     /// A string.
@@ -33,6 +38,7 @@ impl Value {
     pub fn as_f64(&self) -> Option<f64> {
         match *self {
             Value::Int(i) => Some(i as f64),
+            Value::UInt(u) => Some(u as f64),
             Value::Float(f) => Some(f),
             _ => None,
         }
@@ -79,7 +85,7 @@ impl Value {
 
     /// Whether this is a number (integer or float, NaN included).
     pub fn is_number(&self) -> bool {
-        matches!(self, Value::Int(_) | Value::Float(_))
+        matches!(self, Value::Int(_) | Value::UInt(_) | Value::Float(_))
     }
 
     /// The JSON text of this value, in Python's `json.dumps` spelling.
@@ -125,6 +131,15 @@ macro_rules! from_int {
 }
 from_int!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, usize);
 
+impl From<u128> for Value {
+    fn from(v: u128) -> Value {
+        match i128::try_from(v) {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::UInt(v),
+        }
+    }
+}
+
 impl From<f64> for Value {
     fn from(v: f64) -> Value {
         Value::Float(v)
@@ -136,11 +151,7 @@ impl From<f64> for Value {
 /// spelling instead, so `0.1f32` logs as `0.1`.
 impl From<f32> for Value {
     fn from(v: f32) -> Value {
-        if v.is_finite() {
-            Value::Float(v.to_string().parse().unwrap_or(v as f64))
-        } else {
-            Value::Float(v as f64)
-        }
+        Value::Float(f32_shortest(v))
     }
 }
 

@@ -105,6 +105,7 @@ pub(super) fn otel_value(v: &Value) -> Option<opentelemetry::Value> {
             Ok(i) => i.into(),
             Err(_) => i.to_string().into(),
         },
+        Value::UInt(u) => u.to_string().into(),
         Value::Float(f) => (*f).into(),
         Value::Str(s) => s.clone().into(),
         Value::Array(_) | Value::Object(_) => v.to_json().into(),

@@ -1,0 +1,119 @@
+//! `mllog!`'s field forms: what each reaches the record as (the encoding of each type is
+//! checked against `mlperf_logging` in `tests/encoding_parity.rs`).
+
+use tracing_mllog::sink::MemorySink;
+use tracing_mllog::{mllog, MllogLayer, Record, Value};
+use tracing_subscriber::prelude::*;
+
+fn capture(f: impl FnOnce()) -> Vec<Record> {
+    let (sink, handle) = MemorySink::new();
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .sink(sink)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), f);
+    let report = guard.shutdown();
+    assert!(report.is_clean(), "{report}");
+    handle
+        .records()
+        .into_iter()
+        .filter(|r| r.metadata.file.is_some())
+        .collect()
+}
+
+/// A generic `tracing::Value` that is no `LogValue` still goes through, unchanged.
+fn generic<T: tracing::Value>(v: T) {
+    mllog!("generic", v, also = v);
+}
+
+struct Shown;
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("shown")
+    }
+}
+
+#[test]
+fn every_field_form_reaches_the_record() {
+    let records = capture(|| {
+        let samples_count = 64u64;
+        let list = vec![1, 2];
+        let shown = Shown;
+        mllog!(
+            "forms",
+            vec![0.5f32],
+            samples_count,
+            dbg = ?list,
+            disp = %shown,
+            empty = tracing::field::Empty,
+            "nested.name" = (1, None::<u8>),
+            a.b = 0.1f32,
+        );
+        mllog!("shorthand_debug", 1, ?list, %shown);
+        mllog!("message", 2, n = 3, "free text {}", 4);
+        mllog!("trailing_comma", 3,);
+        generic(7u8);
+    });
+    let get = |r: &Record, k: &str| r.metadata.get(k).cloned();
+    let forms = &records[0];
+    assert_eq!(forms.value, Value::Array(vec![Value::Float(0.5)]));
+    assert_eq!(get(forms, "samples_count"), Some(Value::Int(64)));
+    assert_eq!(get(forms, "dbg"), Some(Value::from("[1, 2]".to_owned())));
+    assert_eq!(get(forms, "disp"), Some(Value::from("shown".to_owned())));
+    assert_eq!(get(forms, "empty"), None);
+    assert_eq!(
+        get(forms, "nested.name"),
+        Some(Value::Array(vec![Value::Int(1), Value::Null]))
+    );
+    assert_eq!(get(forms, "a.b"), Some(Value::Float(0.1)));
+    let shorthand = &records[1];
+    assert_eq!(
+        get(shorthand, "list"),
+        Some(Value::from("[1, 2]".to_owned()))
+    );
+    assert_eq!(
+        get(shorthand, "shown"),
+        Some(Value::from("shown".to_owned()))
+    );
+    let message = &records[2];
+    assert_eq!(message.value, Value::Int(2));
+    assert_eq!(get(message, "n"), Some(Value::Int(3)));
+    assert_eq!(get(message, "message"), None, "the message is no metadata");
+    assert_eq!(records[3].value, Value::Int(3));
+    let generic = &records[4];
+    assert_eq!(generic.value, Value::Int(7));
+    assert_eq!(get(generic, "also"), Some(Value::Int(7)));
+    assert_eq!(records.len(), 5);
+}
+
+/// Other layers see a composite as its JSON text.
+#[test]
+fn other_layers_see_json_text() {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(move || writer.clone())
+        .with_ansi(false);
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(fmt), || {
+        mllog!("k", vec![("a", 0.1f32)], m = [Some(1), None]);
+    });
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains(r#"value=[["a", 0.1]]"#), "{text}");
+    assert!(text.contains("m=[1, null]"), "{text}");
+}
