@@ -7,7 +7,7 @@ pub mod keys;
 mod layer;
 mod pipeline;
 pub mod presets;
-#[cfg(feature = "rpd")]
+#[cfg(feature = "profiling")]
 pub mod profile;
 pub mod record;
 pub mod results;
