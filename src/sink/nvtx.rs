@@ -97,7 +97,10 @@ struct Open {
 ///
 /// ```
 /// use tracing_mllog::sink::NvtxSink;
-/// let builder = tracing_mllog::builder().sink(NvtxSink::new());
+/// use tracing_mllog::MllogLayer;
+///
+/// // Or `MLLOG_NVTX=1` in the environment.
+/// let builder = MllogLayer::builder().sink(NvtxSink::new());
 /// # let _ = builder;
 /// ```
 pub struct NvtxSink {
@@ -282,11 +285,8 @@ impl Sink for NvtxSink {
 
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
         if !self.named_thread {
-            // The ranges start on this (the worker's) thread: say so on the timeline.
             self.named_thread = true;
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
-            nvtx::name_thread(tid as u32, c"mllog worker");
+            name_this_thread();
         }
         match record.event_type {
             EventType::IntervalStart => self.start(record),
@@ -318,6 +318,17 @@ impl std::fmt::Debug for NvtxSink {
             .finish_non_exhaustive()
     }
 }
+
+/// The ranges start on this (the worker's) thread: say so on the timeline.
+#[cfg(target_os = "linux")]
+fn name_this_thread() {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    nvtx::name_thread(tid as u32, c"mllog worker");
+}
+
+#[cfg(not(target_os = "linux"))]
+fn name_this_thread() {}
 
 /// `block_start` → `block`; `run_stop` → `run`; other keys unchanged.
 fn interval_name(key: &str) -> &str {
