@@ -641,7 +641,8 @@ impl Builder {
                 what: "the NVTX sink",
                 message: e.to_string(),
             })?;
-            if on {
+            // Once, also when `Builder::sink` added one: two would draw every range twice.
+            if on && !sinks.iter().any(|s| s.name() == "nvtx") {
                 sinks.push(Box::new(crate::sink::NvtxSink::new()));
             }
         }
