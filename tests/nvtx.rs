@@ -383,6 +383,50 @@ fn nvtx_sink_ends_ranges_left_open_at_shutdown() {
 }
 
 #[test]
+fn nvtx_sink_pairs_records_without_ids_by_name() {
+    const NAME: &str = "nvtx_sink_pairs_records_without_ids_by_name";
+    if in_child(NAME) {
+        use tracing_mllog::record::{EventType, Metadata, Record, Value};
+        use tracing_mllog::sink::{NvtxSink, Sink};
+        // Records parsed from a log carry no interval ids: pairs by name, innermost first.
+        let rec = |t: EventType, key: &str, fields: &[(&str, i64)]| {
+            let mut md = Metadata::default();
+            for (k, v) in fields {
+                md.set(k.to_string(), Value::Int(i128::from(*v)));
+            }
+            Record::event(key.to_owned(), Value::Null)
+                .with_event_type(t)
+                .with_metadata(md)
+        };
+        let mut sink = NvtxSink::new();
+        for r in [
+            rec(EventType::IntervalStart, "epoch_start", &[("epoch_num", 1)]),
+            rec(EventType::IntervalStart, "epoch_start", &[("epoch_num", 2)]),
+            rec(EventType::IntervalEnd, "epoch_stop", &[]),
+            rec(EventType::IntervalEnd, "epoch_stop", &[]),
+            // An end without a start: a mark, not a dangling end.
+            rec(
+                EventType::IntervalEnd,
+                "block_stop",
+                &[("first_epoch_num", 3)],
+            ),
+        ] {
+            sink.write(&r).unwrap();
+        }
+        assert_eq!(sink.open_ranges(), 0);
+        return;
+    }
+    let (calls, _) = run_child(NAME, &[]);
+    let seen = ranges(&calls, "mllog");
+    let names: Vec<&str> = seen.iter().map(|r| r.message.as_str()).collect();
+    assert_eq!(names, ["epoch 1", "epoch 2"], "{calls:?}");
+    assert_nested(&seen);
+    let m = marks(&calls, "mllog");
+    assert_eq!(m.len(), 1, "{calls:?}");
+    assert_eq!(m[0][3], "block_stop · first_epoch 3");
+}
+
+#[test]
 fn without_mllog_nvtx_no_nvtx_call_is_made() {
     const NAME: &str = "without_mllog_nvtx_no_nvtx_call_is_made";
     if in_child(NAME) {
