@@ -33,7 +33,7 @@ pub enum Error {
     /// An optional sink or the profiler could not start (bad file, missing library, ...).
     #[error("cannot start {what}: {message}")]
     Start {
-        /// What failed (`"the RPD sink"`, `"RPD profiling"`, ...).
+        /// What failed (`"the RPD sink"`, `"segment profiling"`, ...).
         what: &'static str,
         /// Why.
         message: String,

@@ -8,7 +8,7 @@ mod layer;
 mod log_value;
 mod pipeline;
 pub mod presets;
-#[cfg(feature = "rpd")]
+#[cfg(feature = "profiling")]
 pub mod profile;
 pub mod record;
 pub mod results;

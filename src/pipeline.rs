@@ -182,7 +182,7 @@ impl Pipeline {
                 warn_compliance: false,
                 writes: false,
                 layer: OnceLock::new(),
-                #[cfg(feature = "rpd")]
+                #[cfg(feature = "profiling")]
                 profiler: None,
                 #[cfg(feature = "object-store")]
                 upload: None,
@@ -415,7 +415,7 @@ pub(crate) struct GuardInner {
     writes: bool,
     /// The layer's state, to end the intervals still open when the pipeline stops.
     layer: OnceLock<Weak<crate::layer::Shared>>,
-    #[cfg(feature = "rpd")]
+    #[cfg(feature = "profiling")]
     profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     #[cfg(feature = "object-store")]
     upload: Option<crate::sink::UploadHandle>,
@@ -549,7 +549,7 @@ impl GuardInner {
         };
         // A profiled segment still open at the end is stopped and flushed now: the layer (and
         // its profiler) may live on in a global subscriber that is never dropped.
-        #[cfg(feature = "rpd")]
+        #[cfg(feature = "profiling")]
         if let Some(p) = &self.profiler {
             p.finish();
         }
@@ -631,13 +631,13 @@ impl Guard {
         parts.warn_compliance = warn;
     }
 
-    #[cfg(feature = "rpd")]
+    #[cfg(feature = "profiling")]
     pub(crate) fn attach_profiler(&mut self, profiler: Arc<crate::profile::SegmentProfiler>) {
         self.parts().profiler = Some(profiler);
     }
 
     /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
-    #[cfg(feature = "rpd")]
+    #[cfg(feature = "profiling")]
     pub fn profile_report(&self) -> Option<crate::profile::ProfileReport> {
         self.inner.profiler.as_ref().map(|p| p.report())
     }

@@ -1,25 +1,35 @@
-//! Segment-scoped ROCm profiling: record one part of the run (the timed run, the Nth real
-//! training step, an eval, a block, any span) with `librpd_tracer.so`, loaded at run time.
+//! Segment-scoped profiling: record one part of the run (the timed run, the Nth real training
+//! step, an eval, a block, any span) with ROCm's `librpd_tracer.so` (`PROFILER=rpd`) or CUDA's
+//! profiler API (`PROFILER=cuda`: `cudaProfilerStart`/`cudaProfilerStop`, for
+//! `nsys profile --capture-range=cudaProfilerApi`), either loaded at run time.
 //!
 //! The layer calls [`SegmentProfiler::on_span_open`] and [`SegmentProfiler::on_span_close`] on
 //! the training thread for every span; both return after an atomic load and, at most, one
 //! string comparison unless the span is the segment. Only the outermost span of the segment
 //! starts and stops recording, so start and stop stay balanced however the segment's spans
-//! nest, and every stop is followed by `rpdflush` (`rpdstop` does not flush). Training steps
-//! opened before the `run` span (warmup) are never counted. See `docs/rpd.md`.
+//! nest. Training steps opened before the `run` span (warmup) are never counted.
 //!
-//! Nothing here needs ROCm at build time; without `PROFILER=rpd` nothing is loaded.
+//! One state machine decides when to start and stop; a small back-end per profiler makes the
+//! calls (RPD: `rpdstart`, `rpdstop` then `rpdflush`, since `rpdstop` does not flush; CUDA:
+//! the start and stop calls, whose error codes are reported). See `docs/rpd.md` and
+//! `docs/nvidia.md`.
+//!
+//! Nothing here needs ROCm or CUDA at build time; without `PROFILER` nothing is loaded.
 
+#[cfg(feature = "rpd")]
 use std::ffi::OsString;
 use std::mem::ManuallyDrop;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "rpd")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+#[cfg(feature = "rpd")]
 use crate::sink::{RpdError, RpdSchema};
 
-/// `PROFILER`: profiling is on when it is `rpd` (any case).
+/// `PROFILER`: profiling is on when it is `rpd` or `cuda` (any case).
 pub const ENV_PROFILER: &str = "PROFILER";
 /// `PROFILE_SEGMENT`: which segment to record (see [`Segment`]); default `train`.
 pub const ENV_PROFILE_SEGMENT: &str = "PROFILE_SEGMENT";
@@ -27,17 +37,29 @@ pub const ENV_PROFILE_SEGMENT: &str = "PROFILE_SEGMENT";
 pub const ENV_PROFILE_REPEAT: &str = "PROFILE_REPEAT";
 /// `RPD_TRACER_LIB`: path of `librpd_tracer.so`; default: the loader's search path.
 pub const ENV_RPD_TRACER_LIB: &str = "RPD_TRACER_LIB";
+/// `CUDA_PROFILER_LIB`: path (or name) of the library with the CUDA profiler API
+/// (`libcudart.so`, or the driver's `libcuda.so`); default: [`CUDA_LIBRARIES`] in turn.
+pub const ENV_CUDA_PROFILER_LIB: &str = "CUDA_PROFILER_LIB";
 /// `RPDT_FILENAME`: the tracer's output file (set by the profiler before loading).
 pub const ENV_RPDT_FILENAME: &str = "RPDT_FILENAME";
 /// `RPDT_AUTOSTART`: set to `0` before loading, so that the tracer starts stopped.
 pub const ENV_RPDT_AUTOSTART: &str = "RPDT_AUTOSTART";
 /// `MLLOG_RPD_FILE`: the RPD file, when `RPDT_FILENAME` is not set.
-pub const ENV_MLLOG_RPD_FILE: &str = crate::sink::ENV_RPD_FILE;
+pub const ENV_MLLOG_RPD_FILE: &str = "MLLOG_RPD_FILE";
 
 /// The library name looked up on the loader's search path.
 pub const DEFAULT_LIBRARY: &str = "librpd_tracer.so";
 /// The RPD file when neither `RPDT_FILENAME` nor `MLLOG_RPD_FILE` names one (as the tracer).
 pub const DEFAULT_RPD_FILE: &str = "trace.rpd";
+/// The libraries tried for `PROFILER=cuda` when `CUDA_PROFILER_LIB` is not set, in order: the
+/// CUDA runtime (development link, then the sonames of CUDA 13, 12 and 11), then the driver.
+pub const CUDA_LIBRARIES: &[&str] = &[
+    "libcudart.so",
+    "libcudart.so.13",
+    "libcudart.so.12",
+    "libcudart.so.11.0",
+    "libcuda.so.1",
+];
 
 /// Which part of the run to record (`PROFILE_SEGMENT`).
 ///
@@ -182,6 +204,61 @@ impl FromStr for Repeat {
     }
 }
 
+/// Which profiler records the segment (`PROFILER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ProfilerKind {
+    /// `rpd`: ROCm's `librpd_tracer.so` (`rpdstart`, `rpdstop`, `rpdflush`); feature `rpd`.
+    #[default]
+    Rpd,
+    /// `cuda`: the CUDA profiler API (`cudaProfilerStart`/`cudaProfilerStop` of `libcudart.so`,
+    /// or `cuProfilerStart`/`cuProfilerStop` of the driver's `libcuda.so`).
+    Cuda,
+}
+
+impl ProfilerKind {
+    /// As `PROFILER` spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProfilerKind::Rpd => "rpd",
+            ProfilerKind::Cuda => "cuda",
+        }
+    }
+
+    fn load_hint(self) -> &'static str {
+        match self {
+            ProfilerKind::Rpd => {
+                "set RPD_TRACER_LIB to the path of librpd_tracer.so (built from \
+                 rocmProfileData's rpd_tracer), add its directory to LD_LIBRARY_PATH, or unset \
+                 PROFILER"
+            }
+            ProfilerKind::Cuda => {
+                "set CUDA_PROFILER_LIB to the path of libcudart.so (e.g. \
+                 /usr/local/cuda/lib64/libcudart.so) or of the driver's libcuda.so.1, add its \
+                 directory to LD_LIBRARY_PATH, or unset PROFILER"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ProfilerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProfilerKind {
+    type Err = String;
+
+    /// Parses `rpd` or `cuda` (any case).
+    fn from_str(s: &str) -> Result<ProfilerKind, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "rpd" => Ok(ProfilerKind::Rpd),
+            "cuda" => Ok(ProfilerKind::Cuda),
+            _ => Err("expected `rpd` (librpd_tracer.so) or `cuda` (cudaProfilerStart/Stop)".into()),
+        }
+    }
+}
+
 /// Why profiling could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -195,23 +272,27 @@ pub enum ProfileError {
         /// What is wrong with it.
         reason: String,
     },
-    /// `librpd_tracer.so` could not be loaded.
+    /// The profiler's library could not be loaded.
     #[error(
-        "PROFILER=rpd: cannot load the ROCm RPD tracer {library:?} ({message}); set \
-         RPD_TRACER_LIB to the path of librpd_tracer.so (built from rocmProfileData's \
-         rpd_tracer), add its directory to LD_LIBRARY_PATH, or unset PROFILER"
+        "PROFILER={profiler}: cannot load {library:?} ({message}); {}",
+        profiler.load_hint()
     )]
     Library {
-        /// The path or name tried.
+        /// The profiler.
+        profiler: ProfilerKind,
+        /// The path or name tried (names, comma-separated, when several were tried).
         library: String,
         /// The loader's message.
         message: String,
     },
     /// The library lacks a function the profiler calls.
-    #[error(
-        "PROFILER=rpd: {library:?} has no symbol {symbol} ({message}); is it librpd_tracer.so?"
-    )]
+    #[error("PROFILER={profiler}: {library:?} has no symbol {symbol} ({message}); {}", match profiler {
+        ProfilerKind::Rpd => "is it librpd_tracer.so?",
+        ProfilerKind::Cuda => "is it libcudart.so or libcuda.so?",
+    })]
     Symbol {
+        /// The profiler.
+        profiler: ProfilerKind,
         /// The path or name loaded.
         library: String,
         /// The missing symbol.
@@ -220,6 +301,7 @@ pub enum ProfileError {
         message: String,
     },
     /// The RPD file could not be created with its schema.
+    #[cfg(feature = "rpd")]
     #[error("PROFILER=rpd: cannot prepare the RPD file {path:?}: {source}")]
     File {
         /// The file.
@@ -228,28 +310,34 @@ pub enum ProfileError {
         #[source]
         source: RpdError,
     },
+    /// The profiler was not compiled in.
+    #[error("PROFILER={0}: this build of tracing-mllog lacks the `{0}` feature")]
+    Unsupported(ProfilerKind),
 }
 
 /// What the profiler did, for the run report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileReport {
+    /// The profiler.
+    pub profiler: ProfilerKind,
     /// The segment, as `PROFILE_SEGMENT` spells it.
     pub segment: String,
     /// The library loaded.
     pub library: String,
-    /// The RPD file the tracer writes.
-    pub rpd_file: PathBuf,
+    /// The RPD file the tracer writes (`PROFILER=rpd`).
+    pub rpd_file: Option<PathBuf>,
     /// Occurrences of the segment seen (nested ones and warmup excluded).
     pub occurrences: u64,
-    /// `rpdstart` calls.
+    /// Start calls (`rpdstart`, `cudaProfilerStart`).
     pub starts: u64,
-    /// `rpdstop` calls.
+    /// Stop calls (`rpdstop`, `cudaProfilerStop`).
     pub stops: u64,
-    /// `rpdflush` calls.
+    /// `rpdflush` calls (none for CUDA, whose stop flushes).
     pub flushes: u64,
     /// Whether recording is on now.
     pub active: bool,
-    /// Failures (inconsistent calls the profiler refused to make, a poisoned lock, ...).
+    /// Failures (an error code from CUDA, inconsistent calls the profiler refused to make, a
+    /// poisoned lock, ...).
     pub errors: u64,
     /// The latest failure, in words.
     pub last_error: Option<String>,
@@ -257,49 +345,200 @@ pub struct ProfileReport {
     pub notes: Vec<String>,
 }
 
+/// The calls of one profiler; the state machine in [`SegmentProfiler`] decides when.
+trait Backend: Send + Sync {
+    /// Starts recording.
+    fn start(&self) -> Result<(), String>;
+    /// Stops recording.
+    fn stop(&self) -> Result<(), String>;
+    /// Makes what was recorded durable, right after a stop; `None` when the stop does that.
+    fn flush(&self) -> Option<Result<(), String>>;
+}
+
+/// Opens `library` and never unloads it: profilers register exit handlers and run threads,
+/// and unloading a library under them is not safe.
+fn open_library(
+    profiler: ProfilerKind,
+    library: &str,
+) -> Result<ManuallyDrop<libloading::Library>, ProfileError> {
+    // SAFETY: loading runs the library's initialisers; for librpd_tracer.so they read the
+    // RPDT_* variables set just before, for libcudart.so they only register the runtime. The
+    // caller is told to load before other threads touch the environment.
+    unsafe { libloading::Library::new(library) }
+        .map(ManuallyDrop::new)
+        .map_err(|e| ProfileError::Library {
+            profiler,
+            library: library.to_owned(),
+            message: e.to_string(),
+        })
+}
+
+/// The symbol `name` of `lib` as a function pointer of type `F`.
+///
+/// # Safety
+/// `F` must be the symbol's real type; the library must never be unloaded.
+unsafe fn symbol<F: Copy>(
+    profiler: ProfilerKind,
+    lib: &libloading::Library,
+    library: &str,
+    name: &'static str,
+) -> Result<F, ProfileError> {
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.push(0);
+    // SAFETY: as the caller promises.
+    unsafe { lib.get::<F>(&bytes) }
+        .map(|s| *s)
+        .map_err(|e| ProfileError::Symbol {
+            profiler,
+            library: library.to_owned(),
+            symbol: name,
+            message: e.to_string(),
+        })
+}
+
+#[cfg(feature = "rpd")]
 type VoidFn = unsafe extern "C" fn();
 
-/// The tracer's entry points. The library is never unloaded: the tracer registers exit
-/// handlers and runs threads, and unloading it under them is not safe.
-struct Tracer {
+/// `librpd_tracer.so`'s entry points.
+#[cfg(feature = "rpd")]
+struct RpdTracer {
     _lib: ManuallyDrop<libloading::Library>,
     start: VoidFn,
     stop: VoidFn,
     flush: VoidFn,
 }
 
-impl Tracer {
-    fn load(library: &str) -> Result<Tracer, ProfileError> {
-        // SAFETY: loading runs the library's initialisers; for librpd_tracer.so they read the
-        // RPDT_* variables set just before. The caller is told to load before other threads
-        // touch the environment.
-        let lib =
-            unsafe { libloading::Library::new(library) }.map_err(|e| ProfileError::Library {
-                library: library.to_owned(),
-                message: e.to_string(),
-            })?;
-        let get = |symbol: &'static str| -> Result<VoidFn, ProfileError> {
-            let mut name = symbol.as_bytes().to_vec();
-            name.push(0);
-            // SAFETY: rpdstart, rpdstop and rpdflush are `extern "C" void f(void)` in
-            // rpd_tracer.h; the pointer stays valid because the library is never unloaded.
-            unsafe { lib.get::<VoidFn>(&name) }
-                .map(|s| *s)
-                .map_err(|e| ProfileError::Symbol {
-                    library: library.to_owned(),
-                    symbol,
-                    message: e.to_string(),
-                })
+#[cfg(feature = "rpd")]
+impl RpdTracer {
+    fn load(library: &str) -> Result<RpdTracer, ProfileError> {
+        let kind = ProfilerKind::Rpd;
+        let lib = open_library(kind, library)?;
+        // SAFETY: rpdstart, rpdstop and rpdflush are `extern "C" void f(void)` in
+        // rpd_tracer.h; the library is never unloaded.
+        unsafe {
+            Ok(RpdTracer {
+                start: symbol(kind, &lib, library, "rpdstart")?,
+                stop: symbol(kind, &lib, library, "rpdstop")?,
+                flush: symbol(kind, &lib, library, "rpdflush")?,
+                _lib: lib,
+            })
+        }
+    }
+}
+
+#[cfg(feature = "rpd")]
+impl Backend for RpdTracer {
+    fn start(&self) -> Result<(), String> {
+        // SAFETY: `void rpdstart(void)` of the loaded tracer.
+        unsafe { (self.start)() };
+        Ok(())
+    }
+    fn stop(&self) -> Result<(), String> {
+        // SAFETY: `void rpdstop(void)` of the loaded tracer.
+        unsafe { (self.stop)() };
+        Ok(())
+    }
+    fn flush(&self) -> Option<Result<(), String>> {
+        // SAFETY: `void rpdflush(void)` of the loaded tracer.
+        unsafe { (self.flush)() };
+        Some(Ok(()))
+    }
+}
+
+/// `cudaError_t cudaProfilerStart(void)` / `CUresult cuProfilerStart(void)`: both enums are
+/// `int`-sized, 0 is success.
+type StatusFn = unsafe extern "C" fn() -> std::ffi::c_int;
+
+/// The CUDA profiler API of the runtime or of the driver.
+struct CudaProfiler {
+    _lib: ManuallyDrop<libloading::Library>,
+    start: StatusFn,
+    stop: StatusFn,
+    names: [&'static str; 2],
+}
+
+impl CudaProfiler {
+    /// Loads `library`, or the first of [`CUDA_LIBRARIES`] that loads. Returns the profiler and
+    /// the library's name.
+    fn load(library: Option<&str>) -> Result<(CudaProfiler, String), ProfileError> {
+        let kind = ProfilerKind::Cuda;
+        let (lib, name) = match library {
+            Some(l) => (open_library(kind, l)?, l.to_owned()),
+            None => {
+                let mut failures = Vec::new();
+                let mut found = None;
+                for l in CUDA_LIBRARIES {
+                    match open_library(kind, l) {
+                        Ok(lib) => {
+                            found = Some((lib, (*l).to_owned()));
+                            break;
+                        }
+                        Err(ProfileError::Library { message, .. }) => failures.push(message),
+                        Err(e) => return Err(e),
+                    }
+                }
+                found.ok_or_else(|| ProfileError::Library {
+                    profiler: kind,
+                    library: CUDA_LIBRARIES.join(", "),
+                    message: failures.last().cloned().unwrap_or_default(),
+                })?
+            }
         };
-        let start = get("rpdstart")?;
-        let stop = get("rpdstop")?;
-        let flush = get("rpdflush")?;
-        Ok(Tracer {
-            _lib: ManuallyDrop::new(lib),
-            start,
-            stop,
-            flush,
-        })
+        // SAFETY: `cudaError_t cudaProfilerStart(void)` and `cudaProfilerStop(void)`
+        // (cuda_profiler_api.h), `CUresult cuProfilerStart(void)` and `cuProfilerStop(void)`
+        // (cudaProfiler.h); the library is never unloaded.
+        let runtime = unsafe {
+            symbol::<StatusFn>(kind, &lib, &name, "cudaProfilerStart").and_then(|start| {
+                Ok((
+                    start,
+                    symbol::<StatusFn>(kind, &lib, &name, "cudaProfilerStop")?,
+                ))
+            })
+        };
+        let (start, stop, names) = match runtime {
+            Ok((start, stop)) => (start, stop, ["cudaProfilerStart", "cudaProfilerStop"]),
+            // The driver's API, under its own names.
+            Err(runtime_err) => match unsafe {
+                symbol::<StatusFn>(kind, &lib, &name, "cuProfilerStart").and_then(|start| {
+                    Ok((
+                        start,
+                        symbol::<StatusFn>(kind, &lib, &name, "cuProfilerStop")?,
+                    ))
+                })
+            } {
+                Ok((start, stop)) => (start, stop, ["cuProfilerStart", "cuProfilerStop"]),
+                Err(_) => return Err(runtime_err),
+            },
+        };
+        Ok((
+            CudaProfiler {
+                _lib: lib,
+                start,
+                stop,
+                names,
+            },
+            name,
+        ))
+    }
+
+    fn call(&self, f: StatusFn, name: &str) -> Result<(), String> {
+        // SAFETY: one of the two `int f(void)` functions loaded above.
+        match unsafe { f() } {
+            0 => Ok(()),
+            code => Err(format!("{name} returned error {code}")),
+        }
+    }
+}
+
+impl Backend for CudaProfiler {
+    fn start(&self) -> Result<(), String> {
+        self.call(self.start, self.names[0])
+    }
+    fn stop(&self) -> Result<(), String> {
+        self.call(self.stop, self.names[1])
+    }
+    fn flush(&self) -> Option<Result<(), String>> {
+        None // cudaProfilerStop flushes the profiling buffers itself
     }
 }
 
@@ -309,14 +548,23 @@ static LOAD_LOCK: Mutex<()> = Mutex::new(());
 /// Explicit configuration for a [`SegmentProfiler`].
 #[derive(Clone, Debug, Default)]
 pub struct SegmentProfilerBuilder {
+    profiler: ProfilerKind,
     segment: Segment,
     repeat: Repeat,
     library: Option<PathBuf>,
+    #[cfg(feature = "rpd")]
     rpd_file: Option<PathBuf>,
+    #[cfg(feature = "rpd")]
     schema: Option<RpdSchema>,
 }
 
 impl SegmentProfilerBuilder {
+    /// The profiler (default [`ProfilerKind::Rpd`]).
+    pub fn profiler(mut self, profiler: ProfilerKind) -> Self {
+        self.profiler = profiler;
+        self
+    }
+
     /// The segment to record (default [`Segment::Train`]).
     pub fn segment(mut self, segment: Segment) -> Self {
         self.segment = segment;
@@ -329,7 +577,8 @@ impl SegmentProfilerBuilder {
         self
     }
 
-    /// The tracer library (default: `librpd_tracer.so` on the loader's search path).
+    /// The profiler's library (default: `librpd_tracer.so` for RPD, [`CUDA_LIBRARIES`] in turn
+    /// for CUDA, on the loader's search path).
     pub fn library(mut self, path: impl Into<PathBuf>) -> Self {
         self.library = Some(path.into());
         self
@@ -337,6 +586,7 @@ impl SegmentProfilerBuilder {
 
     /// The RPD file (default: `RPDT_FILENAME`, else `MLLOG_RPD_FILE`, else `trace.rpd`).
     /// Exported as `RPDT_FILENAME` before the library is loaded.
+    #[cfg(feature = "rpd")]
     pub fn rpd_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.rpd_file = Some(path.into());
         self
@@ -344,17 +594,45 @@ impl SegmentProfilerBuilder {
 
     /// The schema of the RPD file when it has to be created (default v3, which the current
     /// `rpd_tracer` writes; an existing file is kept as it is).
+    #[cfg(feature = "rpd")]
     pub fn schema(mut self, schema: RpdSchema) -> Self {
         self.schema = Some(schema);
         self
     }
 
-    /// Prepares the file, sets `RPDT_AUTOSTART=0` and `RPDT_FILENAME`, and loads the library.
+    /// Loads the profiler's library. For RPD it first prepares the file and sets
+    /// `RPDT_AUTOSTART=0` and `RPDT_FILENAME`.
     ///
-    /// Call it early, before threads that read the environment start: it sets environment
+    /// Call it early, before threads that read the environment start: it may set environment
     /// variables, which the tracer's initialiser reads when it is loaded.
     pub fn build(self) -> Result<SegmentProfiler, ProfileError> {
         let _guard = LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let library = self
+            .library
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned());
+        match self.profiler {
+            ProfilerKind::Cuda => {
+                let (backend, library) = CudaProfiler::load(library.as_deref())?;
+                Ok(SegmentProfiler::new(
+                    ProfilerKind::Cuda,
+                    self.segment,
+                    self.repeat,
+                    Box::new(backend),
+                    library,
+                    None,
+                    Vec::new(),
+                ))
+            }
+            #[cfg(feature = "rpd")]
+            ProfilerKind::Rpd => self.build_rpd(library),
+            #[cfg(not(feature = "rpd"))]
+            ProfilerKind::Rpd => Err(ProfileError::Unsupported(ProfilerKind::Rpd)),
+        }
+    }
+
+    #[cfg(feature = "rpd")]
+    fn build_rpd(self, library: Option<String>) -> Result<SegmentProfiler, ProfileError> {
         let mut notes = Vec::new();
         let env_file = std::env::var_os(ENV_RPDT_FILENAME).filter(|v| !v.is_empty());
         let rpd_file = match (&self.rpd_file, &env_file) {
@@ -386,11 +664,7 @@ impl SegmentProfilerBuilder {
         // that stays right if the process changes directory.
         let export = std::fs::canonicalize(&rpd_file).unwrap_or_else(|_| rpd_file.clone());
 
-        let library = self
-            .library
-            .as_ref()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|| DEFAULT_LIBRARY.to_owned());
+        let library = library.unwrap_or_else(|| DEFAULT_LIBRARY.to_owned());
         if std::env::var_os("RPDT_LOADED").is_some() {
             notes.push(
                 "librpd_tracer.so was already loaded (RPDT_LOADED is set, e.g. by LD_PRELOAD): \
@@ -400,13 +674,14 @@ impl SegmentProfilerBuilder {
         }
         std::env::set_var(ENV_RPDT_AUTOSTART, "0");
         std::env::set_var(ENV_RPDT_FILENAME, OsString::from(export.as_os_str()));
-        let tracer = Tracer::load(&library)?;
+        let tracer = RpdTracer::load(&library)?;
         Ok(SegmentProfiler::new(
+            ProfilerKind::Rpd,
             self.segment,
             self.repeat,
-            tracer,
+            Box::new(tracer),
             library,
-            rpd_file,
+            Some(rpd_file),
             notes,
         ))
     }
@@ -421,7 +696,15 @@ struct State {
     last_error: Option<String>,
 }
 
-/// Records one segment of the run with `librpd_tracer.so`; see the module documentation.
+impl State {
+    fn fail(&mut self, message: String) {
+        self.errors += 1;
+        self.last_error = Some(message);
+    }
+}
+
+/// Records one segment of the run with a profiler loaded at run time; see the module
+/// documentation.
 ///
 /// `Send + Sync`: the layer may call it from any thread.
 pub struct SegmentProfiler {
@@ -438,9 +721,10 @@ pub struct SegmentProfiler {
     stops: AtomicU64,
     flushes: AtomicU64,
     state: Mutex<State>,
-    tracer: Tracer,
+    kind: ProfilerKind,
+    backend: Box<dyn Backend>,
     library: String,
-    rpd_file: PathBuf,
+    rpd_file: Option<PathBuf>,
     notes: Vec<String>,
 }
 
@@ -454,9 +738,10 @@ fn key(span_id: u64) -> u64 {
 }
 
 impl SegmentProfiler {
-    /// The profiler the environment asks for: `None` unless `PROFILER=rpd`. Reads
-    /// `PROFILE_SEGMENT` (default `train`), `PROFILE_REPEAT` (default `1`), `RPD_TRACER_LIB`,
-    /// `RPDT_FILENAME` / `MLLOG_RPD_FILE` (default `trace.rpd`) and `MLLOG_RPD_SCHEMA`.
+    /// The profiler the environment asks for: `None` unless `PROFILER` is `rpd` or `cuda`.
+    /// Reads `PROFILE_SEGMENT` (default `train`) and `PROFILE_REPEAT` (default `1`); for RPD
+    /// `RPD_TRACER_LIB`, `RPDT_FILENAME` / `MLLOG_RPD_FILE` (default `trace.rpd`) and
+    /// `MLLOG_RPD_SCHEMA`; for CUDA `CUDA_PROFILER_LIB`.
     ///
     /// When profiling is asked for, a bad value, a missing library or an unwritable file is an
     /// error (naming the variable or the library) rather than a silently disabled profiler;
@@ -467,6 +752,7 @@ impl SegmentProfiler {
             ENV_PROFILE_SEGMENT,
             ENV_PROFILE_REPEAT,
             ENV_RPD_TRACER_LIB,
+            ENV_CUDA_PROFILER_LIB,
         ] {
             env_str(var)?; // a set variable that is not UTF-8 is an error naming it
         }
@@ -474,51 +760,56 @@ impl SegmentProfiler {
     }
 
     /// [`SegmentProfiler::from_env`], reading the variables through `get` (the builder's
-    /// environment map, or the process environment). `PROFILER` set to anything but `rpd`
-    /// (or empty) is an error naming it: a typo must not silently turn profiling off.
+    /// environment map, or the process environment). `PROFILER` set to anything but `rpd` or
+    /// `cuda` (or empty) is an error naming it: a typo must not silently turn profiling off.
     pub fn from_env_with(
         get: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<SegmentProfiler>, ProfileError> {
-        match get(ENV_PROFILER) {
-            Some(v) if v.trim().eq_ignore_ascii_case("rpd") => {}
+        let kind = match get(ENV_PROFILER) {
             Some(v) if !v.trim().is_empty() => {
-                return Err(ProfileError::Env {
-                    var: ENV_PROFILER,
-                    value: v,
-                    reason: "expected `rpd` (segment-scoped profiling with librpd_tracer.so)"
-                        .into(),
-                })
+                v.parse::<ProfilerKind>()
+                    .map_err(|reason| ProfileError::Env {
+                        var: ENV_PROFILER,
+                        value: v.clone(),
+                        reason,
+                    })?
             }
             _ => return Ok(None),
-        }
-        let env_str = |var: &'static str| -> Result<Option<String>, ProfileError> {
-            Ok(get(var).filter(|v| !v.trim().is_empty()))
         };
-        let mut builder = SegmentProfiler::builder();
-        if let Some(v) = env_str(ENV_PROFILE_SEGMENT)? {
+        let env_str =
+            |var: &'static str| -> Option<String> { get(var).filter(|v| !v.trim().is_empty()) };
+        let mut builder = SegmentProfiler::builder().profiler(kind);
+        if let Some(v) = env_str(ENV_PROFILE_SEGMENT) {
             builder.segment = v.parse().map_err(|reason| ProfileError::Env {
                 var: ENV_PROFILE_SEGMENT,
                 value: v.clone(),
                 reason,
             })?;
         }
-        if let Some(v) = env_str(ENV_PROFILE_REPEAT)? {
+        if let Some(v) = env_str(ENV_PROFILE_REPEAT) {
             builder.repeat = v.parse().map_err(|reason| ProfileError::Env {
                 var: ENV_PROFILE_REPEAT,
                 value: v.clone(),
                 reason,
             })?;
         }
-        if let Some(v) = env_str(ENV_RPD_TRACER_LIB)? {
+        let library_var = match kind {
+            ProfilerKind::Rpd => ENV_RPD_TRACER_LIB,
+            ProfilerKind::Cuda => ENV_CUDA_PROFILER_LIB,
+        };
+        if let Some(v) = env_str(library_var) {
             builder.library = Some(PathBuf::from(v));
         }
-        builder.schema = RpdSchema::from_env_with(get).map_err(|e| match e {
-            RpdError::Env { var, value, reason } => ProfileError::Env { var, value, reason },
-            other => ProfileError::File {
-                path: PathBuf::new(),
-                source: other,
-            },
-        })?;
+        #[cfg(feature = "rpd")]
+        if kind == ProfilerKind::Rpd {
+            builder.schema = RpdSchema::from_env_with(get).map_err(|e| match e {
+                RpdError::Env { var, value, reason } => ProfileError::Env { var, value, reason },
+                other => ProfileError::File {
+                    path: PathBuf::new(),
+                    source: other,
+                },
+            })?;
+        }
         builder.build().map(Some)
     }
 
@@ -528,11 +819,12 @@ impl SegmentProfiler {
     }
 
     fn new(
+        kind: ProfilerKind,
         segment: Segment,
         repeat: Repeat,
-        tracer: Tracer,
+        backend: Box<dyn Backend>,
         library: String,
-        rpd_file: PathBuf,
+        rpd_file: Option<PathBuf>,
         notes: Vec<String>,
     ) -> SegmentProfiler {
         SegmentProfiler {
@@ -547,7 +839,8 @@ impl SegmentProfiler {
             stops: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             state: Mutex::new(State::default()),
-            tracer,
+            kind,
+            backend,
             library,
             rpd_file,
             notes,
@@ -557,6 +850,11 @@ impl SegmentProfiler {
     /// The segment recorded.
     pub fn segment(&self) -> &Segment {
         &self.segment
+    }
+
+    /// The profiler.
+    pub fn profiler(&self) -> ProfilerKind {
+        self.kind
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -593,15 +891,16 @@ impl SegmentProfiler {
             };
         if wanted {
             if st.active {
-                st.errors += 1;
-                st.last_error = Some("start while already recording; skipped".into());
+                st.fail("start while already recording; skipped".into());
                 return;
             }
-            // SAFETY: a `void rpdstart(void)` of the loaded tracer.
-            unsafe { (self.tracer.start)() };
             self.starts.fetch_add(1, Ordering::Relaxed);
-            st.active = true;
             st.profiled += 1;
+            // A failed start leaves recording off: no stop is owed for it.
+            match self.backend.start() {
+                Ok(()) => st.active = true,
+                Err(e) => st.fail(e),
+            }
         }
     }
 
@@ -632,13 +931,18 @@ impl SegmentProfiler {
         }
     }
 
+    /// Stops the one start made for this occurrence, then flushes where the profiler needs it.
     fn stop_locked(&self, st: &mut State) {
-        // SAFETY: `void rpdstop(void)` and `void rpdflush(void)` of the loaded tracer; the stop
-        // matches the one start made for this occurrence.
-        unsafe { (self.tracer.stop)() };
         self.stops.fetch_add(1, Ordering::Relaxed);
-        unsafe { (self.tracer.flush)() };
-        self.flushes.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.backend.stop() {
+            st.fail(e);
+        }
+        if let Some(flushed) = self.backend.flush() {
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = flushed {
+                st.fail(e);
+            }
+        }
         st.active = false;
     }
 
@@ -657,6 +961,7 @@ impl SegmentProfiler {
     pub fn report(&self) -> ProfileReport {
         let st = self.lock();
         ProfileReport {
+            profiler: self.kind,
             segment: self.segment.to_string(),
             library: self.library.clone(),
             rpd_file: self.rpd_file.clone(),
@@ -681,6 +986,7 @@ impl Drop for SegmentProfiler {
 impl std::fmt::Debug for SegmentProfiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SegmentProfiler")
+            .field("profiler", &self.kind)
             .field("segment", &self.segment)
             .field("repeat", &self.repeat)
             .field("library", &self.library)

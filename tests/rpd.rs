@@ -1017,8 +1017,12 @@ fn profile_from_env() {
     {
         let _e = Env::set(&[("RPD_TRACER_LIB", "/nonexistent/librpd_tracer.so")]);
         assert!(SegmentProfiler::from_env().unwrap().is_none());
-        let _e2 = Env::set(&[("PROFILER", "nsys")]);
+        let _e2 = Env::set(&[("PROFILER", "")]);
         assert!(SegmentProfiler::from_env().unwrap().is_none());
+        // An unknown profiler is an error naming the variable, not profiling silently off.
+        let _e3 = Env::set(&[("PROFILER", "nsys")]);
+        let err = SegmentProfiler::from_env().err().unwrap();
+        assert!(err.to_string().contains("PROFILER"), "{err}");
     }
     // Bad values name their variable.
     for (var, value) in [
@@ -1062,7 +1066,7 @@ fn profile_from_env() {
     );
     let r = p.report();
     assert_eq!(r.segment, "train_step:2");
-    assert_eq!(r.rpd_file, file);
+    assert_eq!(r.rpd_file.as_deref(), Some(file.as_path()));
     assert_eq!((r.occurrences, r.starts, r.stops, r.flushes), (3, 2, 2, 2));
     assert_eq!(
         read_markers(&file).0,

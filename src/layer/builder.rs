@@ -101,7 +101,7 @@ pub struct Builder {
     handle_signals: bool,
     #[cfg(feature = "rpd")]
     rpd: Option<crate::sink::RpdConfig>,
-    #[cfg(feature = "rpd")]
+    #[cfg(feature = "profiling")]
     profiler: Option<crate::profile::SegmentProfiler>,
     #[cfg(feature = "object-store")]
     upload: Option<crate::sink::UploadConfig>,
@@ -143,7 +143,7 @@ impl Default for Builder {
             handle_signals: false,
             #[cfg(feature = "rpd")]
             rpd: None,
-            #[cfg(feature = "rpd")]
+            #[cfg(feature = "profiling")]
             profiler: None,
             #[cfg(feature = "object-store")]
             upload: None,
@@ -344,9 +344,10 @@ impl Builder {
         self
     }
 
-    /// Profile one segment with `librpd_tracer.so` (`PROFILER=rpd`, `PROFILE_SEGMENT`, ...).
-    /// Build the profiler before other threads start: it sets `RPDT_*` variables.
-    #[cfg(feature = "rpd")]
+    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
+    /// `cuda`, `PROFILE_SEGMENT`, ...). Build an RPD profiler before other threads start: it
+    /// sets `RPDT_*` variables.
+    #[cfg(feature = "profiling")]
     pub fn profiler(mut self, profiler: crate::profile::SegmentProfiler) -> Self {
         self.profiler = Some(profiler);
         self
@@ -620,32 +621,44 @@ impl Builder {
             }
         };
         #[cfg(feature = "rpd")]
-        let profiler =
-            {
-                use crate::sink::RpdConfig;
-                let from_env = RpdConfig::from_env_with(&get).map_err(|e| Error::Start {
+        {
+            use crate::sink::RpdConfig;
+            let from_env = RpdConfig::from_env_with(&get).map_err(|e| Error::Start {
+                what: "the RPD sink",
+                message: e.to_string(),
+            })?;
+            if let (true, Some(config)) = (writes, from_env.or(self.rpd.take())) {
+                let sink = config.open().map_err(|e| Error::Start {
                     what: "the RPD sink",
                     message: e.to_string(),
                 })?;
-                if let (true, Some(config)) = (writes, from_env.or(self.rpd.take())) {
-                    let sink = config.open().map_err(|e| Error::Start {
-                        what: "the RPD sink",
-                        message: e.to_string(),
-                    })?;
-                    sinks.push(Box::new(sink));
-                }
-                match self.profiler.take() {
-                    Some(p) => Some(p),
-                    None if writes => crate::profile::SegmentProfiler::from_env_with(&get)
-                        .map_err(|e| Error::Start {
-                            what: "RPD profiling",
-                            message: e.to_string(),
-                        })?,
-                    None => None,
-                }
-                .filter(|_| writes)
-                .map(Arc::new)
-            };
+                sinks.push(Box::new(sink));
+            }
+        }
+        #[cfg(feature = "nvtx")]
+        if writes {
+            let on = crate::sink::NvtxSink::enabled_with(&get).map_err(|e| Error::Start {
+                what: "the NVTX sink",
+                message: e.to_string(),
+            })?;
+            // Once, also when `Builder::sink` added one: two would draw every range twice.
+            if on && !sinks.iter().any(|s| s.name() == "nvtx") {
+                sinks.push(Box::new(crate::sink::NvtxSink::new()));
+            }
+        }
+        #[cfg(feature = "profiling")]
+        let profiler = match self.profiler.take() {
+            Some(p) => Some(p),
+            None if writes => {
+                crate::profile::SegmentProfiler::from_env_with(&get).map_err(|e| Error::Start {
+                    what: "segment profiling",
+                    message: e.to_string(),
+                })?
+            }
+            None => None,
+        }
+        .filter(|_| writes)
+        .map(Arc::new);
         // OpenTelemetry exports from every rank: the collector should see the whole job.
         #[cfg(feature = "otel")]
         let otel = {
@@ -670,6 +683,9 @@ impl Builder {
         }
         // A rank with nothing to feed disables every callsite (see `MllogLayer`).
         let active = has_output || !sinks.is_empty();
+        // A profiler alone needs the spans too.
+        #[cfg(feature = "profiling")]
+        let active = active || profiler.is_some();
 
         let mut intervals: Vec<IntervalSpec> = Interval::defaults()
             .into_iter()
@@ -722,7 +738,7 @@ impl Builder {
         if writes {
             guard.expect_records();
         }
-        #[cfg(feature = "rpd")]
+        #[cfg(feature = "profiling")]
         if let Some(p) = &profiler {
             guard.attach_profiler(p.clone());
         }
@@ -760,7 +776,7 @@ impl Builder {
             throughput_stats: self.throughput_stats,
             trace_steps: self.trace_steps,
             stats: Arc::new(crate::run::RunStats::new(self.target)),
-            #[cfg(feature = "rpd")]
+            #[cfg(feature = "profiling")]
             profiler,
             state: Default::default(),
         });

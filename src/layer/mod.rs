@@ -118,7 +118,7 @@ pub(crate) struct Shared {
     /// Send counted steps as trace-only `train_step` interval records (for OTel and RPD).
     pub(crate) trace_steps: bool,
     pub(crate) stats: Arc<RunStats>,
-    #[cfg(feature = "rpd")]
+    #[cfg(feature = "profiling")]
     pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     pub(crate) state: LayerState,
 }
@@ -739,7 +739,7 @@ where
         let meta = attrs.metadata();
         // The profiled segment may be any span, ours or not; warmup steps open while no run
         // is open, so they never count as the Nth step.
-        #[cfg(feature = "rpd")]
+        #[cfg(feature = "profiling")]
         if let Some(p) = &self.shared.profiler {
             p.on_span_open(id.into_u64(), meta.name(), self.shared.in_timed_run());
         }
@@ -841,7 +841,7 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        #[cfg(feature = "rpd")]
+        #[cfg(feature = "profiling")]
         if let Some(p) = &self.shared.profiler {
             p.on_span_close(id.into_u64());
         }

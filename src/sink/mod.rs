@@ -3,6 +3,8 @@
 
 mod memory;
 mod mllog_file;
+#[cfg(feature = "nvtx")]
+mod nvtx;
 #[cfg(feature = "otel")]
 mod otel;
 #[cfg(any(feature = "object-store", feature = "otel"))]
@@ -14,6 +16,8 @@ mod upload;
 
 pub use memory::{MemoryHandle, MemorySink};
 pub use mllog_file::MllogFileSink;
+#[cfg(feature = "nvtx")]
+pub use nvtx::{NvtxError, NvtxSink, ENV_NVTX, NVTX_DOMAIN};
 #[cfg(feature = "otel")]
 pub use otel::{
     Backpressure, OtelConfig, OtelError, OtelHandle, OtelReport, OtelSink, ENV_OTEL,
