@@ -8,7 +8,7 @@
 //! - A real collector: rotel (`scripts/deps/otel.sh` installs it; `MLLOG_ROTEL_BIN`) on free
 //!   loopback ports, over gRPC and HTTP/protobuf, fed by child processes of this test binary
 //!   that build the layer with `OtelSink::from_env()`, including four ranks at once.
-#![cfg(feature = "otel")]
+#![cfg(feature = "otel-sdk")]
 
 mod common;
 
@@ -195,6 +195,7 @@ fn rec(
         scope,
         trace_only,
         tid: 4242,
+        otel: None,
     }
 }
 

@@ -647,7 +647,7 @@ impl Builder {
             .map(Arc::new)
         };
         // OpenTelemetry exports from every rank: the collector should see the whole job.
-        #[cfg(feature = "otel")]
+        #[cfg(feature = "otel-sdk")]
         let otel = {
             use crate::sink::{OtelConfig, OtelSink};
             let config = OtelConfig::new()
@@ -730,7 +730,7 @@ impl Builder {
         if let Some(h) = upload {
             guard.attach_upload(h);
         }
-        #[cfg(feature = "otel")]
+        #[cfg(feature = "otel-sdk")]
         if let Some(h) = otel {
             guard.attach_otel(h);
         }

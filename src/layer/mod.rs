@@ -16,6 +16,8 @@ mod callsite;
 pub(crate) mod fields;
 mod filter;
 mod filter_check;
+#[cfg(feature = "otel-sdk")]
+mod otel;
 mod rank;
 mod step;
 
@@ -376,6 +378,8 @@ pub(crate) struct OpenInterval {
     fields: Fields,
     /// The span's callsite: its end record names the same line as its start.
     meta: &'static CallsiteMeta<'static>,
+    #[cfg(feature = "otel-sdk")]
+    otel: Option<Box<crate::record::OtelFields>>,
 }
 
 /// How an interval comes to its end.
@@ -531,6 +535,8 @@ impl Core {
             id: self.shared.state.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
         };
+        #[cfg(feature = "otel-sdk")]
+        let otel_fields = otel::interval_fields(attrs, parent.is_none().then_some(&span));
         let shared = &*self.shared;
         let spec = &shared.intervals[spec_index];
         if spec.kind == Interval::Init && shared.cache_clear {
@@ -558,6 +564,8 @@ impl Core {
         );
         start.interval = Some(ids);
         start.scope = parent;
+        #[cfg(feature = "otel-sdk")]
+        start.otel.clone_from(&otel_fields);
         // The run's `status` decides run_stop's status; it is no metadata.
         let skip_status = spec.kind == Interval::Run;
         if let Some(ns) = fields.start_parts(skip_status, &mut start.metadata.fields) {
@@ -586,6 +594,8 @@ impl Core {
             ids,
             fields,
             meta,
+            #[cfg(feature = "otel-sdk")]
+            otel: otel_fields,
         });
         shared.bucket(id).fetch_add(1, Ordering::Relaxed);
     }
@@ -646,6 +656,10 @@ impl Shared {
         );
         end.interval = Some(open.ids);
         end.scope = open.ids.parent;
+        #[cfg(feature = "otel-sdk")]
+        {
+            end.otel = open.otel;
+        }
         end.metadata.fields = parts.metadata;
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
             self.fill_progress(&mut end.metadata);
@@ -786,6 +800,8 @@ where
         let span = id.into_u64();
         if let Some(open) = shared.open_intervals().iter_mut().find(|o| o.span == span) {
             values.record(&mut open.fields);
+            #[cfg(feature = "otel-sdk")]
+            values.record(&mut otel::OtelVisitor(&mut open.otel));
         }
     }
 

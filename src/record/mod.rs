@@ -169,6 +169,35 @@ pub struct IntervalIds {
     pub parent: Option<u64>,
 }
 
+/// An OpenTelemetry span an interval continues, as plain data (W3C trace-context ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TraceParent {
+    /// Trace id (16 bytes, big-endian as in `traceparent`).
+    pub trace_id: [u8; 16],
+    /// Span id of the parent span.
+    pub span_id: [u8; 8],
+    /// Whether the parent was sampled.
+    pub sampled: bool,
+}
+
+/// OpenTelemetry details of an interval span, for the OTel sink (filled by the layer with
+/// feature `otel`; never part of an MLLOG line): the `otel.*` span fields, and the span of
+/// the application (tracing-opentelemetry) that encloses an interval with no enclosing
+/// interval.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct OtelFields {
+    /// The application's enclosing span.
+    pub parent: Option<TraceParent>,
+    /// `otel.name`: the span's name instead of the interval's.
+    pub name: Option<Str>,
+    /// `otel.kind`: `server`, `client`, `producer`, `consumer` or `internal`.
+    pub kind: Option<Str>,
+    /// `otel.status_code`: `ok` or `error`.
+    pub status_code: Option<Str>,
+    /// `otel.status_description`.
+    pub status_description: Option<Str>,
+}
+
 /// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
@@ -194,6 +223,9 @@ pub struct Record {
     pub trace_only: bool,
     /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
     pub tid: u32,
+    /// OpenTelemetry details of an interval record (see [`OtelFields`]); boxed, and `None`
+    /// unless the span had any.
+    pub otel: Option<Box<OtelFields>>,
 }
 
 impl Record {
@@ -210,6 +242,7 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
+            otel: None,
         }
     }
 
@@ -226,6 +259,7 @@ impl Record {
             scope: None,
             trace_only: false,
             tid: 0,
+            otel: None,
         }
     }
 
@@ -240,6 +274,7 @@ impl Record {
         self.interval = None;
         self.scope = None;
         self.trace_only = false;
+        self.otel = None;
     }
 
     /// Replaces the timestamp (builder style).

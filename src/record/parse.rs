@@ -471,6 +471,7 @@ fn record_from_json(body: &str) -> Result<Record, String> {
         scope: None,
         trace_only: false,
         tid: 0,
+        otel: None,
     })
 }
 
