@@ -631,6 +631,12 @@ fn spans_events_attributes_resource_and_metrics() {
     let thr = get("mllog.throughput");
     assert_eq!(thr.len(), 1);
     assert_eq!(thr[0].value, 107.0);
+    // Every throughput figure also lands in the per-rank distribution.
+    let dist = get("mllog.throughput.distribution");
+    assert_eq!(dist.len(), 1);
+    assert_eq!(dist[0].count, STEPS);
+    assert_eq!(dist[0].value, (0..STEPS).map(|i| 100.0 + i as f64).sum::<f64>());
+    assert_eq!(dist[0].attrs.get("mllog.rank").map(String::as_str), Some("3"));
     let loss = get("mllog.train_loss");
     assert_eq!(loss.len(), 1);
     assert!((loss[0].value - 1.3).abs() < 1e-12);
@@ -661,10 +667,15 @@ fn spans_events_attributes_resource_and_metrics() {
             sampled_out: 0,
             events: 1 + 5 + STEPS + 1,
             events_dropped: 0,
-            metrics_points: 1 + 2 * STEPS + STEPS,
+            // eval_accuracy; throughput (gauge and histogram) and loss per step; step time.
+            metrics_points: 1 + 3 * STEPS + STEPS,
             dropped: 0,
             dropped_queue_full: 0,
             export_errors: 0,
+            trace_export_errors: 0,
+            metric_export_errors: 0,
+            last_trace_error: None,
+            last_metric_error: None,
             unmatched: 0,
             last_error: None,
             delivery_tracked: true,
@@ -1657,4 +1668,133 @@ fn quickstart_on_four_ranks_exports_to_one_collector() {
             file.display()
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Joining a trace: TRACEPARENT, the application's spans, otel.* fields
+
+const LAUNCHER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const LAUNCHER_SPAN: &str = "b7ad6b7169203331";
+
+fn launcher_traceparent() -> String {
+    format!("00-{LAUNCHER_TRACE}-{LAUNCHER_SPAN}-01")
+}
+
+/// A launcher's traceparent: every root span (init, run, the standalone point) continues it,
+/// as a remote parent, with its trace state; the rest hang on them, in the same trace. Both
+/// ways spans are made (the sink's own queue, your providers) agree.
+#[test]
+fn traceparent_is_the_parent_of_every_root_span() {
+    use opentelemetry::trace::TraceId;
+    let records = run_stream();
+    let config = || {
+        OtelConfig::new()
+            .traceparent(&launcher_traceparent(), Some("vendor=abc"))
+            .unwrap()
+    };
+    let direct = Collect::keeping();
+    let mut sink = OtelSink::with_span_exporter(direct.clone(), config()).unwrap();
+    drive(&mut sink, &records, Duration::from_secs(10));
+    let through_sdk = Collect::keeping();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(through_sdk.clone())
+        .build();
+    let mut sink = OtelSink::with_providers(provider.clone(), None, config());
+    drive(&mut sink, &records, Duration::from_secs(10));
+    provider.shutdown().unwrap();
+    for spans in [direct.spans(), through_sdk.spans()] {
+        assert!(spans.len() > 4, "{spans:#?}");
+        let trace = TraceId::from_hex(LAUNCHER_TRACE).unwrap();
+        let launcher = SpanId::from_hex(LAUNCHER_SPAN).unwrap();
+        let ids: Vec<SpanId> = spans.iter().map(|s| s.span_context.span_id()).collect();
+        for s in &spans {
+            assert_eq!(s.span_context.trace_id(), trace, "{}", s.name);
+            if ["init", "run", "mllog.point"].contains(&s.name.as_ref()) {
+                assert_eq!(s.parent_span_id, launcher, "{}", s.name);
+                assert!(s.parent_span_is_remote, "{}", s.name);
+            } else {
+                assert!(ids.contains(&s.parent_span_id), "{} hangs on one of ours", s.name);
+            }
+        }
+        assert_eq!(
+            one(&spans, "run").span_context.trace_state().get("vendor"),
+            Some("abc")
+        );
+    }
+    // Not a traceparent: refused in code, named.
+    let err = OtelConfig::new()
+        .traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("traceparent"), "{err}");
+    for bad in [
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+        "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+    ] {
+        assert!(OtelConfig::new().traceparent(bad, None).is_err(), "{bad}");
+    }
+}
+
+/// With tracing-opentelemetry in the same subscriber, the interval spans with no enclosing
+/// interval continue the application's span around them (same trace, that span as parent);
+/// `otel.name`, `otel.kind` and `otel.status_code` work as with tracing-opentelemetry. In
+/// process: the application's spans and ours go to two collecting exporters.
+#[test]
+fn application_span_is_the_parent_of_the_run() {
+    use opentelemetry::trace::{SpanKind, Status, TracerProvider as _};
+    use tracing::info_span;
+    use tracing_mllog::{keys, mllog, MllogLayer};
+    use tracing_subscriber::prelude::*;
+
+    let app_out = Collect::keeping();
+    let app_provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(app_out.clone())
+        .build();
+    let ours = Collect::keeping();
+    let sink = OtelSink::with_span_exporter(ours.clone(), OtelConfig::new()).unwrap();
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .sink(sink)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .build()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(app_provider.tracer("app")))
+        .with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        let _job = info_span!("job").entered();
+        {
+            let _init = info_span!("init").entered();
+            mllog!(keys::SEED, 1);
+        }
+        let _run = info_span!("run", otel.name = "training", otel.kind = "server").entered();
+        let block = info_span!("block", samples_count = 0u64, otel.status_code = tracing::field::Empty);
+        block.in_scope(|| mllog!(keys::EVAL_ACCURACY, 0.1, samples_count = 0u64));
+        block.record("otel.status_code", "error");
+        drop(block);
+    });
+    guard.shutdown();
+    app_provider.shutdown().unwrap();
+    let app = app_out.spans();
+    let job = one(&app, "job");
+    let spans = ours.spans();
+    assert!(spans.len() >= 3, "{spans:#?}");
+    for s in &spans {
+        assert_eq!(
+            s.span_context.trace_id(),
+            job.span_context.trace_id(),
+            "{} is in the application's trace",
+            s.name
+        );
+    }
+    let run = one(&spans, "training");
+    assert_eq!(run.parent_span_id, job.span_context.span_id());
+    assert_eq!(run.span_kind, SpanKind::Server);
+    let init = one(&spans, "init");
+    assert_eq!(init.parent_span_id, job.span_context.span_id());
+    let block = one(&spans, "block");
+    assert_eq!(block.parent_span_id, run.span_context.span_id());
+    assert!(matches!(block.status, Status::Error { .. }), "{:?}", block.status);
 }

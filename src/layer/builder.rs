@@ -730,6 +730,21 @@ impl Builder {
         if let Some(h) = upload {
             guard.attach_upload(h);
         }
+        // With OTel on, `MLLOG_OTEL_STEP_EVERY` traces steps (the sink keeps one in N) and
+        // `MLLOG_OTEL_SPANS` names other spans to export.
+        #[allow(unused_mut)]
+        let mut trace_steps = self.trace_steps;
+        #[cfg(feature = "otel-sdk")]
+        let otel_spans = match &otel {
+            Some(_) => {
+                let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+                trace_steps |= var(crate::sink::ENV_OTEL_STEP_EVERY).is_some();
+                var(crate::sink::ENV_OTEL_SPANS)
+                    .map(|v| crate::sink::SpanPatterns::parse(&v))
+                    .unwrap_or_default()
+            }
+            None => crate::sink::SpanPatterns::default(),
+        };
         #[cfg(feature = "otel-sdk")]
         if let Some(h) = otel {
             guard.attach_otel(h);
@@ -758,7 +773,9 @@ impl Builder {
             samples_per_step: self.samples_per_step,
             train_loss_every: self.train_loss_every,
             throughput_stats: self.throughput_stats,
-            trace_steps: self.trace_steps,
+            trace_steps,
+            #[cfg(feature = "otel-sdk")]
+            otel_spans,
             stats: Arc::new(crate::run::RunStats::new(self.target)),
             #[cfg(feature = "rpd")]
             profiler,

@@ -667,9 +667,17 @@ impl OtelSink {
                 // Outside every interval (e.g. `cache_clear` before `init_start`): a
                 // zero-length span carrying the one event.
                 let span_attrs = vec![KeyValue::new("mllog.key", record.key.clone())];
-                let parent = match &self.remote_parent {
-                    Some(launcher) => Parent::Remote(launcher),
-                    None => Parent::None,
+                // The application's span around it (a `cache_clear` made as `init` opens), else
+                // the launcher's.
+                let app = record
+                    .otel
+                    .as_deref()
+                    .and_then(|o| o.parent)
+                    .map(remote_context);
+                let parent = match (&app, &self.remote_parent) {
+                    (Some(app), _) => Parent::Remote(app),
+                    (None, Some(launcher)) => Parent::Remote(launcher),
+                    (None, None) => Parent::None,
                 };
                 let mut span = self.spans.start(
                     "mllog.point".into(),
