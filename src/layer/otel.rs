@@ -9,9 +9,9 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use opentelemetry::trace::TraceContextExt;
+use tracing_core::dispatcher::WeakDispatch;
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::Id;
-use tracing_core::dispatcher::WeakDispatch;
 use tracing_core::Subscriber;
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
@@ -166,11 +166,7 @@ pub(super) fn open_traced<S>(
 }
 
 /// A span that may be an exported one closes: its trace-only end record. Whether it was one.
-pub(super) fn close_traced<S>(
-    shared: &super::Shared,
-    id: &Id,
-    span: &SpanRef<'_, S>,
-) -> bool
+pub(super) fn close_traced<S>(shared: &super::Shared, id: &Id, span: &SpanRef<'_, S>) -> bool
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {

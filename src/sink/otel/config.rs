@@ -98,8 +98,10 @@ pub(crate) fn parse_traceparent(
 ) -> Result<SpanContext, String> {
     let parts: Vec<&str> = traceparent.trim().split('-').collect();
     let hex = |s: &str, len: usize| {
-        (s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
-            .then_some(())
+        (s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        .then_some(())
     };
     let ok = match parts.as_slice() {
         [v, t, p, f, ..] => {

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "otel-http")]
-use opentelemetry_otlp::{Protocol, WithExportConfig};
 #[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
 use opentelemetry_otlp::{MetricExporter, SpanExporter};
+#[cfg(feature = "otel-http")]
+use opentelemetry_otlp::{Protocol, WithExportConfig};
 
 use super::config::{Backpressure, OtelConfig, OtelError};
 use super::OtelSink;
@@ -133,12 +133,10 @@ pub(crate) fn overlay(
         config = config.train_step_sampling(rate);
     }
     if let Some(raw) = get(ENV_OTEL_STEP_EVERY) {
-        let n: u64 = raw
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| env_err(ENV_OTEL_STEP_EVERY, &raw, "expected a whole number >= 1"))?;
+        let n: u64 =
+            raw.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                env_err(ENV_OTEL_STEP_EVERY, &raw, "expected a whole number >= 1")
+            })?;
         config = config.train_step_every(n);
     }
     if let Some(raw) = get(ENV_OTEL_SPANS) {
@@ -314,53 +312,53 @@ impl OtelSink {
         }
         #[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
         {
-        let span_exporter = match traces {
-            #[cfg(feature = "otel-grpc")]
-            Transport::Grpc => {
-                let rt = runtime.as_ref().expect("runtime for gRPC");
-                rt.block_on(async { SpanExporter::builder().with_tonic().build() })
-                    .map_err(exp_err)?
-            }
-            #[cfg(feature = "otel-http")]
-            Transport::Http => SpanExporter::builder()
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .build()
-                .map_err(exp_err)?,
-            #[allow(unreachable_patterns)]
-            other => return Err(other.missing()),
-        };
-        let metric_exporter = match metrics {
-            None => None,
-            #[cfg(feature = "otel-grpc")]
-            Some(Transport::Grpc) => {
-                let rt = runtime.as_ref().expect("runtime for gRPC");
-                Some(
-                    rt.block_on(async { MetricExporter::builder().with_tonic().build() })
-                        .map_err(exp_err)?,
-                )
-            }
-            #[cfg(feature = "otel-http")]
-            Some(Transport::Http) => Some(
-                MetricExporter::builder()
+            let span_exporter = match traces {
+                #[cfg(feature = "otel-grpc")]
+                Transport::Grpc => {
+                    let rt = runtime.as_ref().expect("runtime for gRPC");
+                    rt.block_on(async { SpanExporter::builder().with_tonic().build() })
+                        .map_err(exp_err)?
+                }
+                #[cfg(feature = "otel-http")]
+                Transport::Http => SpanExporter::builder()
                     .with_http()
                     .with_protocol(Protocol::HttpBinary)
                     .build()
                     .map_err(exp_err)?,
-            ),
-            #[allow(unreachable_patterns)]
-            Some(other) => return Err(other.missing()),
-        };
-        // The span export thread drives gRPC exports on the runtime; HTTP uses the blocking
-        // client on a plain thread (it must not run inside a Tokio runtime). The runtime
-        // lives as long as the sink either way (gRPC metrics need it too).
-        let grpc_spans = traces == Transport::Grpc;
-        let mut config = config;
-        config.endpoints = super::config::Endpoints {
-            traces: Some(endpoint(&get, traces, "TRACES", "/v1/traces")),
-            metrics: metrics.map(|m| endpoint(&get, m, "METRICS", "/v1/metrics")),
-        };
-        OtelSink::build(span_exporter, metric_exporter, config, runtime, grpc_spans).map(Some)
+                #[allow(unreachable_patterns)]
+                other => return Err(other.missing()),
+            };
+            let metric_exporter = match metrics {
+                None => None,
+                #[cfg(feature = "otel-grpc")]
+                Some(Transport::Grpc) => {
+                    let rt = runtime.as_ref().expect("runtime for gRPC");
+                    Some(
+                        rt.block_on(async { MetricExporter::builder().with_tonic().build() })
+                            .map_err(exp_err)?,
+                    )
+                }
+                #[cfg(feature = "otel-http")]
+                Some(Transport::Http) => Some(
+                    MetricExporter::builder()
+                        .with_http()
+                        .with_protocol(Protocol::HttpBinary)
+                        .build()
+                        .map_err(exp_err)?,
+                ),
+                #[allow(unreachable_patterns)]
+                Some(other) => return Err(other.missing()),
+            };
+            // The span export thread drives gRPC exports on the runtime; HTTP uses the blocking
+            // client on a plain thread (it must not run inside a Tokio runtime). The runtime
+            // lives as long as the sink either way (gRPC metrics need it too).
+            let grpc_spans = traces == Transport::Grpc;
+            let mut config = config;
+            config.endpoints = super::config::Endpoints {
+                traces: Some(endpoint(&get, traces, "TRACES", "/v1/traces")),
+                metrics: metrics.map(|m| endpoint(&get, m, "METRICS", "/v1/metrics")),
+            };
+            OtelSink::build(span_exporter, metric_exporter, config, runtime, grpc_spans).map(Some)
         }
     }
 }

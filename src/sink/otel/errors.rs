@@ -30,7 +30,52 @@ pub(crate) fn describe(signal: Signal, endpoint: Option<&str>, error: &str, what
     } else {
         format!(" ({what})")
     };
-    format!("{signal}{to}: {}{what}: {detail}", cause(error))
+    let mut why = cause(error);
+    if why == "export failed" && error.contains("network error") {
+        // The HTTP exporter keeps no cause for a transport failure ("network error"): ask
+        // the network once, from this (export) thread.
+        if let Some(found) = endpoint.and_then(probe) {
+            why = found;
+        }
+    }
+    format!("{signal}{to}: {why}{what}: {detail}")
+}
+
+/// How long [`probe`] waits for a connection.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Why a TCP connection to the endpoint's host and port fails, if it does.
+fn probe(endpoint: &str) -> Option<String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let (scheme, rest) = endpoint.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    let target = if host_port.ends_with(']') || !host_port.contains(':') {
+        format!("{host_port}:{default_port}")
+    } else {
+        host_port.to_owned()
+    };
+    let addrs: Vec<_> = match target.to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(_) => return Some("host not found".to_owned()),
+    };
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, PROBE_TIMEOUT) {
+            Ok(_) => return None,
+            Err(e) => last = Some(e),
+        }
+    }
+    let e = last?;
+    Some(match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => format!(
+            "no answer within {} s (connecting)",
+            PROBE_TIMEOUT.as_secs()
+        ),
+        _ => format!("cannot connect: {e}"),
+    })
 }
 
 /// The cause of an exporter error, from its text.
@@ -145,13 +190,11 @@ mod tests {
             cause("HTTP export failed. Status Code: 503, Response: busy"),
             "HTTP status 503"
         );
-        assert_eq!(cause("status: Unimplemented, code: Unimplemented"), "gRPC status Unimplemented");
-        let msg = describe(
-            Signal::Metrics,
-            Some("http://127.0.0.1:9"),
-            refused,
-            "",
+        assert_eq!(
+            cause("status: Unimplemented, code: Unimplemented"),
+            "gRPC status Unimplemented"
         );
+        let msg = describe(Signal::Metrics, Some("http://127.0.0.1:9"), refused, "");
         assert!(
             msg.starts_with("metrics to http://127.0.0.1:9: connection refused: Export failed"),
             "{msg}"
