@@ -1938,9 +1938,23 @@ fn app_child() {
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()
         .expect("build the layer");
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("app")))
-        .with(layer);
+    // The application's layer leaves the spans our sink exports to it (else both would
+    // export them): the recipe in docs/otel.md.
+    let ours = [
+        "init",
+        "run",
+        "block",
+        "eval",
+        "train_step",
+        "data_load",
+        "checkpoint_save",
+    ];
+    let app_layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("app"))
+        .with_filter(tracing_subscriber::filter::filter_fn(move |m| {
+            !ours.contains(&m.name())
+        }));
+    let subscriber = tracing_subscriber::registry().with(app_layer).with(layer);
     tracing::subscriber::with_default(subscriber, || {
         let _job = info_span!("job").entered();
         {
@@ -2050,6 +2064,12 @@ fn application_and_mllog_spans_are_one_trace_in_the_collector() {
         !log.contains("data_load") && !log.contains("checkpoint"),
         "{log}"
     );
+    // The tree as docs/otel.md shows it.
+    let tree = span_tree(&got.spans);
+    eprintln!("{tree}");
+    assert!(tree.starts_with("job [app]\n"), "{tree}");
+    assert!(tree.contains("\n  logging_only [app]\n"), "{tree}");
+    assert_eq!(tree.matches("[app]").count(), 2, "{tree}");
     let text = rotel.output();
     assert!(
         text.contains("SPAN_KIND_SERVER") || text.contains("Server"),
@@ -2088,6 +2108,7 @@ fn dead_endpoint_is_named_in_the_report() {
             &[("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")],
         );
         let line = rank_report(child, 0);
+        eprintln!("{protocol}: {line}");
         assert!(!line.contains("pa55word"), "{line}");
         let want = format!("127.0.0.1:{port}");
         for (signal, field) in [
@@ -2105,5 +2126,62 @@ fn dead_endpoint_is_named_in_the_report() {
         }
         assert!(!line.contains("trace_errors=0 "), "{line}");
         assert!(!line.contains("metric_errors=0 "), "{line}");
+    }
+}
+
+/// The received spans as an indented tree (name, service), children in arrival order.
+fn span_tree(spans: &[RSpan]) -> String {
+    fn walk(spans: &[RSpan], parent: &str, depth: usize, out: &mut String) {
+        for s in spans.iter().filter(|s| s.parent == parent) {
+            let service = s
+                .res("service.name")
+                .unwrap_or("")
+                .trim_start_matches("Str(")
+                .trim_end_matches(')');
+            out.push_str(&format!("{}{} [{service}]\n", "  ".repeat(depth), s.name));
+            walk(spans, &s.id, depth + 1, out);
+        }
+    }
+    let mut out = String::new();
+    walk(spans, "", 0, &mut out);
+    out
+}
+
+/// A collector that accepts connections and never answers: the report says the export timed
+/// out after the exporter's timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`), over gRPC and HTTP.
+#[test]
+fn silent_endpoint_times_out_in_words() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Holds every connection open without reading or writing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.extend(conn.ok());
+        }
+    });
+    for protocol in ["grpc", "http/protobuf"] {
+        let work = tempfile::tempdir().unwrap();
+        let child = spawn_child(
+            "rank_child",
+            0,
+            1,
+            protocol,
+            &format!("http://127.0.0.1:{port}"),
+            work.path(),
+            &[
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "1000"),
+                ("OTEL_METRICS_EXPORTER", "none"),
+            ],
+        );
+        let line = rank_report(child, 0);
+        eprintln!("{protocol}: {line}");
+        let at = line.find("last_trace_error=").expect("last_trace_error");
+        let msg = &line[at..];
+        assert!(
+            msg.contains(&format!("traces to http://127.0.0.1:{port}"))
+                && msg.contains("timed out after 1 s"),
+            "{protocol}: {msg}"
+        );
     }
 }

@@ -92,6 +92,7 @@ fn transport(
     }
 }
 
+#[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
 /// The endpoint an OTLP exporter sends `signal` to, as the exporter derives it from the
 /// variables (for messages; credentials in it redacted).
 fn endpoint(

@@ -3,6 +3,8 @@
 //! things from it: which signal, which endpoint, and whether the collector refused the
 //! connection, did not answer in time, or answered with an error status.
 
+use std::time::Duration;
+
 use super::processor::Signal;
 
 /// Longest excerpt of the exporter's own message kept after the cause.
@@ -10,7 +12,13 @@ const MAX_DETAIL: usize = 300;
 
 /// `traces to http://10.0.0.5:4317: connection refused (3 spans lost): <detail>`.
 /// `endpoint` is already redacted; the exporter's message is redacted here.
-pub(crate) fn describe(signal: Signal, endpoint: Option<&str>, error: &str, what: &str) -> String {
+pub(crate) fn describe(
+    signal: Signal,
+    endpoint: Option<&str>,
+    error: &str,
+    what: &str,
+    took: Duration,
+) -> String {
     let signal = match signal {
         Signal::Traces => "traces",
         Signal::Metrics => "metrics",
@@ -31,7 +39,12 @@ pub(crate) fn describe(signal: Signal, endpoint: Option<&str>, error: &str, what
         format!(" ({what})")
     };
     let mut why = cause(error);
-    if why == "export failed" && error.contains("network error") {
+    let timeout = export_timeout();
+    if why == "export failed" && took + Duration::from_millis(200) >= timeout {
+        // The request used up the exporter's whole timeout (the HTTP exporter says only
+        // "network error" then).
+        why = format!("timed out after {}", seconds(timeout));
+    } else if why == "export failed" && error.contains("network error") {
         // The HTTP exporter keeps no cause for a transport failure ("network error"): ask
         // the network once, from this (export) thread.
         if let Some(found) = endpoint.and_then(probe) {
@@ -89,7 +102,7 @@ pub(crate) fn cause(error: &str) -> String {
         || e.contains("deadline")
         || e.contains("deadlineexceeded")
     {
-        return format!("timed out after {}", export_timeout());
+        return format!("timed out after {}", seconds(export_timeout()));
     }
     if e.contains("failed to lookup address")
         || e.contains("dns error")
@@ -110,11 +123,16 @@ pub(crate) fn cause(error: &str) -> String {
 }
 
 /// The export timeout the exporters use (`OTEL_EXPORTER_OTLP_TIMEOUT`, default 10 s).
-fn export_timeout() -> String {
+fn export_timeout() -> Duration {
     let ms = std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(10_000);
+    Duration::from_millis(ms)
+}
+
+fn seconds(d: Duration) -> String {
+    let ms = d.as_millis();
     if ms % 1000 == 0 {
         format!("{} s", ms / 1000)
     } else {
@@ -184,7 +202,7 @@ mod tests {
         assert_eq!(cause(refused), "connection refused");
         assert_eq!(
             cause("Export failed: code: DeadlineExceeded"),
-            format!("timed out after {}", export_timeout())
+            format!("timed out after {}", seconds(export_timeout()))
         );
         assert_eq!(
             cause("HTTP export failed. Status Code: 503, Response: busy"),
@@ -194,7 +212,13 @@ mod tests {
             cause("status: Unimplemented, code: Unimplemented"),
             "gRPC status Unimplemented"
         );
-        let msg = describe(Signal::Metrics, Some("http://127.0.0.1:9"), refused, "");
+        let msg = describe(
+            Signal::Metrics,
+            Some("http://127.0.0.1:9"),
+            refused,
+            "",
+            Duration::ZERO,
+        );
         assert!(
             msg.starts_with("metrics to http://127.0.0.1:9: connection refused: Export failed"),
             "{msg}"

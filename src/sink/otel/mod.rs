@@ -229,10 +229,11 @@ impl<M: PushMetricExporter> PushMetricExporter for CountingMetricExporter<M> {
     ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
         let fut = self.inner.export(metrics);
         let counters = self.counters.clone();
+        let began = Instant::now();
         async move {
             let r = fut.await;
             if let Err(e) = &r {
-                counters.export_failed(Signal::Metrics, &e.to_string(), "");
+                counters.export_failed(Signal::Metrics, &e.to_string(), "", began.elapsed());
             }
             r
         }

@@ -65,7 +65,7 @@ impl Counters {
 
     /// Counts a failed export of `signal` and keeps its message, in words: the endpoint and
     /// the cause, secrets redacted.
-    pub fn export_failed(&self, signal: Signal, error: &str, what: &str) {
+    pub fn export_failed(&self, signal: Signal, error: &str, what: &str, took: Duration) {
         let (count, last, endpoint) = match signal {
             Signal::Traces => (
                 &self.export_errors,
@@ -79,7 +79,8 @@ impl Counters {
             ),
         };
         count.fetch_add(1, Ordering::Relaxed);
-        let msg = super::errors::describe(signal, endpoint.get().map(String::as_str), error, what);
+        let endpoint = endpoint.get().map(String::as_str);
+        let msg = super::errors::describe(signal, endpoint, error, what, took);
         *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
         self.error(msg);
     }
@@ -269,13 +270,19 @@ fn export_loop<E: SpanExporter>(
         }
         let spans = std::mem::replace(batch, Vec::with_capacity(batch_size));
         let n = spans.len() as u64;
+        let began = Instant::now();
         match executor.block_on(exporter.export(spans)) {
             Ok(()) => {
                 counters.spans_exported.fetch_add(n, Ordering::Relaxed);
             }
             Err(e) => {
                 counters.dropped.fetch_add(n, Ordering::Relaxed);
-                counters.export_failed(Signal::Traces, &e.to_string(), &format!("{n} spans lost"));
+                counters.export_failed(
+                    Signal::Traces,
+                    &e.to_string(),
+                    &format!("{n} spans lost"),
+                    began.elapsed(),
+                );
             }
         }
     };
