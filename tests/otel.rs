@@ -2064,6 +2064,8 @@ fn application_and_mllog_spans_are_one_trace_in_the_collector() {
         !log.contains("data_load") && !log.contains("checkpoint"),
         "{log}"
     );
+    // `otel.*` fields are not MLLOG metadata.
+    assert!(log.contains("run_start") && !log.contains("otel."), "{log}");
     // The tree as docs/otel.md shows it.
     let tree = span_tree(&got.spans);
     eprintln!("{tree}");

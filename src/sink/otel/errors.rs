@@ -133,7 +133,7 @@ fn export_timeout() -> Duration {
 
 fn seconds(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{ms} ms")
@@ -180,7 +180,7 @@ pub(crate) fn redact(message: &str) -> String {
             for pair in v.split(',') {
                 if let Some((_, value)) = pair.split_once('=') {
                     secrets.push(value.trim().to_owned());
-                    if let Some(token) = value.trim().split_whitespace().last() {
+                    if let Some(token) = value.split_whitespace().last() {
                         secrets.push(token.to_owned());
                     }
                 }
