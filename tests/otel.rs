@@ -2065,7 +2065,10 @@ fn application_and_mllog_spans_are_one_trace_in_the_collector() {
         "{log}"
     );
     // `otel.*` fields are not MLLOG metadata.
-    assert!(log.contains("run_start") && !log.contains("otel."), "{log}");
+    assert!(
+        log.contains("run_start") && !log.contains("\"otel."),
+        "{log}"
+    );
     // The tree as docs/otel.md shows it.
     let tree = span_tree(&got.spans);
     eprintln!("{tree}");

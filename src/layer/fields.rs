@@ -28,10 +28,6 @@ pub(crate) struct Fields {
 
 impl Fields {
     fn set(&mut self, name: &'static str, value: Value) {
-        // `otel.name`, `otel.kind`, ... are for OpenTelemetry, as in events: no metadata.
-        if name.starts_with("otel.") {
-            return;
-        }
         match self.items.iter_mut().find(|(k, _)| *k == name) {
             Some(slot) => slot.1 = value,
             None => self.items.push((name, value)),
