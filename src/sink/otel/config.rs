@@ -187,7 +187,7 @@ impl OtelConfig {
         self
     }
 
-    /// Exports one `train_step` in `n` as a span (the 1st, the n+1th, ...; `n` = 0 or 1: all).
+    /// Exports one `train_step` in `n` as a span (the nth, the 2nth, ...; `n` = 0 or 1: all).
     /// The step-time histogram still sees every step. `MLLOG_OTEL_STEP_EVERY`.
     pub fn train_step_every(self, n: u64) -> Self {
         self.train_step_sampling(1.0 / n.max(1) as f64)
