@@ -179,7 +179,7 @@ fn main() {
         "(Registry: a bare tracing_subscriber::Registry; EmptyLayer: the Registry plus a layer \
          that does nothing, the floor for any layer.)"
     );
-    if cfg!(feature = "otel") {
+    if cfg!(feature = "otel-sdk") {
         println!();
         println!(
             "{:<24} {:>8} {:>22} {:>8} {:>8}",
@@ -241,7 +241,7 @@ fn stack(name: &str) -> (Dispatch, Option<KeepAlive>) {
             None,
         ),
         "mllog" | "rank1" => ours(MllogLayer::builder().writer(std::io::sink())),
-        #[cfg(feature = "otel")]
+        #[cfg(feature = "otel-sdk")]
         "mllog_otel" => {
             use tracing_mllog::sink::{OtelConfig, OtelSink};
             let sink = OtelSink::with_span_exporter(otel::Nop, OtelConfig::new()).expect("sink");
@@ -252,7 +252,7 @@ fn stack(name: &str) -> (Dispatch, Option<KeepAlive>) {
                     .trace_steps(true),
             )
         }
-        #[cfg(feature = "otel")]
+        #[cfg(feature = "otel-sdk")]
         "tracing_otel" => {
             use opentelemetry::trace::TracerProvider as _;
             let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
@@ -266,7 +266,7 @@ fn stack(name: &str) -> (Dispatch, Option<KeepAlive>) {
     }
 }
 
-#[cfg(feature = "otel")]
+#[cfg(feature = "otel-sdk")]
 mod otel {
     use opentelemetry_sdk::error::OTelSdkResult;
     use opentelemetry_sdk::trace::{SpanData, SpanExporter};

@@ -269,7 +269,7 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
     type Add = Box<dyn FnOnce(tracing_mllog::Builder) -> tracing_mllog::Builder>;
     // Only the optional sinks' blocks below add to it.
     #[cfg_attr(
-        not(any(feature = "rpd", feature = "otel", feature = "object-store")),
+        not(any(feature = "rpd", feature = "otel-sdk", feature = "object-store")),
         allow(unused_mut)
     )]
     let mut configs: Vec<(String, Add)> = vec![("file only".into(), Box::new(|b| b))];
@@ -288,7 +288,7 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
             }),
         ));
     }
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "otel-sdk")]
     for traced in [false, true] {
         let name = if traced {
             "file + OTel + traced steps"
@@ -389,11 +389,11 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
     out
 }
 
-#[cfg(feature = "otel")]
+#[cfg(feature = "otel-sdk")]
 #[derive(Debug)]
 struct NullExporter;
 
-#[cfg(feature = "otel")]
+#[cfg(feature = "otel-sdk")]
 impl opentelemetry_sdk::trace::SpanExporter for NullExporter {
     fn export(
         &self,

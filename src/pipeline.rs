@@ -186,7 +186,7 @@ impl Pipeline {
                 profiler: None,
                 #[cfg(feature = "object-store")]
                 upload: None,
-                #[cfg(feature = "otel")]
+                #[cfg(feature = "otel-sdk")]
                 otel: None,
             }),
         };
@@ -419,7 +419,7 @@ pub(crate) struct GuardInner {
     profiler: Option<Arc<crate::profile::SegmentProfiler>>,
     #[cfg(feature = "object-store")]
     upload: Option<crate::sink::UploadHandle>,
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "otel-sdk")]
     otel: Option<crate::sink::OtelHandle>,
 }
 
@@ -602,13 +602,13 @@ impl Guard {
         exit::register(&self.inner);
     }
 
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "otel-sdk")]
     pub(crate) fn attach_otel(&mut self, handle: crate::sink::OtelHandle) {
         self.parts().otel = Some(handle);
     }
 
     /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "otel-sdk")]
     pub fn otel_report(&self) -> Option<crate::sink::OtelReport> {
         self.inner.otel.as_ref().map(|h| h.report())
     }

@@ -794,11 +794,11 @@ fn a_failed_build_keeps_the_previous_log() {
 /// The sinks that read the process environment whatever `Builder::environment` says
 /// (OpenTelemetry, `PROFILER`): a bad value fails the build in a child that has it, and the
 /// previous log survives.
-#[cfg(any(feature = "otel", feature = "rpd"))]
+#[cfg(any(feature = "otel-sdk", feature = "rpd"))]
 #[test]
 fn a_failed_build_from_process_variables_keeps_the_previous_log() {
     let mut cases: Vec<(&str, Vars)> = Vec::new();
-    if cfg!(feature = "otel") {
+    if cfg!(feature = "otel-sdk") {
         cases.push((
             "MLLOG_OTEL_TRAIN_STEP_RATE",
             vec![("MLLOG_OTEL", "1"), ("MLLOG_OTEL_TRAIN_STEP_RATE", "7")],

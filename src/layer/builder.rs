@@ -660,7 +660,7 @@ impl Builder {
         .filter(|_| writes)
         .map(Arc::new);
         // OpenTelemetry exports from every rank: the collector should see the whole job.
-        #[cfg(feature = "otel")]
+        #[cfg(feature = "otel-sdk")]
         let otel = {
             use crate::sink::{OtelConfig, OtelSink};
             let config = OtelConfig::new()
@@ -746,7 +746,22 @@ impl Builder {
         if let Some(h) = upload {
             guard.attach_upload(h);
         }
-        #[cfg(feature = "otel")]
+        // With OTel on, `MLLOG_OTEL_STEP_EVERY` traces steps (the sink keeps one in N) and
+        // `MLLOG_OTEL_SPANS` names other spans to export.
+        #[allow(unused_mut)]
+        let mut trace_steps = self.trace_steps;
+        #[cfg(feature = "otel-sdk")]
+        let otel_spans = match &otel {
+            Some(_) => {
+                let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+                trace_steps |= var(crate::sink::ENV_OTEL_STEP_EVERY).is_some();
+                var(crate::sink::ENV_OTEL_SPANS)
+                    .map(|v| crate::sink::SpanPatterns::parse(&v))
+                    .unwrap_or_default()
+            }
+            None => crate::sink::SpanPatterns::default(),
+        };
+        #[cfg(feature = "otel-sdk")]
         if let Some(h) = otel {
             guard.attach_otel(h);
         }
@@ -774,7 +789,9 @@ impl Builder {
             samples_per_step: self.samples_per_step,
             train_loss_every: self.train_loss_every,
             throughput_stats: self.throughput_stats,
-            trace_steps: self.trace_steps,
+            trace_steps,
+            #[cfg(feature = "otel-sdk")]
+            otel_spans,
             stats: Arc::new(crate::run::RunStats::new(self.target)),
             #[cfg(feature = "profiling")]
             profiler,

@@ -16,6 +16,8 @@ mod callsite;
 pub(crate) mod fields;
 mod filter;
 mod filter_check;
+#[cfg(feature = "otel-sdk")]
+mod otel;
 mod rank;
 mod step;
 
@@ -117,6 +119,9 @@ pub(crate) struct Shared {
     pub(crate) throughput_stats: bool,
     /// Send counted steps as trace-only `train_step` interval records (for OTel and RPD).
     pub(crate) trace_steps: bool,
+    /// Other spans inside the run exported to OTel (`MLLOG_OTEL_SPANS`).
+    #[cfg(feature = "otel-sdk")]
+    pub(crate) otel_spans: crate::sink::SpanPatterns,
     pub(crate) stats: Arc<RunStats>,
     #[cfg(feature = "profiling")]
     pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
@@ -145,6 +150,10 @@ pub(crate) struct LayerState {
     /// extensions so that the exit paths (`process::exit`, a signal, an early guard drop),
     /// which have no span to look up, can close them, innermost first.
     intervals: Mutex<Vec<OpenInterval>>,
+    /// The subscriber, to ask tracing-opentelemetry for an enclosing span's context (inside a
+    /// hook, `dispatcher::get_default` gives no subscriber).
+    #[cfg(feature = "otel-sdk")]
+    dispatch: std::sync::OnceLock<tracing_core::dispatcher::WeakDispatch>,
 }
 
 impl Default for LayerState {
@@ -159,6 +168,8 @@ impl Default for LayerState {
             step_buckets: [const { AtomicU32::new(0) }; SHARDS],
             steps: OpenSteps::default(),
             intervals: Mutex::new(Vec::new()),
+            #[cfg(feature = "otel-sdk")]
+            dispatch: std::sync::OnceLock::new(),
         }
     }
 }
@@ -376,6 +387,8 @@ pub(crate) struct OpenInterval {
     fields: Fields,
     /// The span's callsite: its end record names the same line as its start.
     meta: &'static CallsiteMeta<'static>,
+    #[cfg(feature = "otel-sdk")]
+    otel: Option<Box<crate::record::OtelFields>>,
 }
 
 /// How an interval comes to its end.
@@ -531,6 +544,12 @@ impl Core {
             id: self.shared.state.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
         };
+        #[cfg(feature = "otel-sdk")]
+        let otel_fields = otel::interval_fields(
+            attrs,
+            parent.is_none().then_some(&span),
+            &self.shared.state.dispatch,
+        );
         let shared = &*self.shared;
         let spec = &shared.intervals[spec_index];
         if spec.kind == Interval::Init && shared.cache_clear {
@@ -542,6 +561,8 @@ impl Core {
                 Value::Bool(true),
             );
             r.scope = parent;
+            #[cfg(feature = "otel-sdk")]
+            r.otel.clone_from(&otel_fields);
             shared.pipeline.push(r);
         }
         match spec.kind {
@@ -558,6 +579,8 @@ impl Core {
         );
         start.interval = Some(ids);
         start.scope = parent;
+        #[cfg(feature = "otel-sdk")]
+        start.otel.clone_from(&otel_fields);
         // The run's `status` decides run_stop's status; it is no metadata.
         let skip_status = spec.kind == Interval::Run;
         if let Some(ns) = fields.start_parts(skip_status, &mut start.metadata.fields) {
@@ -586,6 +609,8 @@ impl Core {
             ids,
             fields,
             meta,
+            #[cfg(feature = "otel-sdk")]
+            otel: otel_fields,
         });
         shared.bucket(id).fetch_add(1, Ordering::Relaxed);
     }
@@ -611,6 +636,10 @@ impl Core {
         let Some(span) = ctx.span(&id) else {
             return;
         };
+        #[cfg(feature = "otel-sdk")]
+        if otel::close_traced(shared, &id, &span) {
+            return;
+        }
         if shared.class(span.metadata()) == Class::Warmup {
             shared.state.warmup_depth.fetch_sub(1, Ordering::Relaxed);
             shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
@@ -646,6 +675,10 @@ impl Shared {
         );
         end.interval = Some(open.ids);
         end.scope = open.ids.parent;
+        #[cfg(feature = "otel-sdk")]
+        {
+            end.otel = open.otel;
+        }
         end.metadata.fields = parts.metadata;
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
             self.fill_progress(&mut end.metadata);
@@ -719,6 +752,8 @@ where
 {
     fn on_register_dispatch(&self, dispatch: &tracing_core::Dispatch) {
         let shared = &self.shared;
+        #[cfg(feature = "otel-sdk")]
+        let _ = shared.state.dispatch.set(dispatch.downgrade());
         if shared.writes && !shared.state.filter_checked.swap(true, Ordering::Relaxed) {
             shared.state.callsites.set_dispatch(dispatch);
             filter_check::spawn(Arc::downgrade(shared));
@@ -744,7 +779,13 @@ where
             p.on_span_open(id.into_u64(), meta.name(), self.shared.in_timed_run());
         }
         let spec_index = match self.shared.class(meta) {
-            Class::Ignored | Class::Event { .. } => return,
+            Class::Ignored | Class::Event { .. } => {
+                #[cfg(feature = "otel-sdk")]
+                if !self.shared.otel_spans.is_empty() {
+                    otel::open_traced(&self.shared, attrs, id, &ctx);
+                }
+                return;
+            }
             Class::Interval(i) => i,
             Class::Step(slots) => return self.open_step(attrs, id, &slots),
             Class::Warmup => {
@@ -787,6 +828,8 @@ where
         let span = id.into_u64();
         if let Some(open) = shared.open_intervals().iter_mut().find(|o| o.span == span) {
             values.record(&mut open.fields);
+            #[cfg(feature = "otel-sdk")]
+            values.record(&mut otel::OtelVisitor(&mut open.otel));
         }
     }
 

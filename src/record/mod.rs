@@ -198,6 +198,35 @@ pub struct Loose {
     pub time_ms: Option<f64>,
 }
 
+/// An OpenTelemetry span an interval continues, as plain data (W3C trace-context ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TraceParent {
+    /// Trace id (16 bytes, big-endian as in `traceparent`).
+    pub trace_id: [u8; 16],
+    /// Span id of the parent span.
+    pub span_id: [u8; 8],
+    /// Whether the parent was sampled.
+    pub sampled: bool,
+}
+
+/// OpenTelemetry details of an interval span, for the OTel sink (filled by the layer with
+/// feature `otel`; never part of an MLLOG line): the `otel.*` span fields, and the span of
+/// the application (tracing-opentelemetry) that encloses an interval with no enclosing
+/// interval.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct OtelFields {
+    /// The application's enclosing span.
+    pub parent: Option<TraceParent>,
+    /// `otel.name`: the span's name instead of the interval's.
+    pub name: Option<Str>,
+    /// `otel.kind`: `server`, `client`, `producer`, `consumer` or `internal`.
+    pub kind: Option<Str>,
+    /// `otel.status_code`: `ok` or `error`.
+    pub status_code: Option<Str>,
+    /// `otel.status_description`.
+    pub status_description: Option<Str>,
+}
+
 /// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
@@ -226,6 +255,9 @@ pub struct Record {
     /// For a parsed record: the fields whose JSON type is not the usual one, as logged (see
     /// [`Loose`]). `None` for every record the layer makes.
     pub loose: Option<Box<Loose>>,
+    /// OpenTelemetry details of an interval record (see [`OtelFields`]); boxed, and `None`
+    /// unless the span had any.
+    pub otel: Option<Box<OtelFields>>,
 }
 
 /// Cleared buffers a recycled record keeps for the next event filled into it on the training
@@ -298,6 +330,7 @@ impl Record {
             trace_only: false,
             tid: 0,
             loose: None,
+            otel: None,
         }
     }
 
@@ -315,6 +348,7 @@ impl Record {
             trace_only: false,
             tid: 0,
             loose: None,
+            otel: None,
         }
     }
 
@@ -335,6 +369,7 @@ impl Record {
         self.scope = None;
         self.trace_only = false;
         self.loose = None;
+        self.otel = None;
     }
 
     /// Replaces the timestamp (builder style).

@@ -561,6 +561,7 @@ fn record_from_json(body: &str) -> Result<Record, String> {
         trace_only: false,
         tid: 0,
         loose: (loose != Loose::default()).then(|| Box::new(loose)),
+        otel: None,
     })
 }
 

@@ -5,9 +5,9 @@ mod memory;
 mod mllog_file;
 #[cfg(feature = "nvtx")]
 mod nvtx;
-#[cfg(feature = "otel")]
+#[cfg(feature = "otel-sdk")]
 mod otel;
-#[cfg(any(feature = "object-store", feature = "otel"))]
+#[cfg(any(feature = "object-store", feature = "otel-sdk"))]
 mod redact;
 #[cfg(feature = "rpd")]
 mod rpd;
@@ -18,11 +18,11 @@ pub use memory::{MemoryHandle, MemorySink};
 pub use mllog_file::MllogFileSink;
 #[cfg(feature = "nvtx")]
 pub use nvtx::{NvtxError, NvtxSink, ENV_NVTX, NVTX_DOMAIN};
-#[cfg(feature = "otel")]
+#[cfg(feature = "otel-sdk")]
 pub use otel::{
-    Backpressure, OtelConfig, OtelError, OtelHandle, OtelReport, OtelSink, ENV_OTEL,
-    ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_TRACE_ID, ENV_OTEL_TRAIN_STEP_RATE,
-    OTEL_SCOPE,
+    Backpressure, OtelConfig, OtelError, OtelHandle, OtelReport, OtelSink, SpanPatterns, ENV_OTEL,
+    ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_SPANS, ENV_OTEL_STEP_EVERY,
+    ENV_OTEL_TRACE_ID, ENV_OTEL_TRAIN_STEP_RATE, ENV_TRACEPARENT, ENV_TRACESTATE, OTEL_SCOPE,
 };
 #[cfg(feature = "rpd")]
 pub use rpd::{

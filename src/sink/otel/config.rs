@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use opentelemetry::trace::TraceId;
+use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::Resource;
 
@@ -46,6 +46,94 @@ pub struct OtelConfig {
     pub(crate) host: Option<String>,
     pub(crate) submission: Submission,
     pub(crate) trace_id: Option<TraceId>,
+    pub(crate) remote_parent: Option<SpanContext>,
+    /// Where OTLP spans and metrics go (for error messages), when the sink built the exporters.
+    pub(crate) endpoints: Endpoints,
+    /// A setting that was ignored, reported as the first `last_error`.
+    pub(crate) ignored: Option<String>,
+    pub(crate) spans: SpanPatterns,
+}
+
+/// The OTLP endpoints of the exporters `from_env` built, redacted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Endpoints {
+    pub traces: Option<String>,
+    pub metrics: Option<String>,
+}
+
+/// Names of other spans to export (`MLLOG_OTEL_SPANS`): exact names or `prefix*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpanPatterns(pub(crate) Vec<String>);
+
+impl SpanPatterns {
+    /// Parses `data_load,checkpoint*` (commas or spaces between patterns).
+    pub fn parse(list: &str) -> SpanPatterns {
+        SpanPatterns(
+            list.split([',', ' '])
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    /// Whether a span named `name` matches a pattern.
+    pub fn matches(&self, name: &str) -> bool {
+        self.0.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => p == name,
+        })
+    }
+
+    /// Whether there is no pattern.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Parses a W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`) and `tracestate`.
+pub(crate) fn parse_traceparent(
+    traceparent: &str,
+    tracestate: Option<&str>,
+) -> Result<SpanContext, String> {
+    let parts: Vec<&str> = traceparent.trim().split('-').collect();
+    let hex = |s: &str, len: usize| {
+        (s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        .then_some(())
+    };
+    let ok = match parts.as_slice() {
+        [v, t, p, f, ..] => {
+            hex(v, 2).is_some()
+                && *v != "ff"
+                && (*v != "00" || parts.len() == 4)
+                && hex(t, 32).is_some()
+                && hex(p, 16).is_some()
+                && hex(f, 2).is_some()
+        }
+        _ => false,
+    };
+    if !ok {
+        return Err("expected 00-<32 hex digits>-<16 hex digits>-<2 hex digits>, lowercase".into());
+    }
+    let trace = TraceId::from_hex(parts[1]).map_err(|e| e.to_string())?;
+    let span = SpanId::from_hex(parts[2]).map_err(|e| e.to_string())?;
+    if trace == TraceId::INVALID || span == SpanId::INVALID {
+        return Err("the trace id and the parent id must not be all zeros".into());
+    }
+    let flags = u8::from_str_radix(parts[3], 16).map_err(|e| e.to_string())?;
+    // An invalid tracestate is dropped, the traceparent still counts (W3C trace-context).
+    let state = tracestate
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    Ok(SpanContext::new(
+        trace,
+        span,
+        TraceFlags::new(flags & 1),
+        true,
+        state,
+    ))
 }
 
 impl Default for OtelConfig {
@@ -65,6 +153,10 @@ impl Default for OtelConfig {
             host: None,
             submission: Submission::default(),
             trace_id: None,
+            remote_parent: None,
+            endpoints: Endpoints::default(),
+            ignored: None,
+            spans: SpanPatterns::default(),
         }
     }
 }
@@ -92,6 +184,42 @@ impl OtelConfig {
         } else {
             rate.clamp(0.0, 1.0)
         };
+        self
+    }
+
+    /// Exports one `train_step` in `n` as a span (the nth, the 2nth, ...; `n` = 0 or 1: all).
+    /// The step-time histogram still sees every step. `MLLOG_OTEL_STEP_EVERY`.
+    pub fn train_step_every(self, n: u64) -> Self {
+        self.train_step_sampling(1.0 / n.max(1) as f64)
+    }
+
+    /// The parent of the sink's root spans (`init`, `run`, ...): a W3C `traceparent` and
+    /// optional `tracestate`, as a launcher passes in `TRACEPARENT` / `TRACESTATE`. Every rank
+    /// given the same value exports into one trace, under the launcher's span. A span of the
+    /// application's own (tracing-opentelemetry) around an interval wins over it.
+    pub fn traceparent(
+        mut self,
+        traceparent: &str,
+        tracestate: Option<&str>,
+    ) -> Result<Self, OtelError> {
+        let cx = parse_traceparent(traceparent, tracestate).map_err(|reason| OtelError::Env {
+            name: "traceparent".to_owned(),
+            value: traceparent.to_owned(),
+            reason,
+        })?;
+        self.remote_parent = Some(cx);
+        Ok(self)
+    }
+
+    /// Other spans inside `run` to export, by name: exact names or `prefix*` (e.g.
+    /// `["data_load", "checkpoint*"]`; `MLLOG_OTEL_SPANS`). Each costs the training thread
+    /// two records (its start and end), like a traced `train_step`.
+    pub fn export_spans<I, P>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<String>,
+    {
+        self.spans = SpanPatterns(patterns.into_iter().map(Into::into).collect());
         self
     }
 

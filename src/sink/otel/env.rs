@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use opentelemetry_otlp::{MetricExporter, Protocol, SpanExporter, WithExportConfig};
+#[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
+use opentelemetry_otlp::{MetricExporter, SpanExporter};
+#[cfg(feature = "otel-http")]
+use opentelemetry_otlp::{Protocol, WithExportConfig};
 
 use super::config::{Backpressure, OtelConfig, OtelError};
 use super::OtelSink;
@@ -18,6 +21,14 @@ pub const ENV_OTEL_QUEUE_SIZE: &str = "MLLOG_OTEL_QUEUE_SIZE";
 pub const ENV_OTEL_BACKPRESSURE: &str = "MLLOG_OTEL_BACKPRESSURE";
 /// 32 hex digits: the trace id of every root span (give all ranks the same one).
 pub const ENV_OTEL_TRACE_ID: &str = "MLLOG_OTEL_TRACE_ID";
+/// Export one `train_step` in N as a span.
+pub const ENV_OTEL_STEP_EVERY: &str = "MLLOG_OTEL_STEP_EVERY";
+/// Other spans inside `run` to export, by name (`data_load,checkpoint*`).
+pub const ENV_OTEL_SPANS: &str = "MLLOG_OTEL_SPANS";
+/// W3C trace-context parent of the root spans (set by a launcher).
+pub const ENV_TRACEPARENT: &str = "TRACEPARENT";
+/// W3C trace state that goes with [`ENV_TRACEPARENT`].
+pub const ENV_TRACESTATE: &str = "TRACESTATE";
 
 const WORLD_SIZE_VARIABLES: [&str; 4] = [
     "WORLD_SIZE",
@@ -30,6 +41,20 @@ const WORLD_SIZE_VARIABLES: [&str; 4] = [
 enum Transport {
     Grpc,
     Http,
+}
+
+impl Transport {
+    /// The error for a transport this build does not have.
+    #[allow(dead_code)]
+    fn missing(self) -> OtelError {
+        let (protocol, feature) = match self {
+            Transport::Grpc => ("grpc", "otel-grpc"),
+            Transport::Http => ("http/protobuf", "otel-http"),
+        };
+        OtelError::Exporter(format!(
+            "OTLP over {protocol} needs the `{feature}` feature of tracing-mllog"
+        ))
+    }
 }
 
 /// Largest `MLLOG_OTEL_QUEUE_SIZE`: the queue is allocated up front.
@@ -67,6 +92,32 @@ fn transport(
     }
 }
 
+#[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
+/// The endpoint an OTLP exporter sends `signal` to, as the exporter derives it from the
+/// variables (for messages; credentials in it redacted).
+fn endpoint(
+    get: &dyn Fn(&str) -> Option<String>,
+    transport: Transport,
+    signal: &str,
+    path: &str,
+) -> String {
+    let signal_var = format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT");
+    let url = match (get(&signal_var), get("OTEL_EXPORTER_OTLP_ENDPOINT")) {
+        (Some(u), _) if !u.trim().is_empty() => u.trim().to_owned(),
+        (_, Some(base)) if !base.trim().is_empty() => match transport {
+            Transport::Grpc => base.trim().to_owned(),
+            Transport::Http => format!("{}{path}", base.trim().trim_end_matches('/')),
+        },
+        _ => match transport {
+            Transport::Grpc => "http://localhost:4317".to_owned(),
+            Transport::Http => format!("http://localhost:4318{path}"),
+        },
+    };
+    let mut secrets = crate::sink::redact::env_secrets();
+    crate::sink::redact::normalize(&mut secrets);
+    crate::sink::redact::redact(&url, &secrets)
+}
+
 /// Applies the `MLLOG_OTEL_*`, rank, world size and submission variables to `config`
 /// (settings made in code win only where no variable is set).
 pub(crate) fn overlay(
@@ -81,6 +132,27 @@ pub(crate) fn overlay(
             .filter(|r: &f64| (0.0..=1.0).contains(r))
             .ok_or_else(|| env_err(ENV_OTEL_TRAIN_STEP_RATE, &raw, "expected a number in 0..=1"))?;
         config = config.train_step_sampling(rate);
+    }
+    if let Some(raw) = get(ENV_OTEL_STEP_EVERY) {
+        let n: u64 =
+            raw.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                env_err(ENV_OTEL_STEP_EVERY, &raw, "expected a whole number >= 1")
+            })?;
+        config = config.train_step_every(n);
+    }
+    if let Some(raw) = get(ENV_OTEL_SPANS) {
+        config.spans = super::config::SpanPatterns::parse(&raw);
+    }
+    if let Some(raw) = get(ENV_TRACEPARENT) {
+        // An unusable traceparent starts a new trace, as W3C trace-context says; the report
+        // says why.
+        let state = get(ENV_TRACESTATE);
+        match super::config::parse_traceparent(&raw, state.as_deref()) {
+            Ok(cx) => config.remote_parent = Some(cx),
+            Err(reason) => {
+                config.ignored = Some(format!("{ENV_TRACEPARENT}={raw:?} ignored: {reason}"))
+            }
+        }
     }
     if let Some(raw) = get(ENV_OTEL_QUEUE_SIZE) {
         let n: usize = raw
@@ -228,45 +300,67 @@ impl OtelSink {
         };
         // Endpoint URLs and headers (`OTEL_EXPORTER_OTLP_HEADERS=authorization=...`) may carry
         // credentials; the exporter's messages can quote them.
+        #[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
         let exp_err = |e: opentelemetry_otlp::ExporterBuildError| {
             let mut secrets = crate::sink::redact::env_secrets();
             crate::sink::redact::normalize(&mut secrets);
             OtelError::Exporter(crate::sink::redact::redact(&e.to_string(), &secrets))
         };
-        let span_exporter = match traces {
-            Transport::Grpc => {
-                let rt = runtime.as_ref().expect("runtime for gRPC");
-                rt.block_on(async { SpanExporter::builder().with_tonic().build() })
-                    .map_err(exp_err)?
-            }
-            Transport::Http => SpanExporter::builder()
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .build()
-                .map_err(exp_err)?,
-        };
-        let metric_exporter = match metrics {
-            None => None,
-            Some(Transport::Grpc) => {
-                let rt = runtime.as_ref().expect("runtime for gRPC");
-                Some(
-                    rt.block_on(async { MetricExporter::builder().with_tonic().build() })
-                        .map_err(exp_err)?,
-                )
-            }
-            Some(Transport::Http) => Some(
-                MetricExporter::builder()
+        #[cfg(not(any(feature = "otel-grpc", feature = "otel-http")))]
+        {
+            drop((runtime, metrics, config));
+            Err(traces.missing())
+        }
+        #[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
+        {
+            let span_exporter = match traces {
+                #[cfg(feature = "otel-grpc")]
+                Transport::Grpc => {
+                    let rt = runtime.as_ref().expect("runtime for gRPC");
+                    rt.block_on(async { SpanExporter::builder().with_tonic().build() })
+                        .map_err(exp_err)?
+                }
+                #[cfg(feature = "otel-http")]
+                Transport::Http => SpanExporter::builder()
                     .with_http()
                     .with_protocol(Protocol::HttpBinary)
                     .build()
                     .map_err(exp_err)?,
-            ),
-        };
-        // The span export thread drives gRPC exports on the runtime; HTTP uses the blocking
-        // client on a plain thread (it must not run inside a Tokio runtime). The runtime
-        // lives as long as the sink either way (gRPC metrics need it too).
-        let grpc_spans = traces == Transport::Grpc;
-        OtelSink::build(span_exporter, metric_exporter, config, runtime, grpc_spans).map(Some)
+                #[allow(unreachable_patterns)]
+                other => return Err(other.missing()),
+            };
+            let metric_exporter = match metrics {
+                None => None,
+                #[cfg(feature = "otel-grpc")]
+                Some(Transport::Grpc) => {
+                    let rt = runtime.as_ref().expect("runtime for gRPC");
+                    Some(
+                        rt.block_on(async { MetricExporter::builder().with_tonic().build() })
+                            .map_err(exp_err)?,
+                    )
+                }
+                #[cfg(feature = "otel-http")]
+                Some(Transport::Http) => Some(
+                    MetricExporter::builder()
+                        .with_http()
+                        .with_protocol(Protocol::HttpBinary)
+                        .build()
+                        .map_err(exp_err)?,
+                ),
+                #[allow(unreachable_patterns)]
+                Some(other) => return Err(other.missing()),
+            };
+            // The span export thread drives gRPC exports on the runtime; HTTP uses the blocking
+            // client on a plain thread (it must not run inside a Tokio runtime). The runtime
+            // lives as long as the sink either way (gRPC metrics need it too).
+            let grpc_spans = traces == Transport::Grpc;
+            let mut config = config;
+            config.endpoints = super::config::Endpoints {
+                traces: Some(endpoint(&get, traces, "TRACES", "/v1/traces")),
+                metrics: metrics.map(|m| endpoint(&get, m, "METRICS", "/v1/metrics")),
+            };
+            OtelSink::build(span_exporter, metric_exporter, config, runtime, grpc_spans).map(Some)
+        }
     }
 }
 

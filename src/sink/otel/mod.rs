@@ -5,13 +5,14 @@
 mod attributes;
 mod config;
 mod env;
+mod errors;
 mod processor;
 mod span;
 
-pub use config::{Backpressure, OtelConfig, OtelError};
+pub use config::{Backpressure, OtelConfig, OtelError, SpanPatterns};
 pub use env::{
-    ENV_OTEL, ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_TRACE_ID,
-    ENV_OTEL_TRAIN_STEP_RATE,
+    ENV_OTEL, ENV_OTEL_BACKPRESSURE, ENV_OTEL_QUEUE_SIZE, ENV_OTEL_SPANS, ENV_OTEL_STEP_EVERY,
+    ENV_OTEL_TRACE_ID, ENV_OTEL_TRAIN_STEP_RATE, ENV_TRACEPARENT, ENV_TRACESTATE,
 };
 
 use std::sync::atomic::Ordering;
@@ -19,7 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::{Gauge, Histogram, MeterProvider as _};
-use opentelemetry::trace::{Status, TracerProvider as _};
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -28,10 +31,10 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider, SpanExporter};
 
 use self::attributes::{otel_value, record_attributes, KeyCache};
-use self::processor::{Counters, Executor, QueueProcessor, Settings};
-use self::span::{LiveSpan, Spans};
+use self::processor::{Counters, Executor, QueueProcessor, Settings, Signal};
+use self::span::{LiveSpan, Parent, Spans};
 use super::{Sink, SinkError};
-use crate::record::{EventType, Record, Value};
+use crate::record::{EventType, OtelFields, Record, TraceParent, Value};
 
 /// Name of the instrumentation scope of every span and metric.
 pub const OTEL_SCOPE: &str = "tracing-mllog";
@@ -62,8 +65,17 @@ pub struct OtelReport {
     pub dropped: u64,
     /// Of `dropped`, those refused by a full queue.
     pub dropped_queue_full: u64,
-    /// Failed export requests (spans and metrics).
+    /// Failed export requests (spans and metrics: the sum of the two below).
     pub export_errors: u64,
+    /// Failed span export requests.
+    pub trace_export_errors: u64,
+    /// Failed metric export requests.
+    pub metric_export_errors: u64,
+    /// The latest span export failure in words: endpoint, cause ("connection refused",
+    /// "timed out after 10 s", "HTTP status 503"), the exporter's message; secrets redacted.
+    pub last_trace_error: Option<String>,
+    /// The latest metric export failure, likewise.
+    pub last_metric_error: Option<String>,
     /// End records without a start (and starts that reused an open id).
     pub unmatched: u64,
     /// The latest error message.
@@ -106,6 +118,10 @@ impl OtelHandle {
             dropped,
             dropped_queue_full: get(&c.dropped_queue_full),
             export_errors: get(&c.export_errors) + get(&c.metric_export_errors),
+            trace_export_errors: get(&c.export_errors),
+            metric_export_errors: get(&c.metric_export_errors),
+            last_trace_error: c.last_export_error(Signal::Traces),
+            last_metric_error: c.last_export_error(Signal::Metrics),
             unmatched: get(&c.unmatched),
             last_error: c
                 .last_error
@@ -122,6 +138,10 @@ struct Instruments {
     throughput: Gauge<f64>,
     train_loss: Gauge<f64>,
     step_time: Histogram<f64>,
+    /// Per-rank distributions (attribute `mllog.rank`): a straggler's throughput sits in a
+    /// lower bucket and its step time in a higher one than the other ranks'.
+    throughput_hist: Histogram<f64>,
+    mean_step_time: Histogram<f64>,
 }
 
 enum Open {
@@ -192,6 +212,8 @@ pub struct OtelSink {
     last_ns: i64,
     closed: bool,
     keys: KeyCache,
+    /// The launcher's span (`TRACEPARENT`): parent of every root span.
+    remote_parent: Option<SpanContext>,
 }
 
 /// Counts metric export failures.
@@ -207,13 +229,11 @@ impl<M: PushMetricExporter> PushMetricExporter for CountingMetricExporter<M> {
     ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
         let fut = self.inner.export(metrics);
         let counters = self.counters.clone();
+        let began = Instant::now();
         async move {
             let r = fut.await;
             if let Err(e) = &r {
-                counters
-                    .metric_export_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                counters.error(format!("metric export: {e}"));
+                counters.export_failed(Signal::Metrics, &e.to_string(), "", began.elapsed());
             }
             r
         }
@@ -288,6 +308,12 @@ impl OtelSink {
         M: PushMetricExporter,
     {
         let counters: Arc<Counters> = Arc::new(Counters::default());
+        if let Some(e) = &config.endpoints.traces {
+            let _ = counters.trace_endpoint.set(e.clone());
+        }
+        if let Some(e) = &config.endpoints.metrics {
+            let _ = counters.metric_endpoint.set(e.clone());
+        }
         let resource = config.resource();
         span_exporter.set_resource(&resource);
         let executor = match &runtime {
@@ -357,6 +383,9 @@ impl OtelSink {
         counters: Arc<Counters>,
     ) -> OtelSink {
         let own_providers = direct.is_some();
+        if let Some(why) = &config.ignored {
+            counters.error(why.clone());
+        }
         let spans = direct.unwrap_or_else(|| Spans::Sdk(tracer_provider.tracer(OTEL_SCOPE)));
         let instruments = meter_provider.as_ref().map(|mp| {
             let meter = mp.meter(OTEL_SCOPE);
@@ -377,6 +406,18 @@ impl OtelSink {
                     .f64_histogram("mllog.train_step.duration")
                     .with_unit("s")
                     .with_description("duration of every train_step interval (sampled or not)")
+                    .build(),
+                throughput_hist: meter
+                    .f64_histogram("mllog.throughput.distribution")
+                    .with_unit("{sample}/s")
+                    .with_description("throughput per block (`tracked_stats`), per rank")
+                    .with_boundaries(log_buckets(1.0, 1e7))
+                    .build(),
+                mean_step_time: meter
+                    .f64_histogram("mllog.step_time")
+                    .with_unit("s")
+                    .with_description("mean step time per block (`tracked_stats`), per rank")
+                    .with_boundaries(log_buckets(1e-4, 1e3))
                     .build(),
             }
         });
@@ -416,6 +457,7 @@ impl OtelSink {
             last_ns: 0,
             closed: false,
             keys: KeyCache::default(),
+            remote_parent: config.remote_parent,
         }
     }
 
@@ -483,11 +525,29 @@ impl OtelSink {
         }
         let mut attrs = Vec::with_capacity(6 + record.metadata.fields.len());
         record_attributes(record, &mut attrs, &mut self.keys);
+        let otel = record.otel.as_deref();
+        let app_parent = otel.and_then(|o| o.parent).map(remote_context);
+        // Our own enclosing interval first; for a root, the application's span around it
+        // (tracing-opentelemetry), else the launcher's (`TRACEPARENT`).
+        let parent = match (self.parent_span(parent), &app_parent, &self.remote_parent) {
+            (Some(p), _, _) => Parent::Local(p),
+            (None, Some(app), _) => Parent::Remote(app),
+            (None, None, Some(launcher)) => Parent::Remote(launcher),
+            (None, None, None) => Parent::None,
+        };
+        let span_name = match otel.and_then(|o| o.name.clone()) {
+            Some(n) => n,
+            None => interval_span_name(&record.key, name),
+        };
+        let kind = otel
+            .and_then(|o| o.kind.as_deref())
+            .map_or(SpanKind::Internal, span_kind);
         let span = self.spans.start(
-            interval_span_name(&record.key, name),
+            span_name,
             system_time(record.time.wall_ns),
             attrs,
-            self.parent_span(parent),
+            parent,
+            kind,
         );
         self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
         self.open.push(
@@ -549,6 +609,14 @@ impl OtelSink {
                     span.set_status(Status::error(status.to_owned()));
                 }
             }
+            // `otel.status_code` wins, as with tracing-opentelemetry.
+            if let Some(status) = record.otel.as_deref().and_then(otel_status) {
+                span.set_status(status);
+            }
+            // `otel.name` recorded after the span opened.
+            if let Some(name) = record.otel.as_deref().and_then(|o| o.name.clone()) {
+                span.set_name(name);
+            }
         }
         self.end_open(id, record.time.wall_ns, false);
     }
@@ -600,9 +668,25 @@ impl OtelSink {
                 // Outside every interval (e.g. `cache_clear` before `init_start`): a
                 // zero-length span carrying the one event.
                 let span_attrs = vec![KeyValue::new("mllog.key", record.key.clone())];
-                let mut span = self
-                    .spans
-                    .start("mllog.point".into(), time, span_attrs, None);
+                // The application's span around it (a `cache_clear` made as `init` opens), else
+                // the launcher's.
+                let app = record
+                    .otel
+                    .as_deref()
+                    .and_then(|o| o.parent)
+                    .map(remote_context);
+                let parent = match (&app, &self.remote_parent) {
+                    (Some(app), _) => Parent::Remote(app),
+                    (None, Some(launcher)) => Parent::Remote(launcher),
+                    (None, None) => Parent::None,
+                };
+                let mut span = self.spans.start(
+                    "mllog.point".into(),
+                    time,
+                    span_attrs,
+                    parent,
+                    SpanKind::Internal,
+                );
                 self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
                 span.add_event(record.key.clone(), time, attrs);
                 self.spans.end(span, time);
@@ -668,6 +752,11 @@ impl OtelSink {
             "tracked_stats" => {
                 if let Some(v) = record.value.get("throughput").and_then(Value::as_f64) {
                     ins.throughput.record(v, &self.metric_attrs);
+                    ins.throughput_hist.record(v, &self.metric_attrs);
+                    n += 2;
+                }
+                if let Some(v) = record.value.get("train_step_time").and_then(Value::as_f64) {
+                    ins.mean_step_time.record(v, &self.metric_attrs);
                     n += 1;
                 }
                 let loss = record
@@ -727,11 +816,25 @@ impl OtelSink {
                 }
                 let _ = tx.send(errors);
             });
+        let counters = self.counters.clone();
+        // A provider's shutdown error ("Failed to shutdown") hides why: the export failures
+        // counted on the way say it, so they are what the message shows.
+        let in_words = move |errors: Vec<String>| {
+            let why: Vec<String> = [Signal::Traces, Signal::Metrics]
+                .into_iter()
+                .filter_map(|s| counters.last_export_error(s))
+                .collect();
+            if why.is_empty() {
+                errors.join("; ")
+            } else {
+                why.join("; ")
+            }
+        };
         let result = match spawned {
             Err(e) => Err(SinkError::Io(e)),
             Ok(_) => match rx.recv_deadline(deadline + Duration::from_millis(300)) {
                 Ok(errors) if errors.is_empty() => Ok(()),
-                Ok(errors) => Err(SinkError::Other(errors.join("; "))),
+                Ok(errors) => Err(SinkError::Other(in_words(errors))),
                 Err(_) => Err(SinkError::Other(
                     "OpenTelemetry shutdown did not finish by the deadline".to_owned(),
                 )),
@@ -806,6 +909,56 @@ impl PushMetricExporter for NoMetrics {
     fn temporality(&self) -> Temporality {
         Temporality::Cumulative
     }
+}
+
+/// A parent span known only by its ids.
+fn remote_context(p: TraceParent) -> SpanContext {
+    SpanContext::new(
+        TraceId::from_bytes(p.trace_id),
+        SpanId::from_bytes(p.span_id),
+        if p.sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        },
+        true,
+        TraceState::default(),
+    )
+}
+
+/// `otel.kind` as tracing-opentelemetry reads it.
+fn span_kind(kind: &str) -> SpanKind {
+    match kind.to_ascii_lowercase().as_str() {
+        "server" => SpanKind::Server,
+        "client" => SpanKind::Client,
+        "producer" => SpanKind::Producer,
+        "consumer" => SpanKind::Consumer,
+        _ => SpanKind::Internal,
+    }
+}
+
+/// `otel.status_code` (`ok` / `error`, any case) with `otel.status_description`.
+fn otel_status(o: &OtelFields) -> Option<Status> {
+    let code = o.status_code.as_deref()?;
+    match code.to_ascii_lowercase().as_str() {
+        "ok" => Some(Status::Ok),
+        "error" => Some(Status::error(
+            o.status_description.clone().unwrap_or_default(),
+        )),
+        _ => None,
+    }
+}
+
+/// Histogram bucket bounds from `lo` to `hi`, four per decade: throughput spans orders of
+/// magnitude between benchmarks, and a straggler differs by a fraction of one.
+fn log_buckets(lo: f64, hi: f64) -> Vec<f64> {
+    let mut b = Vec::new();
+    let mut x = lo;
+    while x <= hi * 1.0001 {
+        b.push(x);
+        x *= 10f64.powf(0.25);
+    }
+    b
 }
 
 /// The span name: the interval name, borrowed from the key when the key is static.

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,14 @@ pub(crate) struct Counters {
     pub metric_export_errors: AtomicU64,
     pub unmatched: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    /// The latest span export failure, in words.
+    pub last_trace_error: Mutex<Option<String>>,
+    /// The latest metric export failure, in words.
+    pub last_metric_error: Mutex<Option<String>>,
+    /// Where spans go (redacted), when the sink built the exporter: named in messages.
+    pub trace_endpoint: OnceLock<String>,
+    /// Where metrics go (redacted).
+    pub metric_endpoint: OnceLock<String>,
     /// Spans go through our [`QueueProcessor`], so delivery is known exactly.
     pub tracked: AtomicBool,
     /// `close` has run (successfully or not).
@@ -54,6 +62,44 @@ impl Counters {
     pub fn error(&self, msg: String) {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
     }
+
+    /// Counts a failed export of `signal` and keeps its message, in words: the endpoint and
+    /// the cause, secrets redacted.
+    pub fn export_failed(&self, signal: Signal, error: &str, what: &str, took: Duration) {
+        let (count, last, endpoint) = match signal {
+            Signal::Traces => (
+                &self.export_errors,
+                &self.last_trace_error,
+                &self.trace_endpoint,
+            ),
+            Signal::Metrics => (
+                &self.metric_export_errors,
+                &self.last_metric_error,
+                &self.metric_endpoint,
+            ),
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        let endpoint = endpoint.get().map(String::as_str);
+        let msg = super::errors::describe(signal, endpoint, error, what, took);
+        *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
+        self.error(msg);
+    }
+
+    /// The latest export failure of `signal`.
+    pub fn last_export_error(&self, signal: Signal) -> Option<String> {
+        let last = match signal {
+            Signal::Traces => &self.last_trace_error,
+            Signal::Metrics => &self.last_metric_error,
+        };
+        last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// An OTLP signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    Traces,
+    Metrics,
 }
 
 pub(crate) enum Msg {
@@ -224,14 +270,19 @@ fn export_loop<E: SpanExporter>(
         }
         let spans = std::mem::replace(batch, Vec::with_capacity(batch_size));
         let n = spans.len() as u64;
+        let began = Instant::now();
         match executor.block_on(exporter.export(spans)) {
             Ok(()) => {
                 counters.spans_exported.fetch_add(n, Ordering::Relaxed);
             }
             Err(e) => {
                 counters.dropped.fetch_add(n, Ordering::Relaxed);
-                counters.export_errors.fetch_add(1, Ordering::Relaxed);
-                counters.error(format!("span export ({n} spans): {e}"));
+                counters.export_failed(
+                    Signal::Traces,
+                    &e.to_string(),
+                    &format!("{n} spans lost"),
+                    began.elapsed(),
+                );
             }
         }
     };

@@ -36,9 +36,22 @@ pub(super) enum LiveSpan {
     Sdk(Context),
 }
 
+/// What a new span hangs on.
+pub(super) enum Parent<'a> {
+    /// None: a root (of the sink's own trace).
+    None,
+    /// An open span of this sink.
+    Local(&'a LiveSpan),
+    /// A span elsewhere: the application's (tracing-opentelemetry) or a launcher's
+    /// (`TRACEPARENT`).
+    Remote(&'a SpanContext),
+}
+
 pub(super) struct DirectSpan {
     context: SpanContext,
     parent: SpanId,
+    parent_is_remote: bool,
+    kind: SpanKind,
     name: Cow<'static, str>,
     start: SystemTime,
     attributes: Vec<KeyValue>,
@@ -52,23 +65,36 @@ impl Spans {
         name: Cow<'static, str>,
         start: SystemTime,
         attributes: Vec<KeyValue>,
-        parent: Option<&LiveSpan>,
+        parent: Parent<'_>,
+        kind: SpanKind,
     ) -> LiveSpan {
         match self {
             Spans::Direct { trace_id, ids, .. } => {
-                let parent = match parent {
-                    Some(LiveSpan::Direct(p)) => p.context.span_id(),
-                    _ => SpanId::INVALID,
+                // A child is in its parent's trace (with its trace state); a root in the
+                // sink's.
+                let (trace, parent, remote, state) = match parent {
+                    Parent::Local(LiveSpan::Direct(p)) => (
+                        p.context.trace_id(),
+                        p.context.span_id(),
+                        false,
+                        p.context.trace_state().clone(),
+                    ),
+                    Parent::Remote(sc) => {
+                        (sc.trace_id(), sc.span_id(), true, sc.trace_state().clone())
+                    }
+                    _ => (*trace_id, SpanId::INVALID, false, TraceState::default()),
                 };
                 LiveSpan::Direct(Box::new(DirectSpan {
                     context: SpanContext::new(
-                        *trace_id,
+                        trace,
                         ids.new_span_id(),
                         TraceFlags::SAMPLED,
                         false,
-                        TraceState::default(),
+                        state,
                     ),
                     parent,
+                    parent_is_remote: remote,
+                    kind,
                     name,
                     start,
                     attributes,
@@ -78,11 +104,13 @@ impl Spans {
             }
             Spans::Sdk(tracer) => {
                 let parent = match parent {
-                    Some(LiveSpan::Sdk(cx)) => cx.clone(),
+                    Parent::Local(LiveSpan::Sdk(cx)) => cx.clone(),
+                    Parent::Remote(sc) => Context::new().with_remote_span_context(sc.clone()),
                     _ => Context::new(),
                 };
                 let span = tracer
                     .span_builder(name)
+                    .with_kind(kind)
                     .with_start_time(start)
                     .with_attributes(attributes)
                     .start_with_context(tracer, &parent);
@@ -100,8 +128,8 @@ impl Spans {
                 queue.send(SpanData {
                     span_context: span.context,
                     parent_span_id: span.parent,
-                    parent_span_is_remote: false,
-                    span_kind: SpanKind::Internal,
+                    parent_span_is_remote: span.parent_is_remote,
+                    span_kind: span.kind,
                     name: span.name,
                     start_time: span.start,
                     end_time: end,
@@ -122,6 +150,15 @@ impl Spans {
 }
 
 impl LiveSpan {
+    /// Renames the span (`otel.name` recorded after it started: SDK spans only keep the
+    /// first name they were given, so this is for the sink's own spans).
+    pub(super) fn set_name(&mut self, name: Cow<'static, str>) {
+        match self {
+            LiveSpan::Direct(s) => s.name = name,
+            LiveSpan::Sdk(cx) => cx.span().update_name(name),
+        }
+    }
+
     pub(super) fn add_attributes(&mut self, attributes: Vec<KeyValue>) {
         match self {
             LiveSpan::Direct(s) => s.attributes.extend(attributes),
