@@ -748,3 +748,102 @@ fn progress_bar_line_and_reader() {
     r.read_to_string(&mut s).unwrap();
     assert_eq!(s, "abc");
 }
+
+/// Runs the built `mllog` with `args`: (exit code, stdout, stderr).
+fn mllog<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let o = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(args)
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .unwrap();
+    (
+        o.status.code().expect("mllog exits, never dies of a signal"),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The CLI as users of cargo and rustc expect it: top-level help, `--version`, `help`,
+/// suggestions, short usage errors, per-command help with defaults, completions.
+#[test]
+fn cli_help_version_suggestions_and_completions() {
+    let (code, out, _) = mllog(["--help"]);
+    assert_eq!(code, 0);
+    for cmd in [
+        "check",
+        "dry-run",
+        "summary",
+        "score",
+        "package",
+        "completions",
+        "help",
+    ] {
+        assert!(out.contains(&format!("\n  {cmd} ")), "{cmd} missing:\n{out}");
+    }
+    assert!(out.contains("0 ok, 1 not compliant / failed, 2 usage or I/O error"));
+    let (code, out, _) = mllog(["--version"]);
+    assert_eq!((code, out.trim()), (0, concat!("mllog ", env!("CARGO_PKG_VERSION"))));
+    let (code, _, err) = mllog(["chek", "x.log"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("a similar subcommand exists: 'check'"), "{err}");
+    let (code, _, err) = mllog(["check", "--werorr", "x.log"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--werror"), "no suggestion: {err}");
+    assert!(err.lines().count() < 10, "a usage error is short: {err}");
+    let (code, _, _) = mllog(["check"]);
+    assert_eq!(code, 2);
+    for (cmd, options) in [
+        ("check", &["--ruleset", "--werror", "--format", "--quiet"][..]),
+        ("summary", &["--format", "--plot", "[default: text]"][..]),
+        ("score", &["--ruleset", "--format", "[default: text]"][..]),
+        (
+            "package",
+            &["--system", "--out", "--system-desc", "--force", "[default: .]"][..],
+        ),
+        (
+            "dry-run",
+            &[
+                "--benchmark",
+                "--gbs",
+                "[default: closed]",
+                "[default: 6.1.0]",
+                "[default: 1,1,1,1]",
+            ][..],
+        ),
+    ] {
+        let (code, out, _) = mllog(["help", cmd]);
+        assert_eq!(code, 0, "{cmd}");
+        for o in options {
+            assert!(out.contains(o), "mllog help {cmd} lacks {o}:\n{out}");
+        }
+        assert_eq!(mllog([cmd, "--help"]).1, out);
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, _) = mllog(["completions", shell]);
+        assert_eq!(code, 0, "{shell}");
+        assert!(out.contains("mllog") && out.contains("dry-run") && out.contains("--werror"));
+    }
+    let (code, _, _) = mllog(["completions", "tcsh"]);
+    assert_eq!(code, 2);
+}
+
+/// Paths are OS strings: a log whose name is not UTF-8 is checked and summarised.
+#[cfg(unix)]
+#[test]
+fn cli_non_utf8_paths() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
+    let p = tmp.path().join(std::ffi::OsStr::from_bytes(b"run-\xff.log"));
+    std::fs::write(&p, log).unwrap();
+    let (code, out, err) = mllog([std::ffi::OsStr::new("check"), p.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("COMPLIANT"), "{out}");
+    let (code, out, err) = mllog([std::ffi::OsStr::new("summary"), p.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("llama31_8b"), "{out}");
+}

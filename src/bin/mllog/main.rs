@@ -1,0 +1,85 @@
+//! `mllog`: command-line tools for MLPerf Training MLLOG files.
+//!
+//! Exit status, for every subcommand: 0 ok (compliant, scored, packaged, written), 1 not
+//! compliant or failed (a log fails its check, a benchmark has no score, a seed check failed),
+//! 2 usage or I/O error (a bad option, an unreadable file). `mllog help COMMAND` lists each
+//! command's options with their defaults.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+mod check;
+mod completions;
+mod dry_run;
+mod package;
+mod score;
+mod summary;
+
+/// Exit status: success.
+pub const OK: u8 = 0;
+/// Exit status: not compliant, no score, seed check failed.
+pub const FAILED: u8 = 1;
+/// Exit status: usage or I/O error (clap uses 2 for usage errors too).
+pub const USAGE_OR_IO: u8 = 2;
+
+const AFTER_HELP: &str = "\
+Exit status: 0 ok, 1 not compliant / failed, 2 usage or I/O error.
+FILE `-` reads standard input.";
+
+/// Tools for MLPerf Training MLLOG files: compliance check (with the verdicts of the official
+/// checker, mlperf-logging 4.1.68), dry runs of the benchmark presets, run summaries, scores
+/// and submission packaging.
+#[derive(Parser, Debug)]
+#[command(name = "mllog", version, after_help = AFTER_HELP, arg_required_else_help = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check MLLOG files for compliance with the MLPerf Training rules.
+    Check(check::Args),
+    /// Write the complete log a run of a benchmark preset would produce, and check it.
+    DryRun(dry_run::Args),
+    /// Summarise runs: status, time to train, samples to converge, evals, step times.
+    Summary(summary::Args),
+    /// Score a results folder as MLCommons' result_summarizer does.
+    Score(score::Args),
+    /// Lay result logs out as the package checker expects, and check their seeds.
+    Package(package::Args),
+    /// Print a shell completion script (e.g. `mllog completions bash > /etc/bash_completion.d/mllog`).
+    Completions(completions::Args),
+}
+
+/// Writes `text` to stdout; false when stdout is closed (`mllog ... | head`).
+pub fn emit(text: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_ok()
+}
+
+/// How a path is shown in messages (`-` is standard input).
+pub fn shown(path: &std::path::Path) -> String {
+    if path.as_os_str() == "-" {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::DryRun(a) => dry_run::run(a),
+        Command::Summary(a) => summary::run(a),
+        Command::Score(a) => score::run(a),
+        Command::Package(a) => package::run(a),
+        Command::Completions(a) => completions::run(a, &mut Cli::command()),
+    };
+    ExitCode::from(code)
+}

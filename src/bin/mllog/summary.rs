@@ -1,0 +1,69 @@
+//! `mllog summary`: per-run summaries and the plot.
+
+use std::path::PathBuf;
+
+use tracing_mllog::results::{plot, summary};
+
+/// Output formats of `mllog summary`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A block per run.
+    Text,
+    /// One JSON document.
+    Json,
+    /// One CSV row per run, with a header.
+    Csv,
+}
+
+/// Options of `mllog summary`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Per run: benchmark, run_stop status, time to train in minutes \
+((run_stop - run_start) / 60000), samples to converge, the eval curve, throughput, init time, \
+step times.\nExit status: 0 done, 2 usage or I/O error.")]
+pub struct Args {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also write eval metric vs samples for each run, with the target line (and step times
+    /// when the logs have them), to OUT: SVG for .svg, PNG for .png.
+    #[arg(long, value_name = "OUT")]
+    plot: Option<PathBuf>,
+    /// The logs (`-` reads standard input).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+pub fn run(a: Args) -> u8 {
+    let mut runs = Vec::new();
+    let mut status = crate::OK;
+    for f in &a.files {
+        let r = if f.as_os_str() == "-" {
+            summary::summarize_reader("<stdin>", std::io::stdin().lock())
+        } else {
+            summary::summarize_file(f)
+        };
+        match r {
+            Ok(s) => runs.push(s),
+            Err(e) => {
+                eprintln!("mllog summary: cannot read {}: {e}", crate::shown(f));
+                status = crate::USAGE_OR_IO;
+            }
+        }
+    }
+    let text = match a.format {
+        Format::Json => summary::render_json(&runs),
+        Format::Csv => summary::render_csv(&runs),
+        Format::Text => summary::render_text(&runs),
+    };
+    if !crate::emit(&text) {
+        return crate::USAGE_OR_IO;
+    }
+    if let Some(p) = &a.plot {
+        if let Err(e) = plot::write_plot(&runs, p) {
+            eprintln!("mllog summary: cannot write the plot {}: {e}", p.display());
+            return crate::USAGE_OR_IO;
+        }
+        eprintln!("mllog summary: plot written to {}", p.display());
+    }
+    status
+}
