@@ -847,3 +847,115 @@ fn cli_non_utf8_paths() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("llama31_8b"), "{out}");
 }
+
+/// `python3 -m json.tool` on `text`: the parsed document re-printed, or a panic.
+fn json_tool(text: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .args(["-m", "json.tool", "--sort-keys"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "json.tool rejects:\n{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// One machine-readable shape per command: `--format json` is one document with
+/// `schema_version` and a `files` (or `benchmarks`) array; `jsonl` one object a line; `csv` a
+/// header and a row per item.
+#[test]
+fn cli_machine_readable_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
+    let a = tmp.path().join("a.log");
+    std::fs::write(&a, &good).unwrap();
+    let b = tmp.path().join("b.log");
+    let beta = good
+        .lines()
+        .find(|l| l.contains("\"opt_adamw_beta_2\""))
+        .unwrap();
+    std::fs::write(&b, good.replace(beta, &beta.replace("0.95", "0.999"))).unwrap();
+    let (code, out, _) = mllog([
+        "check".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    assert_eq!(code, 1);
+    let pretty = json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("schema_version"), Some(&Value::Int(1)), "{pretty}");
+    assert_eq!(doc.get("passed"), Some(&Value::Bool(false)));
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("no files array: {pretty}")
+    };
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0].get("passed"), Some(&Value::Bool(true)));
+    assert_eq!(files[1].get("passed"), Some(&Value::Bool(false)));
+    let (code, out, _) = mllog([
+        "check".as_ref(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    for l in out.lines() {
+        json_tool(l);
+        assert_eq!(parse_json(l).get("schema_version"), Some(&Value::Int(1)));
+    }
+
+    let runs = plot_inputs(tmp.path());
+    let mut args: Vec<&std::ffi::OsStr> = vec!["summary".as_ref(), "--format".as_ref(), "json".as_ref()];
+    args.extend(runs.iter().map(|p| p.as_os_str()));
+    let (code, out, _) = mllog(&args);
+    assert_eq!(code, 0, "{out}");
+    json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("schema_version"), Some(&Value::Int(1)));
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("no files array: {out}")
+    };
+    assert_eq!(files.len(), 3);
+    args[2] = "jsonl".as_ref();
+    let (_, out, _) = mllog(&args);
+    assert_eq!(out.lines().count(), 3, "{out}");
+
+    let dir = write_benchmark(tmp.path(), "sys_c", &ten_runs(false, false));
+    let (code, out, _) = mllog(["score".as_ref(), "--format".as_ref(), "csv".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("system,benchmark,folder,runs,"), "{out}");
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[1].starts_with("sys_c,llama2_70b_lora,"), "{out}");
+    let score: f64 = lines[1].rsplit(',').next().unwrap().parse().unwrap();
+    let ours = score_dir(&dir, ScoreOptions::default()).unwrap()[0].score.unwrap();
+    assert!(close(score, ours), "{score} vs {ours}");
+    let (_, out, _) = mllog(["score".as_ref(), "--format".as_ref(), "json".as_ref(), dir.as_os_str()]);
+    json_tool(&out);
+    assert!(matches!(parse_json(&out).get("benchmarks"), Some(Value::Array(b)) if b.len() == 1));
+}
+
+/// A JSON document parsed with the crate's own MLLOG value parser.
+fn parse_json(text: &str) -> Value {
+    let line = format!(
+        ":::MLLOG {{\"time_ms\": 0, \"key\": \"k\", \"value\": {}, \"metadata\": {{}}}}",
+        text.trim().replace('\n', " ")
+    );
+    parse_line(&line).unwrap().unwrap().value
+}

@@ -3,6 +3,7 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+use crate::machine;
 use tracing_mllog::compliance::{check_reader, check_reader_detect, Report, Ruleset};
 
 /// Output formats of `mllog check`.
@@ -10,8 +11,10 @@ use tracing_mllog::compliance::{check_reader, check_reader_detect, Report, Rules
 pub enum Format {
     /// Compiler-style diagnostics.
     Text,
-    /// One JSON document for all files.
+    /// One JSON document: `{"schema_version", "command", "passed", "files": [...]}`.
     Json,
+    /// One JSON object per file and line, written as each file is checked.
+    Jsonl,
 }
 
 /// Options of `mllog check`.
@@ -53,6 +56,7 @@ fn check_one(path: &Path, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
 
 pub fn run(a: Args) -> u8 {
     let mut worst = crate::OK;
+    let mut items = Vec::new();
     for path in &a.files {
         let shown = crate::shown(path);
         let report = match check_one(path, a.ruleset) {
@@ -60,22 +64,43 @@ pub fn run(a: Args) -> u8 {
             Err(e) => {
                 eprintln!("mllog: cannot read {shown}: {e}");
                 worst = crate::USAGE_OR_IO;
+                match a.format {
+                    Format::Json => items.push(machine::unreadable(&shown, &e)),
+                    Format::Jsonl => {
+                        if !crate::emit(&machine::line(machine::unreadable(&shown, &e))) {
+                            return crate::USAGE_OR_IO;
+                        }
+                    }
+                    Format::Text => {}
+                }
                 continue;
             }
         };
         let out = match a.format {
-            Format::Json => report.render_json(&shown, a.werror) + "\n",
+            Format::Json => {
+                items.push(machine::parse(&report.render_json(&shown, a.werror)));
+                String::new()
+            }
+            Format::Jsonl => machine::line(machine::parse(&report.render_json(&shown, a.werror))),
             Format::Text if a.quiet => {
                 let text = report.render_text(&shown, a.werror);
                 text.lines().last().unwrap_or_default().to_string() + "\n"
             }
             Format::Text => report.render_text(&shown, a.werror),
         };
-        if !crate::emit(&out) {
+        if !out.is_empty() && !crate::emit(&out) {
             return crate::USAGE_OR_IO;
         }
         if !report.passed(a.werror) && worst == crate::OK {
             worst = crate::FAILED;
+        }
+    }
+    if a.format == Format::Json {
+        let doc = machine::Document::new("check", "files", items)
+            .with("passed", (worst == crate::OK).into())
+            .with("werror", a.werror.into());
+        if !crate::emit(&doc.render()) {
+            return crate::USAGE_OR_IO;
         }
     }
     worst

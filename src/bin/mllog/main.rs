@@ -13,6 +13,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod check;
 mod completions;
 mod dry_run;
+mod machine;
 mod package;
 mod score;
 mod summary;

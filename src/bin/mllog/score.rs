@@ -3,15 +3,20 @@
 use std::path::PathBuf;
 
 use tracing_mllog::compliance::Ruleset;
-use tracing_mllog::results::score;
+use crate::machine;
+use tracing_mllog::results::score::{self, BenchmarkScore};
 
 /// Output formats of `mllog score`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// Each decision explained.
     Text,
-    /// One JSON document.
+    /// One JSON document: `{"schema_version", "command", "benchmarks": [...]}`.
     Json,
+    /// One JSON object per benchmark folder and line.
+    Jsonl,
+    /// One row per benchmark folder, with a header.
+    Csv,
 }
 
 /// Options of `mllog score`.
@@ -48,7 +53,20 @@ pub fn run(a: Args) -> u8 {
         return crate::USAGE_OR_IO;
     }
     let text = match a.format {
-        Format::Json => score::render_json(&scores),
+        Format::Json => machine::Document::new(
+            "score",
+            "benchmarks",
+            scores
+                .iter()
+                .map(|s| machine::parse(&score::benchmark_to_json(s)))
+                .collect(),
+        )
+        .render(),
+        Format::Jsonl => scores
+            .iter()
+            .map(|s| machine::line(machine::parse(&score::benchmark_to_json(s))))
+            .collect(),
+        Format::Csv => csv(&scores),
         Format::Text => score::render_text(&scores),
     };
     if !crate::emit(&text) {
@@ -59,4 +77,29 @@ pub fn run(a: Args) -> u8 {
     } else {
         crate::FAILED
     }
+}
+
+/// One row per benchmark folder; times in minutes, empty when absent.
+fn csv(scores: &[BenchmarkScore]) -> String {
+    let num = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+    let mut out = String::from(
+        "system,benchmark,folder,runs,required_runs,dropped,max_dropped,olympic_mean_min,\
+         scaling_factor,score_min\n",
+    );
+    for s in scores {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{}\n",
+            machine::csv_field(&s.system),
+            machine::csv_field(&s.benchmark),
+            machine::csv_field(&s.folder.display().to_string()),
+            s.runs.len(),
+            s.required_runs.map_or(String::new(), |n| n.to_string()),
+            s.dropped,
+            s.max_dropped,
+            num(s.olympic_mean),
+            s.scaling_factor,
+            num(s.score),
+        ));
+    }
+    out
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::machine;
 use tracing_mllog::results::{plot, summary};
 
 /// Output formats of `mllog summary`.
@@ -9,8 +10,10 @@ use tracing_mllog::results::{plot, summary};
 pub enum Format {
     /// A block per run.
     Text,
-    /// One JSON document.
+    /// One JSON document: `{"schema_version", "command", "files": [...]}`.
     Json,
+    /// One JSON object per run and line.
+    Jsonl,
     /// One CSV row per run, with a header.
     Csv,
 }
@@ -36,6 +39,7 @@ pub struct Args {
 pub fn run(a: Args) -> u8 {
     let mut runs = Vec::new();
     let mut status = crate::OK;
+    let mut unreadable = Vec::new();
     for f in &a.files {
         let r = if f.as_os_str() == "-" {
             summary::summarize_reader("<stdin>", std::io::stdin().lock())
@@ -46,12 +50,27 @@ pub fn run(a: Args) -> u8 {
             Ok(s) => runs.push(s),
             Err(e) => {
                 eprintln!("mllog summary: cannot read {}: {e}", crate::shown(f));
+                unreadable.push(machine::unreadable(&crate::shown(f), &e));
                 status = crate::USAGE_OR_IO;
             }
         }
     }
     let text = match a.format {
-        Format::Json => summary::render_json(&runs),
+        Format::Json => machine::Document::new(
+            "summary",
+            "files",
+            runs.iter()
+                .map(|r| machine::parse(&summary::run_to_json(r)))
+                .chain(unreadable.iter().cloned())
+                .collect(),
+        )
+        .render(),
+        Format::Jsonl => runs
+            .iter()
+            .map(|r| machine::parse(&summary::run_to_json(r)))
+            .chain(unreadable.iter().cloned())
+            .map(machine::line)
+            .collect(),
         Format::Csv => summary::render_csv(&runs),
         Format::Text => summary::render_text(&runs),
     };
