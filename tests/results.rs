@@ -959,3 +959,71 @@ fn parse_json(text: &str) -> Value {
     );
     parse_line(&line).unwrap().unwrap().value
 }
+
+/// `mllog check` text: the offending line as a snippet with the key underlined, `= rule:` and
+/// `help:` lines, a closing line for several files; colour only when asked for or on a
+/// terminal, never under NO_COLOR unless `--color always`.
+#[test]
+fn cli_check_diagnostics_and_colour() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
+    let beta = good
+        .lines()
+        .find(|l| l.contains("\"opt_adamw_beta_2\""))
+        .unwrap();
+    let lineno = good.lines().position(|l| l == beta).unwrap() + 1;
+    let bad = tmp.path().join("bad.log");
+    std::fs::write(&bad, good.replace(beta, &beta.replace("0.95", "0.999"))).unwrap();
+    let no_init = tmp.path().join("no_init.log");
+    let init_start = good.lines().find(|l| l.contains("\"init_start\"")).unwrap();
+    std::fs::write(&no_init, good.replace(&format!("{init_start}\n"), "")).unwrap();
+    let run = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mllog"));
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c
+            .arg("check")
+            .args(extra)
+            .arg(&bad)
+            .arg(&no_init)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let plain = run(&[], &[]);
+    assert!(!plain.contains('\x1b'), "colour into a pipe:\n{plain}");
+    let snippet = format!("{lineno} | {}", &beta.replace("0.95", "0.999")[..40]);
+    assert!(plain.contains(&snippet), "no snippet {snippet:?}:\n{plain}");
+    let under = plain
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{lineno} |")))
+        .nth(1)
+        .unwrap();
+    let col = beta.find("\"opt_adamw_beta_2\"").unwrap();
+    let width = lineno.to_string().len() + 3;
+    assert_eq!(
+        under.find('^'),
+        Some(width + col),
+        "the key is underlined:\n{plain}"
+    );
+    assert_eq!(under.matches('^').count(), "\"opt_adamw_beta_2\"".len());
+    assert!(plain.contains("= rule: CHECK v['value'] == 0.95 (training_6.1.0/closed_llama31_8b.yaml)"), "{plain}");
+    assert!(plain.contains("= help: the rule wants `\"value\": 0.95` for `opt_adamw_beta_2`"), "{plain}");
+    assert!(plain.contains("= help: log `init_start` before line"), "{plain}");
+    assert!(
+        plain.trim_end().ends_with("error: 2 of 2 files not compliant (3 errors, 0 warnings)"),
+        "{plain}"
+    );
+    let forced = run(&[("CLICOLOR_FORCE", "1")], &[]);
+    assert!(forced.contains("\x1b["), "CLICOLOR_FORCE gives colour");
+    let no_color = run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[]);
+    assert!(!no_color.contains('\x1b'), "NO_COLOR wins:\n{no_color}");
+    assert_eq!(no_color, plain);
+    let always = run(&[("NO_COLOR", "1")], &["--color", "always"]);
+    assert!(always.contains("\x1b["), "--color always");
+    let never = run(&[("CLICOLOR_FORCE", "1")], &["--color=never"]);
+    assert_eq!(never, plain);
+}

@@ -3,7 +3,7 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use crate::machine;
+use crate::{diag, machine};
 use tracing_mllog::compliance::{check_reader, check_reader_detect, Report, Ruleset};
 
 /// Output formats of `mllog check`.
@@ -57,6 +57,7 @@ fn check_one(path: &Path, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
 pub fn run(a: Args) -> u8 {
     let mut worst = crate::OK;
     let mut items = Vec::new();
+    let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
     for path in &a.files {
         let shown = crate::shown(path);
         let report = match check_one(path, a.ruleset) {
@@ -84,15 +85,29 @@ pub fn run(a: Args) -> u8 {
             Format::Jsonl => machine::line(machine::parse(&report.render_json(&shown, a.werror))),
             Format::Text if a.quiet => {
                 let text = report.render_text(&shown, a.werror);
-                text.lines().last().unwrap_or_default().to_string() + "\n"
+                let verdict = text.lines().last().unwrap_or_default();
+                diag::verdict_line(verdict, report.passed(a.werror)) + "\n"
             }
-            Format::Text => report.render_text(&shown, a.werror),
+            Format::Text => diag::render(&report, path, &shown, a.werror),
         };
         if !out.is_empty() && !crate::emit(&out) {
             return crate::USAGE_OR_IO;
         }
-        if !report.passed(a.werror) && worst == crate::OK {
-            worst = crate::FAILED;
+        checked += 1;
+        errors += report.errors().count();
+        warnings += report.warnings().count();
+        if !report.passed(a.werror) {
+            failed += 1;
+            if worst == crate::OK {
+                worst = crate::FAILED;
+            }
+        }
+    }
+    if a.format == Format::Text && a.files.len() > 1 {
+        let unreadable = a.files.len() - checked;
+        let line = diag::closing_line(a.files.len(), failed, unreadable, errors, warnings);
+        if !crate::emit(&line) {
+            return crate::USAGE_OR_IO;
         }
     }
     if a.format == Format::Json {

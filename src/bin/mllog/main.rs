@@ -12,6 +12,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
 mod completions;
+mod diag;
 mod dry_run;
 mod machine;
 mod package;
@@ -35,8 +36,22 @@ FILE `-` reads standard input.";
 #[derive(Parser, Debug)]
 #[command(name = "mllog", version, after_help = AFTER_HELP, arg_required_else_help = true)]
 pub struct Cli {
+    /// When to colour the output (`auto`: on a terminal, unless NO_COLOR is set).
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    color: Color,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--color`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Color {
+    /// On a terminal, unless NO_COLOR is set (CLICOLOR_FORCE forces it).
+    Auto,
+    /// Always, even into a pipe or with NO_COLOR.
+    Always,
+    /// Never.
+    Never,
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,9 +70,10 @@ enum Command {
     Completions(completions::Args),
 }
 
-/// Writes `text` to stdout; false when stdout is closed (`mllog ... | head`).
+/// Writes `text` to stdout, without its ANSI styles when colour is off; false when stdout is
+/// closed (`mllog ... | head`).
 pub fn emit(text: &str) -> bool {
-    let mut out = std::io::stdout().lock();
+    let mut out = anstream::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|_| out.flush())
         .is_ok()
@@ -74,6 +90,11 @@ pub fn shown(path: &std::path::Path) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    anstream::ColorChoice::write_global(match cli.color {
+        Color::Auto => anstream::ColorChoice::Auto,
+        Color::Always => anstream::ColorChoice::Always,
+        Color::Never => anstream::ColorChoice::Never,
+    });
     let code = match cli.command {
         Command::Check(a) => check::run(a),
         Command::DryRun(a) => dry_run::run(a),
