@@ -1027,3 +1027,35 @@ fn cli_check_diagnostics_and_colour() {
     let never = run(&[("CLICOLOR_FORCE", "1")], &["--color=never"]);
     assert_eq!(never, plain);
 }
+
+/// `--plot` with an extension the plotter does not write is a usage error naming the
+/// supported ones, and writes nothing; the library refuses it too.
+#[test]
+fn cli_plot_rejects_unsupported_extensions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = plot_inputs(tmp.path());
+    for name in ["out.jpg", "out.PDF", "out"] {
+        let out = tmp.path().join(name);
+        let (code, stdout, err) = mllog([
+            "summary".as_ref(),
+            "--plot".as_ref(),
+            out.as_os_str(),
+            runs[0].as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{name}: {stdout}{err}");
+        assert!(err.contains("supported are .svg, .png"), "{err}");
+        assert!(stdout.is_empty(), "nothing is summarised: {stdout}");
+        assert!(!out.exists(), "{name} was written");
+    }
+    let (code, _, err) = mllog([
+        "summary".as_ref(),
+        "--plot".as_ref(),
+        tmp.path().join("ok.SVG").as_os_str(),
+        runs[0].as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = summarize_file(&runs[0]).unwrap();
+    let e = tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(!tmp.path().join("lib.jpg").exists());
+}

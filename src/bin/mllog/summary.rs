@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
+
 use crate::machine;
 use tracing_mllog::results::{plot, summary};
 
@@ -29,11 +31,29 @@ pub struct Args {
     format: Format,
     /// Also write eval metric vs samples for each run, with the target line (and step times
     /// when the logs have them), to OUT: SVG for .svg, PNG for .png.
-    #[arg(long, value_name = "OUT")]
+    #[arg(long, value_name = "OUT", value_parser = clap::builder::OsStringValueParser::new().try_map(plot_path))]
     plot: Option<PathBuf>,
     /// The logs (`-` reads standard input).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+}
+
+/// `--plot OUT`: only the extensions the plotter writes, checked before any log is read.
+fn plot_path(s: std::ffi::OsString) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if plot::PLOT_EXTENSIONS
+        .iter()
+        .any(|e| e.eq_ignore_ascii_case(ext))
+    {
+        Ok(p)
+    } else {
+        Err(format!(
+            "unsupported plot format {}: supported are {}",
+            if ext.is_empty() { "(no extension)".to_string() } else { format!(".{ext}") },
+            plot::PLOT_EXTENSIONS.map(|e| format!(".{e}")).join(", ")
+        ))
+    }
 }
 
 pub fn run(a: Args) -> u8 {
