@@ -1059,3 +1059,67 @@ fn cli_plot_rejects_unsupported_extensions() {
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(!tmp.path().join("lib.jpg").exists());
 }
+
+/// Step-time statistics are over steps: each `tracked_stats` record weighs `metadata.steps`.
+/// A log without `steps` is summarised per record, and the text says so.
+#[test]
+fn cli_summary_step_times_are_over_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two blocks: 240 steps of 0.1 s, then 10 steps of 1 s. Per record the median would be
+    // 0.55 s; per step it is 0.1 s, and p99 (rank 248 of 250) falls in the slow block.
+    let rec = |t: i64, key: &str, value: &str, md: &str| {
+        format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \"POINT_IN_TIME\", \
+             \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{{md}}}}}\n"
+        )
+    };
+    let mut log = rec(1, "submission_benchmark", "\"llama31_8b\"", "");
+    log += &rec(2, "tracked_stats", "{\"train_step_time\": 0.1}", "\"steps\": 240");
+    log += &rec(3, "tracked_stats", "{\"train_step_time\": 1.0}", "\"steps\": 10");
+    let p = tmp.path().join("steps.log");
+    std::fs::write(&p, &log).unwrap();
+    let (code, out, _) = mllog(["summary".as_ref(), p.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("step time: median 0.1000 s, p90 0.1000 s, p99 1.000 s over 250 steps (2 tracked_stats records)"),
+        "{out}"
+    );
+    let (_, out, _) = mllog(["summary".as_ref(), "--format".as_ref(), "json".as_ref(), p.as_os_str()]);
+    let doc = parse_json(&out);
+    let Some(Value::Array(files)) = doc.get("files") else { panic!("{out}") };
+    assert_eq!(files[0].get("steps"), Some(&Value::Int(250)), "{out}");
+    assert_eq!(files[0].get("p99_step_time_s").and_then(Value::as_f64), Some(1.0));
+
+    // Older logs: no `steps`.
+    let old = tmp.path().join("old.log");
+    std::fs::write(&old, gen_run(1, 8, 12.5, Kind::Converged, 0)).unwrap();
+    let (_, out, _) = mllog(["summary".as_ref(), old.as_os_str()]);
+    assert!(
+        out.contains("over 32 tracked_stats records, not steps: the log does not say how many steps each covers"),
+        "{out}"
+    );
+
+    // The layer's own log: the steps are the sum of its records' `metadata.steps`.
+    let dry = tmp.path().join("dry.log");
+    let (code, out, err) = mllog([
+        "dry-run".as_ref(),
+        "--benchmark".as_ref(),
+        "llama31_8b".as_ref(),
+        "--out".as_ref(),
+        dry.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let logged: f64 = std::fs::read_to_string(&dry)
+        .unwrap()
+        .lines()
+        .filter_map(|l| parse_line(l).ok().flatten())
+        .filter(|r| r.key == "tracked_stats")
+        .filter_map(|r| r.metadata.get("steps").and_then(Value::as_f64))
+        .sum();
+    let (_, out, _) = mllog(["summary".as_ref(), "--format".as_ref(), "json".as_ref(), dry.as_os_str()]);
+    let doc = parse_json(&out);
+    let Some(Value::Array(files)) = doc.get("files") else { panic!("{out}") };
+    let steps = files[0].get("steps").and_then(Value::as_f64).unwrap();
+    assert_eq!(steps, logged, "{out}");
+    assert!(steps > files[0].get("num_step_times").and_then(Value::as_f64).unwrap());
+}
