@@ -732,23 +732,6 @@ fn olympic_mean_mirrors_compute_olympic_average() {
     assert_eq!(tracing_mllog::results::required_runs("dlrmv4"), Some(10));
 }
 
-#[test]
-fn progress_bar_line_and_reader() {
-    use std::io::Read;
-    use tracing_mllog::results::progress::{Progress, ProgressReader};
-    let mut p = Progress::new("result_0.txt", 2_000_000);
-    p.advance(1_000_000);
-    let line = p.line();
-    assert!(line.starts_with("result_0.txt ["), "{line}");
-    assert!(line.contains(" 50% 1.0/2.0 MB"), "{line}");
-    // Nothing is drawn within the first second.
-    assert!(!p.was_drawn());
-    let mut r = ProgressReader::new(&b"abc"[..], "x", 3);
-    let mut s = String::new();
-    r.read_to_string(&mut s).unwrap();
-    assert_eq!(s, "abc");
-}
-
 /// Runs the built `mllog` with `args`: (exit code, stdout, stderr).
 fn mllog<I, S>(args: I) -> (i32, String, String)
 where
@@ -1122,4 +1105,59 @@ fn cli_summary_step_times_are_over_steps() {
     let steps = files[0].get("steps").and_then(Value::as_f64).unwrap();
     assert_eq!(steps, logged, "{out}");
     assert!(steps > files[0].get("num_step_times").and_then(Value::as_f64).unwrap());
+}
+
+/// The progress bar: drawn on stderr when it is a terminal (a pseudo-terminal from
+/// util-linux `script`) once the delay has passed, never into a pipe, never under
+/// `MLLOG_PROGRESS=0`; the output on stdout is the same either way.
+#[test]
+fn cli_progress_bar_only_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = plot_inputs(tmp.path());
+    let exe = env!("CARGO_BIN_EXE_mllog");
+    // In a pipe, with no delay: nothing on stderr.
+    let o = Command::new(exe)
+        .env("MLLOG_PROGRESS_DELAY_MS", "0")
+        .arg("summary")
+        .args(&files)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped the terminal half: no `script` (util-linux)");
+        return;
+    }
+    let on_tty = |progress: Option<&str>| {
+        // stdout goes to a file; only stderr reaches the pseudo-terminal.
+        let out = tmp.path().join("stdout.txt");
+        let cmd = format!(
+            "{exe} summary {} > {}",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            out.display()
+        );
+        let mut c = Command::new("script");
+        c.args(["-qfec", &cmd, "/dev/null"])
+            .env("MLLOG_PROGRESS_DELAY_MS", "0");
+        if let Some(p) = progress {
+            c.env("MLLOG_PROGRESS", p);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            std::fs::read_to_string(out).unwrap(),
+        )
+    };
+    let (tty, stdout) = on_tty(None);
+    assert!(tty.contains("result_"), "no bar naming the file: {tty:?}");
+    assert!(tty.contains("\x1b[2K"), "the bar is cleared: {tty:?}");
+    assert!(stdout.contains("llama2_70b_lora"), "{stdout}");
+    let (tty_off, stdout_off) = on_tty(Some("0"));
+    assert!(!tty_off.contains("result_"), "MLLOG_PROGRESS=0: {tty_off:?}");
+    assert_eq!(stdout_off, stdout);
 }

@@ -9,7 +9,6 @@
 //!   distribution; SVG always, PNG with the `plot` feature.
 //! - [`package`]: lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
-//! - [`progress`]: a progress bar on stderr for files that take more than a second.
 //!
 //! ```
 //! use tracing_mllog::compliance::{example_log, Division, Ruleset};
@@ -25,7 +24,6 @@
 
 pub mod package;
 pub mod plot;
-pub mod progress;
 pub mod score;
 pub mod summary;
 

@@ -400,13 +400,11 @@ pub fn summarize_text(path: &str, text: &str) -> RunSummary {
     summarize_reader(path, text.as_bytes()).expect("reading memory cannot fail")
 }
 
-/// Summarises a file, with a progress bar on stderr when it takes more than a second.
+/// Summarises a file.
 pub fn summarize_file(path: &Path) -> std::io::Result<RunSummary> {
     let f = std::fs::File::open(path)?;
-    let total = f.metadata().map(|m| m.len()).unwrap_or(0);
     let label = path.display().to_string();
-    let reader = super::progress::ProgressReader::new(f, &label, total);
-    summarize_reader(&label, std::io::BufReader::with_capacity(1 << 16, reader))
+    summarize_reader(&label, std::io::BufReader::with_capacity(1 << 16, f))
 }
 
 /// Four significant digits, whatever the magnitude (step times span microseconds to seconds).

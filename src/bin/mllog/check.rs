@@ -3,6 +3,7 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+use crate::progress::Progress;
 use crate::{diag, machine};
 use tracing_mllog::compliance::{check_reader, check_reader_detect, Report, Ruleset};
 
@@ -39,7 +40,7 @@ pub struct Args {
 }
 
 /// Checks one input, streamed: memory stays bounded whatever the size of the log.
-fn check_one(path: &Path, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
+fn check_one(path: &Path, ruleset: Option<Ruleset>, progress: &Progress) -> std::io::Result<Report> {
     fn go(input: impl BufRead, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
         match ruleset {
             Some(r) => check_reader(r, input),
@@ -49,18 +50,19 @@ fn check_one(path: &Path, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
     if path.as_os_str() == "-" {
         go(std::io::stdin().lock(), ruleset)
     } else {
-        let f = std::fs::File::open(path)?;
+        let f = progress.reader(path, std::fs::File::open(path)?);
         go(std::io::BufReader::with_capacity(1 << 16, f), ruleset)
     }
 }
 
 pub fn run(a: Args) -> u8 {
     let mut worst = crate::OK;
+    let progress = Progress::new(&a.files);
     let mut items = Vec::new();
     let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
     for path in &a.files {
         let shown = crate::shown(path);
-        let report = match check_one(path, a.ruleset) {
+        let report = match check_one(path, a.ruleset, &progress) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("mllog: cannot read {shown}: {e}");
@@ -90,7 +92,7 @@ pub fn run(a: Args) -> u8 {
             }
             Format::Text => diag::render(&report, path, &shown, a.werror),
         };
-        if !out.is_empty() && !crate::emit(&out) {
+        if !out.is_empty() && !progress.suspend(|| crate::emit(&out)) {
             return crate::USAGE_OR_IO;
         }
         checked += 1;
@@ -103,6 +105,7 @@ pub fn run(a: Args) -> u8 {
             }
         }
     }
+    progress.finish();
     if a.format == Format::Text && a.files.len() > 1 {
         let unreadable = a.files.len() - checked;
         let line = diag::closing_line(a.files.len(), failed, unreadable, errors, warnings);

@@ -16,6 +16,7 @@ mod diag;
 mod dry_run;
 mod machine;
 mod package;
+mod progress;
 mod score;
 mod summary;
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 
 use crate::machine;
+use crate::progress::Progress;
 use tracing_mllog::results::{plot, summary};
 
 /// Output formats of `mllog summary`.
@@ -60,11 +61,15 @@ pub fn run(a: Args) -> u8 {
     let mut runs = Vec::new();
     let mut status = crate::OK;
     let mut unreadable = Vec::new();
+    let progress = Progress::new(&a.files);
     for f in &a.files {
         let r = if f.as_os_str() == "-" {
             summary::summarize_reader("<stdin>", std::io::stdin().lock())
         } else {
-            summary::summarize_file(f)
+            std::fs::File::open(f).and_then(|file| {
+                let r = std::io::BufReader::with_capacity(1 << 16, progress.reader(f, file));
+                summary::summarize_reader(&f.display().to_string(), r)
+            })
         };
         match r {
             Ok(s) => runs.push(s),
@@ -75,6 +80,7 @@ pub fn run(a: Args) -> u8 {
             }
         }
     }
+    progress.finish();
     let text = match a.format {
         Format::Json => machine::Document::new(
             "summary",
