@@ -612,7 +612,10 @@ fn cli_dry_run() {
     let o = run(&[os("--benchmark"), os("nope"), os("--out"), os("x")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown benchmark"));
-    assert_eq!(run(&[os("--benchmark"), os("flux1")]).status.code(), Some(2));
+    assert_eq!(
+        run(&[os("--benchmark"), os("flux1")]).status.code(),
+        Some(2)
+    );
     let o = run(&[os("--parallelism"), os("2,1")]);
     assert_eq!(o.status.code(), Some(2));
 }

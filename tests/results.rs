@@ -744,7 +744,9 @@ where
         .output()
         .unwrap();
     (
-        o.status.code().expect("mllog exits, never dies of a signal"),
+        o.status
+            .code()
+            .expect("mllog exits, never dies of a signal"),
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
@@ -765,14 +767,23 @@ fn cli_help_version_suggestions_and_completions() {
         "completions",
         "help",
     ] {
-        assert!(out.contains(&format!("\n  {cmd} ")), "{cmd} missing:\n{out}");
+        assert!(
+            out.contains(&format!("\n  {cmd} ")),
+            "{cmd} missing:\n{out}"
+        );
     }
     assert!(out.contains("0 ok, 1 not compliant / failed, 2 usage or I/O error"));
     let (code, out, _) = mllog(["--version"]);
-    assert_eq!((code, out.trim()), (0, concat!("mllog ", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(
+        (code, out.trim()),
+        (0, concat!("mllog ", env!("CARGO_PKG_VERSION")))
+    );
     let (code, _, err) = mllog(["chek", "x.log"]);
     assert_eq!(code, 2);
-    assert!(err.contains("a similar subcommand exists: 'check'"), "{err}");
+    assert!(
+        err.contains("a similar subcommand exists: 'check'"),
+        "{err}"
+    );
     let (code, _, err) = mllog(["check", "--werorr", "x.log"]);
     assert_eq!(code, 2);
     assert!(err.contains("--werror"), "no suggestion: {err}");
@@ -780,12 +791,21 @@ fn cli_help_version_suggestions_and_completions() {
     let (code, _, _) = mllog(["check"]);
     assert_eq!(code, 2);
     for (cmd, options) in [
-        ("check", &["--ruleset", "--werror", "--format", "--quiet"][..]),
+        (
+            "check",
+            &["--ruleset", "--werror", "--format", "--quiet"][..],
+        ),
         ("summary", &["--format", "--plot", "[default: text]"][..]),
         ("score", &["--ruleset", "--format", "[default: text]"][..]),
         (
             "package",
-            &["--system", "--out", "--system-desc", "--force", "[default: .]"][..],
+            &[
+                "--system",
+                "--out",
+                "--system-desc",
+                "--force",
+                "[default: .]",
+            ][..],
         ),
         (
             "dry-run",
@@ -821,7 +841,9 @@ fn cli_non_utf8_paths() {
     use std::os::unix::ffi::OsStrExt;
     let tmp = tempfile::tempdir().unwrap();
     let log = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
-    let p = tmp.path().join(std::ffi::OsStr::from_bytes(b"run-\xff.log"));
+    let p = tmp
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"run-\xff.log"));
     std::fs::write(&p, log).unwrap();
     let (code, out, err) = mllog([std::ffi::OsStr::new("check"), p.as_os_str()]);
     assert_eq!(code, 0, "{out}{err}");
@@ -904,7 +926,8 @@ fn cli_machine_readable_output() {
     }
 
     let runs = plot_inputs(tmp.path());
-    let mut args: Vec<&std::ffi::OsStr> = vec!["summary".as_ref(), "--format".as_ref(), "json".as_ref()];
+    let mut args: Vec<&std::ffi::OsStr> =
+        vec!["summary".as_ref(), "--format".as_ref(), "json".as_ref()];
     args.extend(runs.iter().map(|p| p.as_os_str()));
     let (code, out, _) = mllog(&args);
     assert_eq!(code, 0, "{out}");
@@ -920,16 +943,31 @@ fn cli_machine_readable_output() {
     assert_eq!(out.lines().count(), 3, "{out}");
 
     let dir = write_benchmark(tmp.path(), "sys_c", &ten_runs(false, false));
-    let (code, out, _) = mllog(["score".as_ref(), "--format".as_ref(), "csv".as_ref(), dir.as_os_str()]);
+    let (code, out, _) = mllog([
+        "score".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        dir.as_os_str(),
+    ]);
     assert_eq!(code, 0, "{out}");
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("system,benchmark,folder,runs,"), "{out}");
+    assert!(
+        lines[0].starts_with("system,benchmark,folder,runs,"),
+        "{out}"
+    );
     assert_eq!(lines.len(), 2, "{out}");
     assert!(lines[1].starts_with("sys_c,llama2_70b_lora,"), "{out}");
     let score: f64 = lines[1].rsplit(',').next().unwrap().parse().unwrap();
-    let ours = score_dir(&dir, ScoreOptions::default()).unwrap()[0].score.unwrap();
+    let ours = score_dir(&dir, ScoreOptions::default()).unwrap()[0]
+        .score
+        .unwrap();
     assert!(close(score, ours), "{score} vs {ours}");
-    let (_, out, _) = mllog(["score".as_ref(), "--format".as_ref(), "json".as_ref(), dir.as_os_str()]);
+    let (_, out, _) = mllog([
+        "score".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        dir.as_os_str(),
+    ]);
     json_tool(&out);
     assert!(matches!(parse_json(&out).get("benchmarks"), Some(Value::Array(b)) if b.len() == 1));
 }
@@ -993,11 +1031,22 @@ fn cli_check_diagnostics_and_colour() {
         "the key is underlined:\n{plain}"
     );
     assert_eq!(under.matches('^').count(), "\"opt_adamw_beta_2\"".len());
-    assert!(plain.contains("= rule: CHECK v['value'] == 0.95 (training_6.1.0/closed_llama31_8b.yaml)"), "{plain}");
-    assert!(plain.contains("= help: the rule wants `\"value\": 0.95` for `opt_adamw_beta_2`"), "{plain}");
-    assert!(plain.contains("= help: log `init_start` before line"), "{plain}");
     assert!(
-        plain.trim_end().ends_with("error: 2 of 2 files not compliant (3 errors, 0 warnings)"),
+        plain.contains("= rule: CHECK v['value'] == 0.95 (training_6.1.0/closed_llama31_8b.yaml)"),
+        "{plain}"
+    );
+    assert!(
+        plain.contains("= help: the rule wants `\"value\": 0.95` for `opt_adamw_beta_2`"),
+        "{plain}"
+    );
+    assert!(
+        plain.contains("= help: log `init_start` before line"),
+        "{plain}"
+    );
+    assert!(
+        plain
+            .trim_end()
+            .ends_with("error: 2 of 2 files not compliant (3 errors, 0 warnings)"),
         "{plain}"
     );
     let forced = run(&[("CLICOLOR_FORCE", "1")], &[]);
@@ -1038,7 +1087,8 @@ fn cli_plot_rejects_unsupported_extensions() {
     ]);
     assert_eq!(code, 0, "{err}");
     let r = summarize_file(&runs[0]).unwrap();
-    let e = tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
+    let e =
+        tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(!tmp.path().join("lib.jpg").exists());
 }
@@ -1057,8 +1107,18 @@ fn cli_summary_step_times_are_over_steps() {
         )
     };
     let mut log = rec(1, "submission_benchmark", "\"llama31_8b\"", "");
-    log += &rec(2, "tracked_stats", "{\"train_step_time\": 0.1}", "\"steps\": 240");
-    log += &rec(3, "tracked_stats", "{\"train_step_time\": 1.0}", "\"steps\": 10");
+    log += &rec(
+        2,
+        "tracked_stats",
+        "{\"train_step_time\": 0.1}",
+        "\"steps\": 240",
+    );
+    log += &rec(
+        3,
+        "tracked_stats",
+        "{\"train_step_time\": 1.0}",
+        "\"steps\": 10",
+    );
     let p = tmp.path().join("steps.log");
     std::fs::write(&p, &log).unwrap();
     let (code, out, _) = mllog(["summary".as_ref(), p.as_os_str()]);
@@ -1067,11 +1127,21 @@ fn cli_summary_step_times_are_over_steps() {
         out.contains("step time: median 0.1000 s, p90 0.1000 s, p99 1.000 s over 250 steps (2 tracked_stats records)"),
         "{out}"
     );
-    let (_, out, _) = mllog(["summary".as_ref(), "--format".as_ref(), "json".as_ref(), p.as_os_str()]);
+    let (_, out, _) = mllog([
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        p.as_os_str(),
+    ]);
     let doc = parse_json(&out);
-    let Some(Value::Array(files)) = doc.get("files") else { panic!("{out}") };
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("{out}")
+    };
     assert_eq!(files[0].get("steps"), Some(&Value::Int(250)), "{out}");
-    assert_eq!(files[0].get("p99_step_time_s").and_then(Value::as_f64), Some(1.0));
+    assert_eq!(
+        files[0].get("p99_step_time_s").and_then(Value::as_f64),
+        Some(1.0)
+    );
 
     // Older logs: no `steps`.
     let old = tmp.path().join("old.log");
@@ -1099,12 +1169,25 @@ fn cli_summary_step_times_are_over_steps() {
         .filter(|r| r.key == "tracked_stats")
         .filter_map(|r| r.metadata.get("steps").and_then(Value::as_f64))
         .sum();
-    let (_, out, _) = mllog(["summary".as_ref(), "--format".as_ref(), "json".as_ref(), dry.as_os_str()]);
+    let (_, out, _) = mllog([
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        dry.as_os_str(),
+    ]);
     let doc = parse_json(&out);
-    let Some(Value::Array(files)) = doc.get("files") else { panic!("{out}") };
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("{out}")
+    };
     let steps = files[0].get("steps").and_then(Value::as_f64).unwrap();
     assert_eq!(steps, logged, "{out}");
-    assert!(steps > files[0].get("num_step_times").and_then(Value::as_f64).unwrap());
+    assert!(
+        steps
+            > files[0]
+                .get("num_step_times")
+                .and_then(Value::as_f64)
+                .unwrap()
+    );
 }
 
 /// The progress bar: drawn on stderr when it is a terminal (a pseudo-terminal from
@@ -1123,7 +1206,11 @@ fn cli_progress_bar_only_on_a_terminal() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
-    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     if Command::new("script").arg("--version").output().is_err() {
         eprintln!("skipped the terminal half: no `script` (util-linux)");
         return;
@@ -1158,6 +1245,9 @@ fn cli_progress_bar_only_on_a_terminal() {
     assert!(tty.contains("\x1b[2K"), "the bar is cleared: {tty:?}");
     assert!(stdout.contains("llama2_70b_lora"), "{stdout}");
     let (tty_off, stdout_off) = on_tty(Some("0"));
-    assert!(!tty_off.contains("result_"), "MLLOG_PROGRESS=0: {tty_off:?}");
+    assert!(
+        !tty_off.contains("result_"),
+        "MLLOG_PROGRESS=0: {tty_off:?}"
+    );
     assert_eq!(stdout_off, stdout);
 }

@@ -584,7 +584,8 @@ pub fn run_to_json(r: &RunSummary) -> String {
         json_opt_num(r.throughput),
         json_opt_num(r.logged_throughput),
         r.step_times_s.len(),
-        st.and_then(|s| s.steps).map_or("null".into(), |n| n.to_string()),
+        st.and_then(|s| s.steps)
+            .map_or("null".into(), |n| n.to_string()),
         json_opt_num(st.map(|s| s.median_s)),
         json_opt_num(st.map(|s| s.p90_s)),
         json_opt_num(st.map(|s| s.p99_s)),
@@ -638,7 +639,8 @@ pub fn render_csv(runs: &[RunSummary]) -> String {
             num(st.map(|s| s.median_s)),
             num(st.map(|s| s.p90_s)),
             num(st.map(|s| s.p99_s)),
-            st.and_then(|s| s.steps).map_or(String::new(), |n| n.to_string()),
+            st.and_then(|s| s.steps)
+                .map_or(String::new(), |n| n.to_string()),
             csv_field(&curve.join(";")),
         ];
         out.push_str(&cells.join(","));

@@ -40,7 +40,11 @@ pub struct Args {
 }
 
 /// Checks one input, streamed: memory stays bounded whatever the size of the log.
-fn check_one(path: &Path, ruleset: Option<Ruleset>, progress: &Progress) -> std::io::Result<Report> {
+fn check_one(
+    path: &Path,
+    ruleset: Option<Ruleset>,
+    progress: &Progress,
+) -> std::io::Result<Report> {
     fn go(input: impl BufRead, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
         match ruleset {
             Some(r) => check_reader(r, input),

@@ -108,7 +108,9 @@ fn help(report: &Report, f: &tracing_mllog::compliance::Finding) -> Option<Strin
         if let Some(j) = rest.find('`') {
             let first = &rest[..j];
             return Some(match f.line {
-                Some(l) => format!("log `{first}` before line {l}: that line should have come first"),
+                Some(l) => {
+                    format!("log `{first}` before line {l}: that line should have come first")
+                }
                 None => format!("log `{first}` first"),
             });
         }
@@ -183,20 +185,40 @@ pub fn render(report: &Report, path: &Path, shown: &str, werror: bool) -> String
 /// The verdict line with COMPLIANT / NOT COMPLIANT in colour.
 pub fn verdict_line(line: &str, passed: bool) -> String {
     let (word, style) = if passed {
-        ("COMPLIANT", Style::new().bold().fg_color(Some(AnsiColor::Green.into())))
+        (
+            "COMPLIANT",
+            Style::new().bold().fg_color(Some(AnsiColor::Green.into())),
+        )
     } else {
-        ("NOT COMPLIANT", Style::new().bold().fg_color(Some(AnsiColor::Red.into())))
+        (
+            "NOT COMPLIANT",
+            Style::new().bold().fg_color(Some(AnsiColor::Red.into())),
+        )
     };
     line.replacen(word, &format!("{style}{word}{style:#}"), 1)
 }
 
 /// Cargo's closing line: `Checked N files: …` or `error: …`.
-pub fn closing_line(files: usize, failed: usize, unreadable: usize, errors: usize, warnings: usize) -> String {
+pub fn closing_line(
+    files: usize,
+    failed: usize,
+    unreadable: usize,
+    errors: usize,
+    warnings: usize,
+) -> String {
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
-    let counts = format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"));
+    let counts = format!(
+        "{}, {}",
+        plural(errors, "error"),
+        plural(warnings, "warning")
+    );
     if failed == 0 && unreadable == 0 {
         let s = Style::new().bold().fg_color(Some(AnsiColor::Green.into()));
-        format!("{s}{:>12}{s:#} {}: all compliant ({counts})\n", "Checked", plural(files, "file"))
+        format!(
+            "{s}{:>12}{s:#} {}: all compliant ({counts})\n",
+            "Checked",
+            plural(files, "file")
+        )
     } else {
         let s = Style::new().bold().fg_color(Some(AnsiColor::Red.into()));
         let mut what = format!("{failed} of {} not compliant", plural(files, "file"));

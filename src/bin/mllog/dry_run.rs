@@ -29,7 +29,9 @@ fn list<T: std::str::FromStr, const N: usize>(s: &str) -> Result<[T; N], String>
 
 /// Options of `mllog dry-run`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Exit status: 0 the log complies, 1 it does not, 2 usage, preset or I/O error.")]
+#[command(
+    after_help = "Exit status: 0 the log complies, 1 it does not, 2 usage, preset or I/O error."
+)]
 pub struct Args {
     /// The benchmark: llama2_70b_lora, llama31_8b, llama31_405b, deepseekv3_671b, gpt_oss_20b,
     /// flux1, qwen35_397b_grpo, dlrmv4, dlrm_dcnv2.

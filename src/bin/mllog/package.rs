@@ -14,13 +14,15 @@ fn system_name(s: &str) -> Result<String, String> {
 
 /// Options of `mllog package`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Copies result logs to DIR/results/NAME/<benchmark>/result_<i>.txt (the \
+#[command(
+    after_help = "Copies result logs to DIR/results/NAME/<benchmark>/result_<i>.txt (the \
 benchmark from each log's submission_benchmark), and DIR/systems/NAME.json from --system-desc \
 (or a TODO template). Checks the seeds as the package checker does: every run logs an integer \
 seed with file and lineno, no two runs the same seed on the same line. Nothing is written for a \
 benchmark whose seeds fail, unless --force.\n\
 Exit status: 0 packaged, 1 seed check failed or files without submission_benchmark, 2 usage or \
-I/O error.")]
+I/O error."
+)]
 pub struct Args {
     /// The system name (results/NAME, systems/NAME.json).
     #[arg(long, value_name = "NAME", value_parser = system_name)]

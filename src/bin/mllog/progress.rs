@@ -62,9 +62,7 @@ impl Progress {
 
     fn advance(&self, n: u64) {
         self.bar.inc(n);
-        if self.enabled
-            && !self.shown.load(Ordering::Relaxed)
-            && self.start.elapsed() >= self.delay
+        if self.enabled && !self.shown.load(Ordering::Relaxed) && self.start.elapsed() >= self.delay
         {
             self.shown.store(true, Ordering::Relaxed);
             self.bar.set_draw_target(ProgressDrawTarget::stderr());

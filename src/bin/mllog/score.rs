@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use tracing_mllog::compliance::Ruleset;
 use crate::machine;
+use tracing_mllog::compliance::Ruleset;
 use tracing_mllog::results::score::{self, BenchmarkScore};
 
 /// Output formats of `mllog score`.
@@ -21,11 +21,13 @@ pub enum Format {
 
 /// Options of `mllog score`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Scores results/<system>/<benchmark>/result_*.txt as MLCommons' \
+#[command(
+    after_help = "Scores results/<system>/<benchmark>/result_*.txt as MLCommons' \
 result_summarizer does: compliance of every file, olympic mean (drop fastest and slowest; one \
 dropped non-converged/non-compliant run stands in for the slowest; more than one: no score), \
 times scaling.json's factor when present.\n\
-Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error.")]
+Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error."
+)]
 pub struct Args {
     /// The ruleset to check each file against [default: detected from each file].
     #[arg(long, value_name = "X.Y.Z")]

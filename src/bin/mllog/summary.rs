@@ -23,9 +23,11 @@ pub enum Format {
 
 /// Options of `mllog summary`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Per run: benchmark, run_stop status, time to train in minutes \
+#[command(
+    after_help = "Per run: benchmark, run_stop status, time to train in minutes \
 ((run_stop - run_start) / 60000), samples to converge, the eval curve, throughput, init time, \
-step times.\nExit status: 0 done, 2 usage or I/O error.")]
+step times.\nExit status: 0 done, 2 usage or I/O error."
+)]
 pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -51,7 +53,11 @@ fn plot_path(s: std::ffi::OsString) -> Result<PathBuf, String> {
     } else {
         Err(format!(
             "unsupported plot format {}: supported are {}",
-            if ext.is_empty() { "(no extension)".to_string() } else { format!(".{ext}") },
+            if ext.is_empty() {
+                "(no extension)".to_string()
+            } else {
+                format!(".{ext}")
+            },
             plot::PLOT_EXTENSIONS.map(|e| format!(".{e}")).join(", ")
         ))
     }
