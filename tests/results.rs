@@ -1251,3 +1251,58 @@ fn cli_progress_bar_only_on_a_terminal() {
     );
     assert_eq!(stdout_off, stdout);
 }
+
+/// `package` and `dry-run` have the same JSON document shape as the other commands.
+#[test]
+fn cli_package_and_dry_run_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = plot_inputs(tmp.path());
+    let sub = tmp.path().join("sub");
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "package".as_ref(),
+        "--system".as_ref(),
+        "sys_j".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--out".as_ref(),
+        sub.as_os_str(),
+    ];
+    args.extend(runs.iter().map(|p| p.as_os_str()));
+    let (code, out, err) = mllog(&args);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("schema_version"), Some(&Value::Int(1)));
+    assert_eq!(doc.get("ok"), Some(&Value::Bool(code == 0)));
+    let Some(Value::Array(b)) = doc.get("benchmarks") else {
+        panic!("{out}")
+    };
+    assert_eq!(
+        b[0].get("benchmark").and_then(Value::as_str),
+        Some("llama2_70b_lora")
+    );
+    let Some(Value::Array(files)) = b[0].get("files") else {
+        panic!("{out}")
+    };
+    assert_eq!(files.len(), 3);
+
+    let log = tmp.path().join("dry.log");
+    let (code, out, err) = mllog([
+        "dry-run".as_ref(),
+        "--benchmark".as_ref(),
+        "flux1".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--out".as_ref(),
+        log.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("command").and_then(Value::as_str), Some("dry-run"));
+    assert_eq!(doc.get("converged"), Some(&Value::Bool(true)));
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("{out}")
+    };
+    assert_eq!(files[0].get("passed"), Some(&Value::Bool(true)));
+}

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::machine;
 use tracing_mllog::compliance::Ruleset;
 use tracing_mllog::presets::dry_run::{self, DryRun};
 use tracing_mllog::presets::Preset;
@@ -25,6 +26,15 @@ fn list<T: std::str::FromStr, const N: usize>(s: &str) -> Result<[T; N], String>
         .map(|p| p.parse().map_err(|_| format!("bad value {p:?}")))
         .collect::<Result<_, _>>()?;
     v.try_into().map_err(|_| format!("needs {N} values"))
+}
+
+/// Output formats of `mllog dry-run`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// What was written, then the check's diagnostics.
+    Text,
+    /// One JSON document: `{"schema_version", "command", "benchmark", ..., "files": [report]}`.
+    Json,
 }
 
 /// Options of `mllog dry-run`.
@@ -67,6 +77,9 @@ pub struct Args {
     /// micro_batch_size.
     #[arg(long, value_name = "N", default_value_t = 1)]
     micro_batch_size: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
 }
 
 pub fn run(a: Args) -> u8 {
@@ -89,23 +102,42 @@ pub fn run(a: Args) -> u8 {
     match dry_run::run(&preset, &opts, &a.out) {
         Ok(o) => {
             let shown = a.out.display().to_string();
-            crate::emit(&format!(
-                "dry run: {} {} division, ruleset {}, global batch size {}: {} evaluation(s), \
-                 {} samples, {}; wrote {} MLLOG lines to {shown}\n{}",
-                preset.benchmark(),
-                preset.division().as_str(),
-                preset.ruleset(),
-                preset.global_batch_size(),
-                o.evals,
-                o.samples,
-                if o.converged {
-                    "converged"
-                } else {
-                    "did not converge"
-                },
-                o.lines,
-                o.report.render_text(&shown, true)
-            ));
+            let text = match a.format {
+                Format::Json => machine::Document::new(
+                    "dry-run",
+                    "files",
+                    vec![machine::parse(&o.report.render_json(&shown, true))],
+                )
+                .with("benchmark", preset.benchmark().to_string().into())
+                .with("division", preset.division().as_str().into())
+                .with("ruleset", preset.ruleset().to_string().into())
+                .with("global_batch_size", preset.global_batch_size().into())
+                .with("evaluations", o.evals.into())
+                .with("samples", o.samples.into())
+                .with("converged", o.converged.into())
+                .with("lines", o.lines.into())
+                .render(),
+                Format::Text => format!(
+                    "dry run: {} {} division, ruleset {}, global batch size {}: {} evaluation(s), \
+                     {} samples, {}; wrote {} MLLOG lines to {shown}\n{}",
+                    preset.benchmark(),
+                    preset.division().as_str(),
+                    preset.ruleset(),
+                    preset.global_batch_size(),
+                    o.evals,
+                    o.samples,
+                    if o.converged {
+                        "converged"
+                    } else {
+                        "did not converge"
+                    },
+                    o.lines,
+                    crate::diag::render(&o.report, &a.out, &shown, true)
+                ),
+            };
+            if !crate::emit(&text) {
+                return crate::USAGE_OR_IO;
+            }
             if o.report.passed(true) {
                 crate::OK
             } else {

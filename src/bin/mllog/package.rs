@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
-use tracing_mllog::results::package;
+use serde_json::json;
+use tracing_mllog::results::package::{self, PackageReport};
+
+use crate::machine;
 
 fn system_name(s: &str) -> Result<String, String> {
     if s.is_empty() || s.contains(['/', '\\']) || s.starts_with('.') {
@@ -10,6 +13,16 @@ fn system_name(s: &str) -> Result<String, String> {
     } else {
         Ok(s.to_string())
     }
+}
+
+/// Output formats of `mllog package`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// What was written, in words.
+    Text,
+    /// One JSON document: `{"schema_version", "command", "ok", "system_desc", "unknown",
+    /// "benchmarks": [...]}`.
+    Json,
 }
 
 /// Options of `mllog package`.
@@ -36,6 +49,9 @@ pub struct Args {
     /// Write the files of a benchmark even when its seed check fails.
     #[arg(long)]
     force: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
     /// The result logs.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
@@ -50,7 +66,11 @@ pub fn run(a: Args) -> u8 {
     };
     match package::package(&a.files, &opts) {
         Ok(rep) => {
-            if !crate::emit(&rep.render_text()) {
+            let text = match a.format {
+                Format::Text => rep.render_text(),
+                Format::Json => json(&rep),
+            };
+            if !crate::emit(&text) {
                 return crate::USAGE_OR_IO;
             }
             if rep.ok() {
@@ -64,4 +84,37 @@ pub fn run(a: Args) -> u8 {
             crate::USAGE_OR_IO
         }
     }
+}
+
+fn json(rep: &PackageReport) -> String {
+    let path = |p: &std::path::Path| p.display().to_string();
+    let benchmarks = rep
+        .benchmarks
+        .iter()
+        .map(|b| {
+            json!({
+                "benchmark": b.benchmark,
+                "required_runs": b.required_runs,
+                "written": b.written,
+                "files": b.files.iter().map(|(src, dst)| json!({"from": path(src), "to": path(dst)})).collect::<Vec<_>>(),
+                "seeds": {"passed": b.seeds.passed(), "errors": b.seeds.errors, "warnings": b.seeds.warnings},
+                "notes": b.notes,
+            })
+        })
+        .collect();
+    machine::Document::new("package", "benchmarks", benchmarks)
+        .with("ok", rep.ok().into())
+        .with(
+            "system_desc",
+            json!({"path": path(&rep.system_desc.0), "written": rep.system_desc.1}),
+        )
+        .with(
+            "unknown",
+            rep.unknown
+                .iter()
+                .map(|p| path(p))
+                .collect::<Vec<_>>()
+                .into(),
+        )
+        .render()
 }
