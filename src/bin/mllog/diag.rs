@@ -3,7 +3,7 @@
 //! end. Rendered with ANSI styles; the caller's `anstream` stream strips them when colour is off.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use annotate_snippets::{AnnotationKind, Group, Level, Origin, Renderer, Snippet};
@@ -15,7 +15,8 @@ use tracing_mllog::Benchmark;
 const MAX_SHOWN: usize = 4096;
 
 /// The text of lines `wanted` (1-based) of `path`, each cut at [`MAX_SHOWN`] bytes; empty for
-/// standard input (read once, by the checker) or an unreadable file.
+/// standard input (read once, by the checker), a device or FIFO (`/dev/zero` never ends) or an
+/// unreadable file. At most the file's length at open is read, and no line is held whole.
 pub fn lines_of(path: &Path, wanted: &[usize]) -> BTreeMap<usize, String> {
     let mut out = BTreeMap::new();
     let Some(&last) = wanted.iter().max() else {
@@ -27,38 +28,51 @@ pub fn lines_of(path: &Path, wanted: &[usize]) -> BTreeMap<usize, String> {
     let Ok(f) = std::fs::File::open(path) else {
         return out;
     };
-    let mut r = std::io::BufReader::with_capacity(1 << 16, f);
-    let mut buf = Vec::new();
+    let len = match f.metadata() {
+        Ok(m) if m.is_file() => m.len(),
+        _ => return out,
+    };
+    let mut r = std::io::BufReader::with_capacity(1 << 16, f.take(len));
     for n in 1..=last {
-        buf.clear();
-        // Lines not wanted are skipped without being kept whole in memory.
-        if wanted.contains(&n) {
-            if r.read_until(b'\n', &mut buf).unwrap_or(0) == 0 {
-                break;
+        let keep = wanted.contains(&n).then(Vec::new);
+        match read_line_capped(&mut r, keep) {
+            Ok(Some(Some(buf))) => {
+                let text = String::from_utf8_lossy(&buf);
+                out.insert(n, text.trim_end_matches(['\n', '\r']).to_string());
             }
-            buf.truncate(MAX_SHOWN);
-            let text = String::from_utf8_lossy(&buf);
-            out.insert(n, text.trim_end_matches(['\n', '\r']).to_string());
-        } else if skip_line(&mut r).unwrap_or(true) {
-            break;
+            Ok(Some(None)) => {}
+            _ => break,
         }
     }
     out
 }
 
-/// Skips one line; true at the end of the input.
-fn skip_line(r: &mut impl BufRead) -> std::io::Result<bool> {
+/// Reads one line, keeping its first [`MAX_SHOWN`] bytes in `keep` if given; `None` at the end
+/// of the input.
+fn read_line_capped(
+    r: &mut impl BufRead,
+    mut keep: Option<Vec<u8>>,
+) -> std::io::Result<Option<Option<Vec<u8>>>> {
+    let mut any = false;
     loop {
         let buf = r.fill_buf()?;
         if buf.is_empty() {
-            return Ok(true);
+            return Ok(any.then_some(keep));
         }
-        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            r.consume(i + 1);
-            return Ok(false);
+        any = true;
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if let Some(k) = keep.as_mut() {
+            let room = MAX_SHOWN.saturating_sub(k.len());
+            k.extend_from_slice(&chunk[..chunk.len().min(room)]);
         }
-        let n = buf.len();
+        let n = done.unwrap_or(buf.len());
         r.consume(n);
+        if done.is_some() {
+            return Ok(Some(keep));
+        }
     }
 }
 
