@@ -1241,7 +1241,7 @@ fn cli_check_exit_codes() {
     let (code, out) = run(&[
         "check",
         "--format",
-        "json",
+        "jsonl",
         "--ruleset",
         "6.1.0",
         &s(&bad_p),

@@ -575,41 +575,47 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
     assert!(recs.iter().any(|r| r.key == "lora_rank"));
 }
 
+/// `mllog dry-run`, as a child process of the built binary.
+#[cfg(feature = "cli")]
 #[test]
 fn cli_dry_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cli.log");
-    let args: Vec<String> = [
-        "--benchmark",
-        "llama31_8b",
-        "--division",
-        "closed",
-        "--gbs",
-        "64",
-        "--ruleset",
-        "6.1.0",
-        "--out",
-        out.to_str().unwrap(),
-        "--precision",
-        "fp8,bfloat16,bfloat16",
-        "--parallelism",
-        "2,1,1,1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    assert_eq!(dry_run::main(&args), 0);
+    let run = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mllog"))
+            .arg("dry-run")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let o = run(&[
+        os("--benchmark"),
+        os("llama31_8b"),
+        os("--division"),
+        os("closed"),
+        os("--gbs"),
+        os("64"),
+        os("--ruleset"),
+        os("6.1.0"),
+        os("--out"),
+        out.as_os_str(),
+        os("--precision"),
+        os("fp8,bfloat16,bfloat16"),
+        os("--parallelism"),
+        os("2,1,1,1"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("\"key\": \"global_batch_size\", \"value\": 64"));
     assert!(text.contains("\"value\": \"fp8\""));
+    let o = run(&[os("--benchmark"), os("nope"), os("--out"), os("x")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown benchmark"));
     assert_eq!(
-        dry_run::main(&[
-            "--benchmark".into(),
-            "nope".into(),
-            "--out".into(),
-            "x".into()
-        ]),
-        2
+        run(&[os("--benchmark"), os("flux1")]).status.code(),
+        Some(2)
     );
-    assert_eq!(dry_run::main(&["--benchmark".into(), "flux1".into()]), 2);
+    let o = run(&[os("--parallelism"), os("2,1")]);
+    assert_eq!(o.status.code(), Some(2));
 }

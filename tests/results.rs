@@ -732,19 +732,577 @@ fn olympic_mean_mirrors_compute_olympic_average() {
     assert_eq!(tracing_mllog::results::required_runs("dlrmv4"), Some(10));
 }
 
+/// Runs the built `mllog` with `args`: (exit code, stdout, stderr).
+fn mllog<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let o = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(args)
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .unwrap();
+    (
+        o.status
+            .code()
+            .expect("mllog exits, never dies of a signal"),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The CLI as users of cargo and rustc expect it: top-level help, `--version`, `help`,
+/// suggestions, short usage errors, per-command help with defaults, completions.
 #[test]
-fn progress_bar_line_and_reader() {
-    use std::io::Read;
-    use tracing_mllog::results::progress::{Progress, ProgressReader};
-    let mut p = Progress::new("result_0.txt", 2_000_000);
-    p.advance(1_000_000);
-    let line = p.line();
-    assert!(line.starts_with("result_0.txt ["), "{line}");
-    assert!(line.contains(" 50% 1.0/2.0 MB"), "{line}");
-    // Nothing is drawn within the first second.
-    assert!(!p.was_drawn());
-    let mut r = ProgressReader::new(&b"abc"[..], "x", 3);
-    let mut s = String::new();
-    r.read_to_string(&mut s).unwrap();
-    assert_eq!(s, "abc");
+fn cli_help_version_suggestions_and_completions() {
+    let (code, out, _) = mllog(["--help"]);
+    assert_eq!(code, 0);
+    for cmd in [
+        "check",
+        "dry-run",
+        "summary",
+        "score",
+        "package",
+        "completions",
+        "help",
+    ] {
+        assert!(
+            out.contains(&format!("\n  {cmd} ")),
+            "{cmd} missing:\n{out}"
+        );
+    }
+    assert!(out.contains("0 ok, 1 not compliant / failed, 2 usage or I/O error"));
+    let (code, out, _) = mllog(["--version"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, concat!("mllog ", env!("CARGO_PKG_VERSION")))
+    );
+    let (code, _, err) = mllog(["chek", "x.log"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("a similar subcommand exists: 'check'"),
+        "{err}"
+    );
+    let (code, _, err) = mllog(["check", "--werorr", "x.log"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--werror"), "no suggestion: {err}");
+    assert!(err.lines().count() < 10, "a usage error is short: {err}");
+    let (code, _, _) = mllog(["check"]);
+    assert_eq!(code, 2);
+    for (cmd, options) in [
+        (
+            "check",
+            &["--ruleset", "--werror", "--format", "--quiet"][..],
+        ),
+        ("summary", &["--format", "--plot", "[default: text]"][..]),
+        ("score", &["--ruleset", "--format", "[default: text]"][..]),
+        (
+            "package",
+            &[
+                "--system",
+                "--out",
+                "--system-desc",
+                "--force",
+                "[default: .]",
+            ][..],
+        ),
+        (
+            "dry-run",
+            &[
+                "--benchmark",
+                "--gbs",
+                "[default: closed]",
+                "[default: 6.1.0]",
+                "[default: 1,1,1,1]",
+            ][..],
+        ),
+    ] {
+        let (code, out, _) = mllog(["help", cmd]);
+        assert_eq!(code, 0, "{cmd}");
+        for o in options {
+            assert!(out.contains(o), "mllog help {cmd} lacks {o}:\n{out}");
+        }
+        assert_eq!(mllog([cmd, "--help"]).1, out);
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, _) = mllog(["completions", shell]);
+        assert_eq!(code, 0, "{shell}");
+        assert!(out.contains("mllog") && out.contains("dry-run") && out.contains("--werror"));
+    }
+    let (code, _, _) = mllog(["completions", "tcsh"]);
+    assert_eq!(code, 2);
+}
+
+/// Paths are OS strings: a log whose name is not UTF-8 is checked and summarised.
+#[cfg(unix)]
+#[test]
+fn cli_non_utf8_paths() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
+    let p = tmp
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"run-\xff.log"));
+    std::fs::write(&p, log).unwrap();
+    let (code, out, err) = mllog([std::ffi::OsStr::new("check"), p.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("COMPLIANT"), "{out}");
+    let (code, out, err) = mllog([std::ffi::OsStr::new("summary"), p.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("llama31_8b"), "{out}");
+}
+
+/// `python3 -m json.tool` on `text`: the parsed document re-printed, or a panic.
+fn json_tool(text: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .args(["-m", "json.tool", "--sort-keys"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "json.tool rejects:\n{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// One machine-readable shape per command: `--format json` is one document with
+/// `schema_version` and a `files` (or `benchmarks`) array; `jsonl` one object a line; `csv` a
+/// header and a row per item.
+#[test]
+fn cli_machine_readable_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
+    let a = tmp.path().join("a.log");
+    std::fs::write(&a, &good).unwrap();
+    let b = tmp.path().join("b.log");
+    let beta = good
+        .lines()
+        .find(|l| l.contains("\"opt_adamw_beta_2\""))
+        .unwrap();
+    std::fs::write(&b, good.replace(beta, &beta.replace("0.95", "0.999"))).unwrap();
+    let (code, out, _) = mllog([
+        "check".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    assert_eq!(code, 1);
+    let pretty = json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("schema_version"), Some(&Value::Int(1)), "{pretty}");
+    assert_eq!(doc.get("passed"), Some(&Value::Bool(false)));
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("no files array: {pretty}")
+    };
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0].get("passed"), Some(&Value::Bool(true)));
+    assert_eq!(files[1].get("passed"), Some(&Value::Bool(false)));
+    let (code, out, _) = mllog([
+        "check".as_ref(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    for l in out.lines() {
+        json_tool(l);
+        assert_eq!(parse_json(l).get("schema_version"), Some(&Value::Int(1)));
+    }
+
+    let runs = plot_inputs(tmp.path());
+    let mut args: Vec<&std::ffi::OsStr> =
+        vec!["summary".as_ref(), "--format".as_ref(), "json".as_ref()];
+    args.extend(runs.iter().map(|p| p.as_os_str()));
+    let (code, out, _) = mllog(&args);
+    assert_eq!(code, 0, "{out}");
+    json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("schema_version"), Some(&Value::Int(1)));
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("no files array: {out}")
+    };
+    assert_eq!(files.len(), 3);
+    args[2] = "jsonl".as_ref();
+    let (_, out, _) = mllog(&args);
+    assert_eq!(out.lines().count(), 3, "{out}");
+
+    let dir = write_benchmark(tmp.path(), "sys_c", &ten_runs(false, false));
+    let (code, out, _) = mllog([
+        "score".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        dir.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("system,benchmark,folder,runs,"),
+        "{out}"
+    );
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[1].starts_with("sys_c,llama2_70b_lora,"), "{out}");
+    let score: f64 = lines[1].rsplit(',').next().unwrap().parse().unwrap();
+    let ours = score_dir(&dir, ScoreOptions::default()).unwrap()[0]
+        .score
+        .unwrap();
+    assert!(close(score, ours), "{score} vs {ours}");
+    let (_, out, _) = mllog([
+        "score".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        dir.as_os_str(),
+    ]);
+    json_tool(&out);
+    assert!(matches!(parse_json(&out).get("benchmarks"), Some(Value::Array(b)) if b.len() == 1));
+}
+
+/// A JSON document parsed with the crate's own MLLOG value parser.
+fn parse_json(text: &str) -> Value {
+    let line = format!(
+        ":::MLLOG {{\"time_ms\": 0, \"key\": \"k\", \"value\": {}, \"metadata\": {{}}}}",
+        text.trim().replace('\n', " ")
+    );
+    parse_line(&line).unwrap().unwrap().value
+}
+
+/// `mllog check` text: the offending line as a snippet with the key underlined, `= rule:` and
+/// `help:` lines, a closing line for several files; colour only when asked for or on a
+/// terminal, never under NO_COLOR unless `--color always`.
+#[test]
+fn cli_check_diagnostics_and_colour() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(Ruleset::V6_1_0, Benchmark::Llama31_8b, Division::Closed).unwrap();
+    let beta = good
+        .lines()
+        .find(|l| l.contains("\"opt_adamw_beta_2\""))
+        .unwrap();
+    let lineno = good.lines().position(|l| l == beta).unwrap() + 1;
+    let bad = tmp.path().join("bad.log");
+    std::fs::write(&bad, good.replace(beta, &beta.replace("0.95", "0.999"))).unwrap();
+    let no_init = tmp.path().join("no_init.log");
+    let init_start = good.lines().find(|l| l.contains("\"init_start\"")).unwrap();
+    std::fs::write(&no_init, good.replace(&format!("{init_start}\n"), "")).unwrap();
+    let run = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mllog"));
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c
+            .arg("check")
+            .args(extra)
+            .arg(&bad)
+            .arg(&no_init)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let plain = run(&[], &[]);
+    assert!(!plain.contains('\x1b'), "colour into a pipe:\n{plain}");
+    let snippet = format!("{lineno} | {}", &beta.replace("0.95", "0.999")[..40]);
+    assert!(plain.contains(&snippet), "no snippet {snippet:?}:\n{plain}");
+    let under = plain
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{lineno} |")))
+        .nth(1)
+        .unwrap();
+    let col = beta.find("\"opt_adamw_beta_2\"").unwrap();
+    let width = lineno.to_string().len() + 3;
+    assert_eq!(
+        under.find('^'),
+        Some(width + col),
+        "the key is underlined:\n{plain}"
+    );
+    assert_eq!(under.matches('^').count(), "\"opt_adamw_beta_2\"".len());
+    assert!(
+        plain.contains("= rule: CHECK v['value'] == 0.95 (training_6.1.0/closed_llama31_8b.yaml)"),
+        "{plain}"
+    );
+    assert!(
+        plain.contains("= help: the rule wants `\"value\": 0.95` for `opt_adamw_beta_2`"),
+        "{plain}"
+    );
+    assert!(
+        plain.contains("= help: log `init_start` before line"),
+        "{plain}"
+    );
+    assert!(
+        plain
+            .trim_end()
+            .ends_with("error: 2 of 2 files not compliant (3 errors, 0 warnings)"),
+        "{plain}"
+    );
+    let forced = run(&[("CLICOLOR_FORCE", "1")], &[]);
+    assert!(forced.contains("\x1b["), "CLICOLOR_FORCE gives colour");
+    let no_color = run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[]);
+    assert!(!no_color.contains('\x1b'), "NO_COLOR wins:\n{no_color}");
+    assert_eq!(no_color, plain);
+    let always = run(&[("NO_COLOR", "1")], &["--color", "always"]);
+    assert!(always.contains("\x1b["), "--color always");
+    let never = run(&[("CLICOLOR_FORCE", "1")], &["--color=never"]);
+    assert_eq!(never, plain);
+}
+
+/// `--plot` with an extension the plotter does not write is a usage error naming the
+/// supported ones, and writes nothing; the library refuses it too.
+#[test]
+fn cli_plot_rejects_unsupported_extensions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = plot_inputs(tmp.path());
+    for name in ["out.jpg", "out.PDF", "out"] {
+        let out = tmp.path().join(name);
+        let (code, stdout, err) = mllog([
+            "summary".as_ref(),
+            "--plot".as_ref(),
+            out.as_os_str(),
+            runs[0].as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{name}: {stdout}{err}");
+        assert!(err.contains("supported are .svg, .png"), "{err}");
+        assert!(stdout.is_empty(), "nothing is summarised: {stdout}");
+        assert!(!out.exists(), "{name} was written");
+    }
+    let (code, _, err) = mllog([
+        "summary".as_ref(),
+        "--plot".as_ref(),
+        tmp.path().join("ok.SVG").as_os_str(),
+        runs[0].as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = summarize_file(&runs[0]).unwrap();
+    let e =
+        tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(!tmp.path().join("lib.jpg").exists());
+}
+
+/// Step-time statistics are over steps: each `tracked_stats` record weighs `metadata.steps`.
+/// A log without `steps` is summarised per record, and the text says so.
+#[test]
+fn cli_summary_step_times_are_over_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two blocks: 240 steps of 0.1 s, then 10 steps of 1 s. Per record the median would be
+    // 0.55 s; per step it is 0.1 s, and p99 (rank 248 of 250) falls in the slow block.
+    let rec = |t: i64, key: &str, value: &str, md: &str| {
+        format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \"POINT_IN_TIME\", \
+             \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{{md}}}}}\n"
+        )
+    };
+    let mut log = rec(1, "submission_benchmark", "\"llama31_8b\"", "");
+    log += &rec(
+        2,
+        "tracked_stats",
+        "{\"train_step_time\": 0.1}",
+        "\"steps\": 240",
+    );
+    log += &rec(
+        3,
+        "tracked_stats",
+        "{\"train_step_time\": 1.0}",
+        "\"steps\": 10",
+    );
+    let p = tmp.path().join("steps.log");
+    std::fs::write(&p, &log).unwrap();
+    let (code, out, _) = mllog(["summary".as_ref(), p.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("step time: median 0.1000 s, p90 0.1000 s, p99 1.000 s over 250 steps (2 tracked_stats records)"),
+        "{out}"
+    );
+    let (_, out, _) = mllog([
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        p.as_os_str(),
+    ]);
+    let doc = parse_json(&out);
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("{out}")
+    };
+    assert_eq!(files[0].get("steps"), Some(&Value::Int(250)), "{out}");
+    assert_eq!(
+        files[0].get("p99_step_time_s").and_then(Value::as_f64),
+        Some(1.0)
+    );
+
+    // Older logs: no `steps`.
+    let old = tmp.path().join("old.log");
+    std::fs::write(&old, gen_run(1, 8, 12.5, Kind::Converged, 0)).unwrap();
+    let (_, out, _) = mllog(["summary".as_ref(), old.as_os_str()]);
+    assert!(
+        out.contains("over 32 tracked_stats records, not steps: the log does not say how many steps each covers"),
+        "{out}"
+    );
+
+    // The layer's own log: the steps are the sum of its records' `metadata.steps`.
+    let dry = tmp.path().join("dry.log");
+    let (code, out, err) = mllog([
+        "dry-run".as_ref(),
+        "--benchmark".as_ref(),
+        "llama31_8b".as_ref(),
+        "--out".as_ref(),
+        dry.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let logged: f64 = std::fs::read_to_string(&dry)
+        .unwrap()
+        .lines()
+        .filter_map(|l| parse_line(l).ok().flatten())
+        .filter(|r| r.key == "tracked_stats")
+        .filter_map(|r| r.metadata.get("steps").and_then(Value::as_f64))
+        .sum();
+    let (_, out, _) = mllog([
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        dry.as_os_str(),
+    ]);
+    let doc = parse_json(&out);
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("{out}")
+    };
+    let steps = files[0].get("steps").and_then(Value::as_f64).unwrap();
+    assert_eq!(steps, logged, "{out}");
+    assert!(
+        steps
+            > files[0]
+                .get("num_step_times")
+                .and_then(Value::as_f64)
+                .unwrap()
+    );
+}
+
+/// The progress bar: drawn on stderr when it is a terminal (a pseudo-terminal from
+/// util-linux `script`) once the delay has passed, never into a pipe, never under
+/// `MLLOG_PROGRESS=0`; the output on stdout is the same either way.
+#[test]
+fn cli_progress_bar_only_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = plot_inputs(tmp.path());
+    let exe = env!("CARGO_BIN_EXE_mllog");
+    // In a pipe, with no delay: nothing on stderr.
+    let o = Command::new(exe)
+        .env("MLLOG_PROGRESS_DELAY_MS", "0")
+        .arg("summary")
+        .args(&files)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped the terminal half: no `script` (util-linux)");
+        return;
+    }
+    let on_tty = |progress: Option<&str>| {
+        // stdout goes to a file; only stderr reaches the pseudo-terminal.
+        let out = tmp.path().join("stdout.txt");
+        let cmd = format!(
+            "{exe} summary {} > {}",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            out.display()
+        );
+        let mut c = Command::new("script");
+        c.args(["-qfec", &cmd, "/dev/null"])
+            .env("MLLOG_PROGRESS_DELAY_MS", "0");
+        if let Some(p) = progress {
+            c.env("MLLOG_PROGRESS", p);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            std::fs::read_to_string(out).unwrap(),
+        )
+    };
+    let (tty, stdout) = on_tty(None);
+    assert!(tty.contains("result_"), "no bar naming the file: {tty:?}");
+    assert!(tty.contains("\x1b[2K"), "the bar is cleared: {tty:?}");
+    assert!(stdout.contains("llama2_70b_lora"), "{stdout}");
+    let (tty_off, stdout_off) = on_tty(Some("0"));
+    assert!(
+        !tty_off.contains("result_"),
+        "MLLOG_PROGRESS=0: {tty_off:?}"
+    );
+    assert_eq!(stdout_off, stdout);
+}
+
+/// `package` and `dry-run` have the same JSON document shape as the other commands.
+#[test]
+fn cli_package_and_dry_run_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = plot_inputs(tmp.path());
+    let sub = tmp.path().join("sub");
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "package".as_ref(),
+        "--system".as_ref(),
+        "sys_j".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--out".as_ref(),
+        sub.as_os_str(),
+    ];
+    args.extend(runs.iter().map(|p| p.as_os_str()));
+    let (code, out, err) = mllog(&args);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("schema_version"), Some(&Value::Int(1)));
+    assert_eq!(doc.get("ok"), Some(&Value::Bool(code == 0)));
+    let Some(Value::Array(b)) = doc.get("benchmarks") else {
+        panic!("{out}")
+    };
+    assert_eq!(
+        b[0].get("benchmark").and_then(Value::as_str),
+        Some("llama2_70b_lora")
+    );
+    let Some(Value::Array(files)) = b[0].get("files") else {
+        panic!("{out}")
+    };
+    assert_eq!(files.len(), 3);
+
+    let log = tmp.path().join("dry.log");
+    let (code, out, err) = mllog([
+        "dry-run".as_ref(),
+        "--benchmark".as_ref(),
+        "flux1".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--out".as_ref(),
+        log.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    json_tool(&out);
+    let doc = parse_json(&out);
+    assert_eq!(doc.get("command").and_then(Value::as_str), Some("dry-run"));
+    assert_eq!(doc.get("converged"), Some(&Value::Bool(true)));
+    let Some(Value::Array(files)) = doc.get("files") else {
+        panic!("{out}")
+    };
+    assert_eq!(files[0].get("passed"), Some(&Value::Bool(true)));
 }

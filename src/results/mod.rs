@@ -9,8 +9,6 @@
 //!   distribution; SVG always, PNG with the `plot` feature.
 //! - [`package`]: lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
-//! - [`progress`]: a progress bar on stderr for files that take more than a second.
-//! - [`cli`]: the `mllog summary`, `mllog score` and `mllog package` commands.
 //!
 //! ```
 //! use tracing_mllog::compliance::{example_log, Division, Ruleset};
@@ -24,10 +22,8 @@
 //! assert!(run.time_to_train_min.unwrap() > 0.0);
 //! ```
 
-pub mod cli;
 pub mod package;
 pub mod plot;
-pub mod progress;
 pub mod score;
 pub mod summary;
 

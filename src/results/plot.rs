@@ -679,14 +679,21 @@ impl Figure {
     }
 }
 
-/// Writes the plot of `runs` to `path`: PNG when it ends in `.png` (needs the `plot`
-/// feature), else SVG.
+/// The file extensions [`write_plot`] writes.
+pub const PLOT_EXTENSIONS: [&str; 2] = ["svg", "png"];
+
+/// Writes the plot of `runs` to `path`: SVG for `.svg`, PNG for `.png` (needs the `plot`
+/// feature); any other extension is an `InvalidInput` error, so that `out.jpg` never holds SVG.
 pub fn write_plot(runs: &[RunSummary], path: &std::path::Path) -> std::io::Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !PLOT_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext)) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("unsupported plot format {ext:?}: the file name must end in .svg or .png"),
+        ));
+    }
     let fig = figure(runs);
-    let is_png = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let is_png = ext.eq_ignore_ascii_case("png");
     let bytes = if is_png {
         #[cfg(feature = "plot")]
         {

@@ -402,46 +402,46 @@ pub fn render_text(scores: &[BenchmarkScore]) -> String {
     out
 }
 
-/// JSON array, one object per benchmark folder.
-pub fn render_json(scores: &[BenchmarkScore]) -> String {
-    let items: Vec<String> = scores
+/// One benchmark folder as a JSON object (one line).
+pub fn benchmark_to_json(s: &BenchmarkScore) -> String {
+    let runs: Vec<String> = s
+        .runs
         .iter()
-        .map(|s| {
-            let runs: Vec<String> = s
-                .runs
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{{\"file\": {}, \"compliant\": {}, \"error\": {}, \"status\": {}, \
-                         \"minutes\": {}, \"counted\": {}, \"decision\": {}}}",
-                        json_str(&r.file.display().to_string()),
-                        r.compliant,
-                        super::json_opt_str(r.error.as_deref()),
-                        super::json_opt_str(r.status.as_deref()),
-                        json_opt_num(r.minutes),
-                        r.counted,
-                        json_str(&r.decision)
-                    )
-                })
-                .collect();
-            let decisions: Vec<String> = s.decisions.iter().map(|d| json_str(d)).collect();
+        .map(|r| {
             format!(
-                "{{\"system\": {}, \"benchmark\": {}, \"folder\": {}, \"required_runs\": {}, \
-                 \"dropped\": {}, \"max_dropped\": {}, \"olympic_mean\": {}, \
-                 \"scaling_factor\": {}, \"score\": {}, \"runs\": [{}], \"decisions\": [{}]}}",
-                json_str(&s.system),
-                json_str(&s.benchmark),
-                json_str(&s.folder.display().to_string()),
-                s.required_runs.map_or("null".into(), |n| n.to_string()),
-                s.dropped,
-                s.max_dropped,
-                json_opt_num(s.olympic_mean),
-                json_num(s.scaling_factor),
-                json_opt_num(s.score),
-                runs.join(", "),
-                decisions.join(", ")
+                "{{\"file\": {}, \"compliant\": {}, \"error\": {}, \"status\": {}, \
+                 \"minutes\": {}, \"counted\": {}, \"decision\": {}}}",
+                json_str(&r.file.display().to_string()),
+                r.compliant,
+                super::json_opt_str(r.error.as_deref()),
+                super::json_opt_str(r.status.as_deref()),
+                json_opt_num(r.minutes),
+                r.counted,
+                json_str(&r.decision)
             )
         })
         .collect();
+    let decisions: Vec<String> = s.decisions.iter().map(|d| json_str(d)).collect();
+    format!(
+        "{{\"system\": {}, \"benchmark\": {}, \"folder\": {}, \"required_runs\": {}, \
+         \"dropped\": {}, \"max_dropped\": {}, \"olympic_mean\": {}, \
+         \"scaling_factor\": {}, \"score\": {}, \"runs\": [{}], \"decisions\": [{}]}}",
+        json_str(&s.system),
+        json_str(&s.benchmark),
+        json_str(&s.folder.display().to_string()),
+        s.required_runs.map_or("null".into(), |n| n.to_string()),
+        s.dropped,
+        s.max_dropped,
+        json_opt_num(s.olympic_mean),
+        json_num(s.scaling_factor),
+        json_opt_num(s.score),
+        runs.join(", "),
+        decisions.join(", ")
+    )
+}
+
+/// JSON array, one object per benchmark folder.
+pub fn render_json(scores: &[BenchmarkScore]) -> String {
+    let items: Vec<String> = scores.iter().map(benchmark_to_json).collect();
     format!("[\n{}\n]\n", items.join(",\n"))
 }

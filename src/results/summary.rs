@@ -76,8 +76,12 @@ pub struct RunSummary {
     pub throughput: Option<f64>,
     /// Mean of the `throughput` values logged in `tracked_stats`, when there are any.
     pub logged_throughput: Option<f64>,
-    /// `train_step_time` values from `tracked_stats`, in seconds.
+    /// `train_step_time` values from `tracked_stats`, in seconds: each the mean step time of
+    /// the block that record closes.
     pub step_times_s: Vec<f64>,
+    /// For each of [`step_times_s`](Self::step_times_s), the steps it covers
+    /// (`metadata.steps`, which the layer logs), `None` in logs that do not say.
+    pub step_counts: Vec<Option<u64>>,
     /// Number of MLLOG records read.
     pub records: usize,
     /// Number of `:::MLLOG` lines that did not parse.
@@ -104,20 +108,75 @@ impl RunSummary {
         })
     }
 
-    /// Median step time in seconds.
+    /// Median step time in seconds (weighted by steps, see [`step_stats`](Self::step_stats)).
     pub fn median_step_time_s(&self) -> Option<f64> {
+        self.step_stats().map(|s| s.median_s)
+    }
+
+    /// Step-time statistics over the steps. Each `tracked_stats` record gives the mean step
+    /// time of a block of `metadata.steps` steps, so a record counts as that many steps; a log
+    /// whose records lack `steps` (older logs) weights each record once and says so in
+    /// [`StepStats::steps`] = `None`.
+    pub fn step_stats(&self) -> Option<StepStats> {
         if self.step_times_s.is_empty() {
             return None;
         }
-        let mut v = self.step_times_s.clone();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        Some(if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        let known = self.step_counts.len() == self.step_times_s.len()
+            && self.step_counts.iter().all(Option::is_some);
+        let mut v: Vec<(f64, u64)> = self
+            .step_times_s
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                let w = if known {
+                    self.step_counts[i].unwrap_or(1)
+                } else {
+                    1
+                };
+                (t, w)
+            })
+            .filter(|(t, w)| t.is_finite() && *w > 0)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let total: u64 = v.iter().map(|x| x.1).sum();
+        // Nearest rank: the smallest time whose cumulative weight reaches q of the total.
+        let q = |q: f64| {
+            let rank = ((q * total as f64).ceil() as u64).max(1);
+            let mut cum = 0;
+            for &(t, w) in &v {
+                cum += w;
+                if cum >= rank {
+                    return t;
+                }
+            }
+            v[v.len() - 1].0
+        };
+        Some(StepStats {
+            steps: known.then_some(total),
+            records: self.step_times_s.len(),
+            median_s: q(0.5),
+            p90_s: q(0.9),
+            p99_s: q(0.99),
         })
     }
+}
+
+/// Step-time statistics of a run ([`RunSummary::step_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepStats {
+    /// Steps covered, when every `tracked_stats` record says how many (`metadata.steps`).
+    pub steps: Option<u64>,
+    /// `tracked_stats` records with a `train_step_time`.
+    pub records: usize,
+    /// Median step time, seconds.
+    pub median_s: f64,
+    /// 90th percentile, seconds.
+    pub p90_s: f64,
+    /// 99th percentile, seconds.
+    pub p99_s: f64,
 }
 
 /// Builds a summary incrementally from records (what [`summarize_reader`] does).
@@ -205,6 +264,10 @@ impl SummaryBuilder {
                 }
                 if let Some(x) = r.value.get("train_step_time").and_then(Value::as_f64) {
                     self.s.step_times_s.push(x);
+                    let steps = r.metadata.get("steps").and_then(Value::as_f64);
+                    self.s
+                        .step_counts
+                        .push(steps.filter(|n| *n >= 0.0).map(|n| n as u64));
                 }
             }
             _ => {}
@@ -337,13 +400,20 @@ pub fn summarize_text(path: &str, text: &str) -> RunSummary {
     summarize_reader(path, text.as_bytes()).expect("reading memory cannot fail")
 }
 
-/// Summarises a file, with a progress bar on stderr when it takes more than a second.
+/// Summarises a file.
 pub fn summarize_file(path: &Path) -> std::io::Result<RunSummary> {
     let f = std::fs::File::open(path)?;
-    let total = f.metadata().map(|m| m.len()).unwrap_or(0);
     let label = path.display().to_string();
-    let reader = super::progress::ProgressReader::new(f, &label, total);
-    summarize_reader(&label, std::io::BufReader::with_capacity(1 << 16, reader))
+    summarize_reader(&label, std::io::BufReader::with_capacity(1 << 16, f))
+}
+
+/// Four significant digits, whatever the magnitude (step times span microseconds to seconds).
+fn sig(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = (3 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
 }
 
 fn fmt_opt(x: Option<f64>, prec: usize) -> String {
@@ -412,7 +482,10 @@ pub fn render_text(runs: &[RunSummary]) -> String {
     }
     for r in runs {
         if r.evals.is_empty() {
-            continue;
+            if r.step_times_s.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("\n{}: no eval\n", r.path));
         }
         let tgt = r.target.as_ref().map_or(String::new(), |t| {
             format!(
@@ -421,23 +494,38 @@ pub fn render_text(runs: &[RunSummary]) -> String {
                 t.value
             )
         });
-        out.push_str(&format!(
-            "\n{}: eval curve, {} -> value{tgt}\n",
-            r.path, r.x_unit
-        ));
-        let pts: Vec<String> = r
-            .evals
-            .iter()
-            .map(|e| format!("{}:{}", fmt_x(e.x), e.value))
-            .collect();
-        out.push_str("  ");
-        out.push_str(&pts.join(" "));
-        out.push('\n');
-        if let Some(m) = r.median_step_time_s() {
+        if !r.evals.is_empty() {
             out.push_str(&format!(
-                "  step time: median {:.4} s over {} steps\n",
-                m,
-                r.step_times_s.len()
+                "\n{}: eval curve, {} -> value{tgt}\n",
+                r.path, r.x_unit
+            ));
+            let pts: Vec<String> = r
+                .evals
+                .iter()
+                .map(|e| format!("{}:{}", fmt_x(e.x), e.value))
+                .collect();
+            out.push_str("  ");
+            out.push_str(&pts.join(" "));
+            out.push('\n');
+        }
+        if let Some(st) = r.step_stats() {
+            let over = match st.steps {
+                Some(n) => format!(
+                    "over {n} steps ({} tracked_stats record{})",
+                    st.records,
+                    if st.records == 1 { "" } else { "s" }
+                ),
+                None => format!(
+                    "over {} tracked_stats records, not steps: the log does not say how many \
+                     steps each covers (no metadata.steps)",
+                    st.records
+                ),
+            };
+            out.push_str(&format!(
+                "  step time: median {} s, p90 {} s, p99 {} s {over}\n",
+                sig(st.median_s),
+                sig(st.p90_s),
+                sig(st.p99_s),
             ));
         }
     }
@@ -467,13 +555,15 @@ pub fn run_to_json(r: &RunSummary) -> String {
         )
     });
     let opt_i = |x: Option<i64>| x.map_or("null".into(), |v| v.to_string());
+    let st = r.step_stats();
     format!(
         "{{\"path\": {}, \"benchmark\": {}, \"division\": {}, \"org\": {}, \"status\": {}, \
          \"converged\": {}, \"run_start_ms\": {}, \"run_stop_ms\": {}, \
          \"time_to_train_min\": {}, \"init_time_s\": {}, \"global_batch_size\": {}, \
          \"samples_to_converge\": {}, \"x_unit\": {}, \"num_evals\": {}, \"evals\": [{}], \
          \"target\": {}, \"target_reached\": {}, \"throughput\": {}, \"logged_throughput\": {}, \
-         \"num_step_times\": {}, \"median_step_time_s\": {}, \"records\": {}, \"parse_errors\": {}}}",
+         \"num_step_times\": {}, \"steps\": {}, \"median_step_time_s\": {}, \
+         \"p90_step_time_s\": {}, \"p99_step_time_s\": {}, \"records\": {}, \"parse_errors\": {}}}",
         json_str(&r.path),
         json_opt_str(r.benchmark.as_deref()),
         json_opt_str(r.division.as_deref()),
@@ -494,7 +584,11 @@ pub fn run_to_json(r: &RunSummary) -> String {
         json_opt_num(r.throughput),
         json_opt_num(r.logged_throughput),
         r.step_times_s.len(),
-        json_opt_num(r.median_step_time_s()),
+        st.and_then(|s| s.steps)
+            .map_or("null".into(), |n| n.to_string()),
+        json_opt_num(st.map(|s| s.median_s)),
+        json_opt_num(st.map(|s| s.p90_s)),
+        json_opt_num(st.map(|s| s.p99_s)),
         r.records,
         r.parse_errors,
     )
@@ -519,7 +613,7 @@ pub fn render_csv(runs: &[RunSummary]) -> String {
     let mut out = String::from(
         "path,benchmark,status,converged,time_to_train_min,samples_to_converge,num_evals,\
          init_time_s,throughput,logged_throughput,global_batch_size,target,median_step_time_s,\
-         eval_curve\n",
+         p90_step_time_s,p99_step_time_s,steps,eval_curve\n",
     );
     let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
     for r in runs {
@@ -528,6 +622,7 @@ pub fn render_csv(runs: &[RunSummary]) -> String {
             .iter()
             .map(|e| format!("{}:{}", num(e.x), e.value))
             .collect();
+        let st = r.step_stats();
         let cells = [
             csv_field(&r.path),
             csv_field(r.benchmark.as_deref().unwrap_or("")),
@@ -541,7 +636,11 @@ pub fn render_csv(runs: &[RunSummary]) -> String {
             num(r.logged_throughput),
             num(r.global_batch_size),
             num(r.target.as_ref().map(|t| t.value)),
-            num(r.median_step_time_s()),
+            num(st.map(|s| s.median_s)),
+            num(st.map(|s| s.p90_s)),
+            num(st.map(|s| s.p99_s)),
+            st.and_then(|s| s.steps)
+                .map_or(String::new(), |n| n.to_string()),
             csv_field(&curve.join(";")),
         ];
         out.push_str(&cells.join(","));
