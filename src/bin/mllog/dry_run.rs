@@ -65,7 +65,7 @@ pub struct Args {
     /// submission_platform.
     #[arg(long, default_value = "DryRunPlatform")]
     platform: String,
-    /// config_filename [default: dry_run_<benchmark>.sh].
+    /// config_filename (default: dry_run_BENCHMARK.sh, BENCHMARK the benchmark's name).
     #[arg(long, value_name = "NAME")]
     config_filename: Option<String>,
     /// Lowest numerical precisions in linear, attention and communication layers.
