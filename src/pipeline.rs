@@ -496,20 +496,24 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
     }
     // The inline sinks first, in order: the MLLOG file is complete and closed before a sink
     // that reads it (the uploader) is told to close. Then every isolated sink closes at once,
-    // each on its thread, all by the same deadline.
+    // each on its thread, all by the same deadline, a little before the guard's: a sink left
+    // behind is in the report the guard takes.
     for slot in &mut sinks {
         if let Slot::Inline(sink, c) = slot {
             call(sink, c, Call::Close, |s| s.close(deadline));
         }
     }
+    let margin = (deadline.saturating_duration_since(Instant::now()) / 10)
+        .min(Duration::from_millis(100));
+    let isolated_deadline = deadline.checked_sub(margin).unwrap_or(deadline);
     for slot in &mut sinks {
         if let Slot::Isolated(i) = slot {
-            i.begin_close(deadline);
+            i.begin_close(isolated_deadline);
         }
     }
     for slot in &mut sinks {
         if let Slot::Isolated(i) = slot {
-            if !i.wait_closed(deadline) {
+            if !i.wait_closed(isolated_deadline) {
                 counters.sink_timed_out.store(true, Ordering::Relaxed);
             }
         }

@@ -234,7 +234,8 @@ impl Isolated {
             }
             return true;
         }
-        let queued = self
+        // Those queued and the one in the sink's hands.
+        let undelivered = self
             .accepted
             .saturating_sub(self.state.handled.load(Ordering::Acquire));
         let doing = match self.state.busy() {
@@ -242,7 +243,7 @@ impl Isolated {
             None => String::new(),
         };
         let message = format!(
-            "did not close within the shutdown deadline{doing}; {queued} queued record(s) not \
+            "did not close within the shutdown deadline{doing}; {undelivered} record(s) not \
              delivered"
         );
         self.state.counters.error(message);
