@@ -241,8 +241,10 @@ fn a_sink_stuck_at_shutdown_is_left_behind_at_the_deadline() {
     let (dispatch, mut guard) = start(builder(&log).sink(gated));
     gate.close();
     let _open = OpenOnDrop(gate.clone());
-    log_range(&dispatch, 0, 100);
+    let training = train(&dispatch, 0, 100);
     gate.wait_blocked();
+    wait_for_file(&log, 100, "a user sink");
+    training.join().unwrap();
     // Shutdown returns (at the deadline) although the sink never comes back.
     let report = guard.shutdown();
     assert!(report.shutdown_timed_out, "{report}");
