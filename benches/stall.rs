@@ -4,16 +4,20 @@
 //! the MLLOG file current through the lock and complete at the end, the RPD sink's drops
 //! reported with their reason.
 //!
-//! `cargo bench --features rpd --bench stall [-- SECONDS_LOCKED]` (default 3). The run is
-//! measured twice: with the RPD sink isolated (the default) and, for comparison, inline on the
+//! `cargo bench --features rpd --bench stall [-- SECONDS_LOCKED]` (default 3). Three runs:
+//! without a lock (the machine's own worst call, for reference: a preempted thread shows up
+//! there too), with the RPD sink isolated (the default), and, for comparison, inline on the
 //! pipeline's worker (`Delivery::Inline`, the behaviour before isolation), where the commit
 //! waits for the lock, the worker with it, and the training thread once the queue is full.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tracing::info_span;
+use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::sink::{Delivery, RpdConfig};
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
@@ -25,10 +29,13 @@ struct Outcome {
     calls: u64,
     worst: Duration,
     p9999: Duration,
+    /// Calls over 1 ms.
+    over_1ms: usize,
     wall: Duration,
-    /// Lines in the file when the lock was released, of the lines logged by then.
+    /// MLLOG lines in the file just before the lock was released, and lines logged by then.
     current_at_release: (usize, u64),
     lines: usize,
+    /// MLLOG lines logged (one per step; the `train_step` records go to RPD only).
     logged: u64,
     report: String,
 }
@@ -39,11 +46,14 @@ fn count_lines(log: &Path) -> usize {
         .unwrap_or(0)
 }
 
-fn run(dir: &Path, delivery: Delivery, locked: Duration) -> Outcome {
-    let log = dir.join(format!("{delivery:?}.log").replace([' ', '{', '}', ':'], ""));
+/// Runs steps for a second, then while the RPD file is locked for `locked` (not at all when
+/// zero), then a second more.
+fn run(dir: &Path, name: &str, delivery: Delivery, locked: Duration) -> Outcome {
+    let log = dir.join(format!("{name}.log"));
     let rpd = log.with_extension("rpd");
     let (layer, mut guard) = MllogLayer::builder()
         .output_file(&log)
+        .live_check(LivePolicy::Off)
         .environment(std::iter::empty::<(String, String)>())
         .global_batch_size(8)
         .trace_steps(true)
@@ -53,35 +63,46 @@ fn run(dir: &Path, delivery: Delivery, locked: Duration) -> Outcome {
         .expect("build");
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let lead = Duration::from_secs(1);
-    let total = lead + locked + Duration::from_secs(1);
+    let logged = Arc::new(AtomicU64::new(0));
     let (lock_tx, lock_rx) = std::sync::mpsc::channel::<()>();
-    let (released_tx, released_rx) = std::sync::mpsc::channel::<()>();
-    let rpd_for_locker = rpd.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, u64)>();
+    let (rpd_for_locker, log_for_locker, logged_seen) = (rpd.clone(), log.clone(), logged.clone());
+    // Another SQLite connection, as `sqlite3` or a second `rpd_tracer` process would hold it.
     let locker = std::thread::spawn(move || {
         let conn = Connection::open(&rpd_for_locker).expect("open rpd");
         lock_rx.recv().expect("lock signal");
+        if locked.is_zero() {
+            let _ = done_tx.send((0, 0));
+            return;
+        }
         conn.execute_batch("BEGIN EXCLUSIVE").expect("lock");
         std::thread::sleep(locked);
+        // What the MLLOG file holds at the end of the lock: written through it, or not.
+        let logged_by_now = logged_seen.load(Ordering::Relaxed);
+        let lines = count_lines(&log_for_locker);
         conn.execute_batch("ROLLBACK").expect("unlock");
-        let _ = released_tx.send(());
+        let _ = done_tx.send((lines, logged_by_now));
     });
     let mut latencies: Vec<Duration> = Vec::with_capacity(1 << 20);
-    let mut logged = 0u64;
-    let mut current_at_release = None;
     let mut lock_sent = false;
+    let mut current_at_release = None;
+    // A second after the lock is gone (the catching up included).
+    let mut end = None;
     let start = Instant::now();
     tracing::dispatcher::with_default(&dispatch, || {
         let _run = info_span!("run").entered();
         let mut next = start;
         let mut step = 0u64;
-        while start.elapsed() < total {
+        while end.is_none_or(|e| Instant::now() < e) {
             if !lock_sent && start.elapsed() >= lead {
                 lock_sent = true;
                 let _ = lock_tx.send(());
             }
-            if current_at_release.is_none() && released_rx.try_recv().is_ok() {
-                // What the file holds at the moment the lock goes away: written through it.
-                current_at_release = Some((count_lines(&log), logged));
+            if end.is_none() {
+                if let Ok(seen) = done_rx.try_recv() {
+                    current_at_release = Some(seen);
+                    end = Some(Instant::now() + Duration::from_secs(1));
+                }
             }
             let t = Instant::now();
             let s = train_step!(step, samples = 8u64).entered();
@@ -92,8 +113,7 @@ fn run(dir: &Path, delivery: Delivery, locked: Duration) -> Outcome {
             let t = Instant::now();
             mllog!("train_loss", 0.5, samples_count = step * 8);
             latencies.push(t.elapsed());
-            // train_step start and stop, and the event.
-            logged += 3;
+            logged.fetch_add(1, Ordering::Relaxed);
             step += 1;
             next += STEP_EVERY;
             while Instant::now() < next {
@@ -103,6 +123,7 @@ fn run(dir: &Path, delivery: Delivery, locked: Duration) -> Outcome {
     });
     let wall = start.elapsed();
     locker.join().expect("locker");
+    let current_at_release = current_at_release.unwrap_or_default();
     let report = guard.shutdown();
     // `run_start`/`run_stop` and the other set-up lines come on top of the logged ones.
     let lines = count_lines(&log);
@@ -112,10 +133,11 @@ fn run(dir: &Path, delivery: Delivery, locked: Duration) -> Outcome {
         calls: latencies.len() as u64,
         worst: *latencies.last().unwrap(),
         p9999,
+        over_1ms: latencies.len() - latencies.partition_point(|l| *l <= Duration::from_millis(1)),
         wall,
-        current_at_release: current_at_release.unwrap_or((0, 0)),
+        current_at_release,
         lines,
-        logged,
+        logged: logged.load(Ordering::Relaxed),
         report: report.to_string(),
     }
 }
@@ -131,23 +153,41 @@ fn main() {
         locked.as_secs_f64(),
         STEP_EVERY.as_micros()
     );
-    for (name, delivery) in [
-        ("isolated (default)", Delivery::isolated()),
-        ("inline (before)", Delivery::Inline),
+    for (name, delivery, locked) in [
+        (
+            "isolated, no lock (reference)",
+            Delivery::isolated(),
+            Duration::ZERO,
+        ),
+        ("isolated (default)", Delivery::isolated(), locked),
+        ("inline (before isolation)", Delivery::Inline, locked),
     ] {
-        let o = run(dir.path(), delivery, locked);
+        let file = name.split([' ', ',']).next().unwrap_or(name);
+        let o = run(
+            dir.path(),
+            &format!("{file}-{}", locked.as_millis()),
+            delivery,
+            locked,
+        );
         let (at_release, logged_then) = o.current_at_release;
         println!("\nRPD sink {name}:");
         println!(
-            "  training thread: {} calls, worst {:.3} ms, p99.99 {:.3} ms, wall {:.2} s",
+            "  training thread: {} calls, worst {:.3} ms, p99.99 {:.3} ms, {} over 1 ms, \
+             wall {:.2} s",
             o.calls,
             o.worst.as_secs_f64() * 1e3,
             o.p9999.as_secs_f64() * 1e3,
+            o.over_1ms,
             o.wall.as_secs_f64()
         );
+        if !locked.is_zero() {
+            println!(
+                "  MLLOG file at the end of the lock: {at_release} lines; {logged_then} were \
+                 logged just before they were counted (+ the `run_start` line)"
+            );
+        }
         println!(
-            "  MLLOG file at the lock's release: {at_release} lines for {logged_then} logged \
-             records (+ set-up lines); at the end: {} lines for {} logged",
+            "  MLLOG file at the end: {} lines, {} logged (+ `run_start`, `run_stop`)",
             o.lines, o.logged
         );
         println!("  report: {}", o.report);

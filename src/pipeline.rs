@@ -503,8 +503,8 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
             call(sink, c, Call::Close, |s| s.close(deadline));
         }
     }
-    let margin = (deadline.saturating_duration_since(Instant::now()) / 10)
-        .min(Duration::from_millis(100));
+    let margin =
+        (deadline.saturating_duration_since(Instant::now()) / 10).min(Duration::from_millis(100));
     let isolated_deadline = deadline.checked_sub(margin).unwrap_or(deadline);
     for slot in &mut sinks {
         if let Slot::Isolated(i) = slot {

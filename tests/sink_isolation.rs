@@ -203,7 +203,9 @@ fn a_blocked_user_sink_drops_and_catches_up_while_the_file_stays_current() {
         reason.starts_with("queue full (16 records) while the sink was blocked in write for "),
         "{reason}"
     );
-    assert!(report.to_string().contains("gated: 0 written, 483 dropped: queue full"));
+    assert!(report
+        .to_string()
+        .contains("gated: 0 written, 483 dropped: queue full"));
     assert!(!report.is_clean());
     assert_eq!(sink(&report, "mllog-file").dropped, 0);
 
@@ -223,7 +225,11 @@ fn a_blocked_user_sink_drops_and_catches_up_while_the_file_stays_current() {
     log_range(&dispatch, 500, 510);
     let report = guard.shutdown();
     assert_eq!(sink(&report, "gated").written, 27, "{report}");
-    assert_eq!(memory_handle.records().len(), 510, "the inline sink is lossless");
+    assert_eq!(
+        memory_handle.records().len(),
+        510,
+        "the inline sink is lossless"
+    );
     assert_eq!(sink(&report, "memory").delivery, Delivery::Inline);
     assert_eq!(loss_lines(&log), (0..510).collect::<Vec<_>>());
     assert!(!report.shutdown_timed_out, "{report}");
@@ -298,7 +304,10 @@ fn a_locked_rpd_file_drops_rpd_rows_not_mllog_lines() {
         reason.starts_with("queue full (16 records) while the sink was blocked in flush for "),
         "{reason}"
     );
-    assert!(report.to_string().contains(" dropped: queue full"), "{report}");
+    assert!(
+        report.to_string().contains(" dropped: queue full"),
+        "{report}"
+    );
     let dropped = rpd_report.dropped;
 
     // Lock released: the RPD sink commits what it has and catches up with its queue.
@@ -313,7 +322,10 @@ fn a_locked_rpd_file_drops_rpd_rows_not_mllog_lines() {
         .unwrap()
         .query_row("SELECT count(*) FROM rocpd_api", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(rows as u64, rpd_report.written, "one RPD row per record written");
+    assert_eq!(
+        rows as u64, rpd_report.written,
+        "one RPD row per record written"
+    );
     assert_eq!(loss_lines(&log), (0..1000).collect::<Vec<_>>());
 }
 
