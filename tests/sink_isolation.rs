@@ -8,7 +8,6 @@
 //! The pipeline's queue is kept small with `Overflow::Block`: if the worker waited on the
 //! stalled sink, the training thread would wait with it and the file would stay incomplete.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -334,14 +333,16 @@ fn a_locked_rpd_file_drops_rpd_rows_not_mllog_lines() {
 
 /// A TCP listener on a free loopback port that accepts connections, reads nothing and never
 /// answers; the connections stay open until it is dropped.
+#[cfg(any(feature = "otel", feature = "object-store"))]
 struct Silent {
     port: u16,
     conns: Arc<Mutex<Vec<std::net::TcpStream>>>,
 }
 
+#[cfg(any(feature = "otel", feature = "object-store"))]
 impl Silent {
     fn start() -> Silent {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let conns = Arc::new(Mutex::new(Vec::new()));
         let keep = conns.clone();
@@ -354,6 +355,7 @@ impl Silent {
     }
 }
 
+#[cfg(any(feature = "otel", feature = "object-store"))]
 impl Drop for Silent {
     fn drop(&mut self) {
         for c in self.conns.lock().unwrap().drain(..) {

@@ -580,6 +580,10 @@ impl Builder {
         // Each sink with its delivery: the MLLOG output and the checker inline, the rest
         // isolated unless chosen otherwise (see `Delivery`).
         let mut sinks: Vec<(Box<dyn Sink>, Delivery)> = Vec::new();
+        #[cfg_attr(
+            not(any(feature = "rpd", feature = "otel", feature = "object-store")),
+            allow(unused_variables)
+        )]
         let isolated = Delivery::default();
         let output = if writes {
             self.output.take().unwrap_or(Output::Stdout)
