@@ -229,7 +229,9 @@ impl Isolated {
         };
         // A disconnect means the thread ended (it drops `done` on its way out): closed too.
         if !matches!(done.recv_deadline(deadline), Err(RecvTimeoutError::Timeout)) {
-            if let Some(t) = self.thread.take() {
+            // Joined only when already over: dropping the sink may take time, and the
+            // deadline holds for that too.
+            if let Some(t) = self.thread.take().filter(JoinHandle::is_finished) {
                 let _ = t.join();
             }
             return true;
