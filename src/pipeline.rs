@@ -20,7 +20,8 @@ use crossbeam_queue::ArrayQueue;
 use crate::compliance::ComplianceHandle;
 use crate::layer::Ending;
 use crate::record::{EventType, Record};
-use crate::sink::Sink;
+use crate::sink::isolated::{Call, Isolated};
+use crate::sink::{Delivery, Sink};
 
 /// What the layer does when the queue is full (the worker is behind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -34,7 +35,12 @@ pub enum Overflow {
 }
 
 enum Control {
-    Flush(Sender<()>),
+    /// Drain and flush; the answer carries, when `every_sink`, one receiver per isolated sink
+    /// that hears when that sink has flushed.
+    Flush {
+        every_sink: bool,
+        ack: Sender<Vec<Receiver<()>>>,
+    },
     Shutdown(Instant),
 }
 
@@ -44,18 +50,148 @@ thread_local! {
     static ON_WORKER: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether the current thread is the pipeline's worker thread.
+/// Whether the current thread is the pipeline's worker thread (or an isolated sink's).
 #[inline]
 pub(crate) fn on_worker_thread() -> bool {
     ON_WORKER.with(Cell::get)
 }
 
-#[derive(Default)]
-struct SinkCounters {
-    name: String,
+/// Marks the current thread as one that runs sinks: what it logs is not recorded.
+pub(crate) fn mark_worker_thread() {
+    ON_WORKER.with(|w| w.set(true));
+}
+
+/// One sink's accounting, shared by the worker and (for an isolated sink) the sink's thread.
+pub(crate) struct SinkCounters {
+    pub(crate) name: String,
+    delivery: Delivery,
     written: AtomicU64,
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
+    dropped: AtomicU64,
+    /// The most telling cause among the drops: the longest stall seen.
+    drop_cause: Mutex<Option<DropCause>>,
+    /// The longest single call into the sink, in nanoseconds.
+    slowest_ns: AtomicU64,
+}
+
+/// Why an isolated sink lost records.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum DropCause {
+    /// Its queue was full; the sink was in this call for this long (or busy with a backlog).
+    QueueFull {
+        capacity: usize,
+        busy: Option<(Call, Duration)>,
+    },
+    /// Its thread had stopped.
+    Stopped,
+}
+
+impl DropCause {
+    fn stall(&self) -> Duration {
+        match self {
+            DropCause::QueueFull {
+                busy: Some((_, d)), ..
+            } => *d,
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            DropCause::QueueFull {
+                capacity,
+                busy: Some((call, d)),
+            } => format!(
+                "queue full ({capacity} records) while the sink was blocked in {} for {}",
+                call.as_str(),
+                crate::sink::isolated::seconds(*d)
+            ),
+            DropCause::QueueFull {
+                capacity,
+                busy: None,
+            } => format!(
+                "queue full ({capacity} records): the sink is slower than the records arrive"
+            ),
+            DropCause::Stopped => "the sink's thread had stopped".into(),
+        }
+    }
+}
+
+impl SinkCounters {
+    fn new(name: &str, delivery: Delivery) -> SinkCounters {
+        SinkCounters {
+            name: name.to_owned(),
+            delivery,
+            written: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            dropped: AtomicU64::new(0),
+            drop_cause: Mutex::new(None),
+            slowest_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a call's outcome: a write that succeeded, or an error (a panic included).
+    pub(crate) fn outcome(
+        &self,
+        result: std::thread::Result<Result<(), crate::sink::SinkError>>,
+        call: Call,
+        took: Duration,
+    ) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.slowest_ns.fetch_max(ns, Ordering::Relaxed);
+        match result {
+            Ok(Ok(())) => {
+                if call == Call::Write {
+                    self.written.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(Err(e)) => self.error(e.to_string()),
+            Err(panic) => self.error(format!("sink panicked: {}", panic_message(&panic))),
+        }
+    }
+
+    pub(crate) fn error(&self, message: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+    }
+
+    pub(crate) fn dropped(&self, cause: DropCause) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        let mut worst = self.drop_cause.lock().unwrap_or_else(|e| e.into_inner());
+        if worst.as_ref().is_none_or(|w| cause.stall() >= w.stall()) {
+            *worst = Some(cause);
+        }
+    }
+
+    fn report(&self) -> SinkReport {
+        SinkReport {
+            name: self.name.clone(),
+            delivery: self.delivery,
+            written: self.written.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            drop_reason: self
+                .drop_cause
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(DropCause::describe),
+            slowest_call: Duration::from_nanos(self.slowest_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Where the worker sends records: a sink it calls itself, or an isolated sink's queue.
+enum Slot {
+    Inline(Box<dyn Sink>, Arc<SinkCounters>),
+    Isolated(Isolated),
 }
 
 #[derive(Default)]
@@ -63,7 +199,9 @@ struct Counters {
     received: AtomicU64,
     dropped_full: AtomicU64,
     dropped_closed: AtomicU64,
-    sinks: Vec<SinkCounters>,
+    /// An isolated sink was still busy at the shutdown deadline and was left behind.
+    sink_timed_out: AtomicBool,
+    sinks: Vec<Arc<SinkCounters>>,
 }
 
 /// What producers and the worker share.
@@ -119,9 +257,10 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    /// Starts the worker thread with these sinks.
+    /// Starts the worker thread with these sinks, each delivered by its policy (an isolated
+    /// sink gets its own thread here).
     pub(crate) fn start(
-        sinks: Vec<Box<dyn Sink>>,
+        sinks: Vec<(Box<dyn Sink>, Delivery)>,
         capacity: usize,
         overflow: Overflow,
         shutdown_timeout: Duration,
@@ -132,6 +271,16 @@ impl Pipeline {
         // worker holds, one per producer filling one), allocated now: the training thread
         // does not allocate a record in the steady state, and memory stays bounded.
         let spares = capacity + 2;
+        let mut slots = Vec::with_capacity(sinks.len());
+        for (sink, delivery) in sinks {
+            let counters = Arc::new(SinkCounters::new(sink.name(), delivery));
+            slots.push(match delivery {
+                Delivery::Inline => Slot::Inline(sink, counters),
+                Delivery::Isolated { capacity } => {
+                    Slot::Isolated(Isolated::spawn(sink, capacity, counters)?)
+                }
+            });
+        }
         let queue = Arc::new(Queue {
             records: ArrayQueue::new(capacity),
             spare: ArrayQueue::new(spares),
@@ -147,11 +296,11 @@ impl Pipeline {
                 (capacity / 4).max(1)
             },
             counters: Counters {
-                sinks: sinks
+                sinks: slots
                     .iter()
-                    .map(|s| SinkCounters {
-                        name: s.name().to_owned(),
-                        ..SinkCounters::default()
+                    .map(|s| match s {
+                        Slot::Inline(_, c) => c.clone(),
+                        Slot::Isolated(i) => i.counters().clone(),
                     })
                     .collect(),
                 ..Counters::default()
@@ -164,7 +313,7 @@ impl Pipeline {
         let worker_queue = queue.clone();
         let worker = std::thread::Builder::new()
             .name("tracing-mllog".into())
-            .spawn(move || run_worker(&worker_queue, control_rx, sinks))?;
+            .spawn(move || run_worker(&worker_queue, control_rx, slots))?;
         let _ = queue.worker.set(worker.thread().clone());
         let pipeline = Pipeline {
             queue: queue.clone(),
@@ -273,10 +422,10 @@ const IDLE_ROUNDS: u32 = 50;
 /// How long an idle worker sleeps if nothing wakes it (producers and the guard always do).
 const IDLE_PARK: Duration = Duration::from_secs(10);
 
-fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink>>) {
-    ON_WORKER.with(|w| w.set(true));
+fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
+    mark_worker_thread();
     let counters = &q.counters;
-    let drain = |sinks: &mut Vec<Box<dyn Sink>>| -> bool {
+    let drain = |sinks: &mut Vec<Slot>| -> bool {
         let mut any = false;
         while let Some(mut record) = q.records.pop() {
             write_all(sinks, counters, &record);
@@ -291,18 +440,31 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink
     let deadline = loop {
         if drain(&mut sinks) {
             // The queue ran dry: make what we have visible (file readers, uploaders).
-            flush_all(&mut sinks, counters);
+            flush_all(&mut sinks);
             empty_rounds = 0;
         } else {
             empty_rounds = empty_rounds.saturating_add(1);
         }
         let idle = q.max_delay.is_zero() || empty_rounds >= IDLE_ROUNDS;
         match control.try_recv() {
-            Ok(Control::Flush(ack)) => {
+            Ok(Control::Flush { every_sink, ack }) => {
                 // Everything pushed before the flush request is in the queue by now.
                 drain(&mut sinks);
-                flush_all(&mut sinks, counters);
-                let _ = ack.send(());
+                flush_all(&mut sinks);
+                // Isolated sinks flush on their own threads; the caller waits for them, not
+                // the worker (the MLLOG file must not wait for them).
+                let isolated = if every_sink {
+                    sinks
+                        .iter_mut()
+                        .filter_map(|s| match s {
+                            Slot::Isolated(i) => Some(i.flush_acked()),
+                            Slot::Inline(..) => None,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let _ = ack.send(isolated);
                 continue;
             }
             Ok(Control::Shutdown(d)) => break d,
@@ -328,48 +490,65 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Box<dyn Sink
     }
     drain(&mut sinks);
     while let Ok(c) = control.try_recv() {
-        if let Control::Flush(ack) = c {
-            let _ = ack.send(());
+        if let Control::Flush { ack, .. } = c {
+            let _ = ack.send(Vec::new());
         }
     }
-    for (sink, c) in sinks.iter_mut().zip(&counters.sinks) {
-        let result = catch_unwind(AssertUnwindSafe(|| sink.close(deadline)));
-        note(c, result, false);
+    // The inline sinks first, in order: the MLLOG file is complete and closed before a sink
+    // that reads it (the uploader) is told to close. Then every isolated sink closes at once,
+    // each on its thread, all by the same deadline, a little before the guard's: a sink left
+    // behind is in the report the guard takes.
+    for slot in &mut sinks {
+        if let Slot::Inline(sink, c) = slot {
+            call(sink, c, Call::Close, |s| s.close(deadline));
+        }
     }
-}
-
-fn write_all(sinks: &mut [Box<dyn Sink>], counters: &Counters, record: &Record) {
-    counters.received.fetch_add(1, Ordering::Relaxed);
-    for (sink, c) in sinks.iter_mut().zip(&counters.sinks) {
-        let result = catch_unwind(AssertUnwindSafe(|| sink.write(record)));
-        note(c, result, true);
+    let margin =
+        (deadline.saturating_duration_since(Instant::now()) / 10).min(Duration::from_millis(100));
+    let isolated_deadline = deadline.checked_sub(margin).unwrap_or(deadline);
+    for slot in &mut sinks {
+        if let Slot::Isolated(i) = slot {
+            i.begin_close(isolated_deadline);
+        }
     }
-}
-
-fn flush_all(sinks: &mut [Box<dyn Sink>], counters: &Counters) {
-    for (sink, c) in sinks.iter_mut().zip(&counters.sinks) {
-        let result = catch_unwind(AssertUnwindSafe(|| sink.flush()));
-        note(c, result, false);
-    }
-}
-
-fn note(
-    c: &SinkCounters,
-    result: std::thread::Result<Result<(), crate::sink::SinkError>>,
-    is_write: bool,
-) {
-    let message = match result {
-        Ok(Ok(())) => {
-            if is_write {
-                c.written.fetch_add(1, Ordering::Relaxed);
+    for slot in &mut sinks {
+        if let Slot::Isolated(i) = slot {
+            if !i.wait_closed(isolated_deadline) {
+                counters.sink_timed_out.store(true, Ordering::Relaxed);
             }
-            return;
         }
-        Ok(Err(e)) => e.to_string(),
-        Err(panic) => format!("sink panicked: {}", panic_message(&panic)),
-    };
-    c.errors.fetch_add(1, Ordering::Relaxed);
-    *c.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+    }
+}
+
+fn write_all(sinks: &mut [Slot], counters: &Counters, record: &Record) {
+    counters.received.fetch_add(1, Ordering::Relaxed);
+    for slot in sinks {
+        match slot {
+            Slot::Inline(sink, c) => call(sink, c, Call::Write, |s| s.write(record)),
+            Slot::Isolated(i) => i.write(record),
+        }
+    }
+}
+
+fn flush_all(sinks: &mut [Slot]) {
+    for slot in sinks {
+        match slot {
+            Slot::Inline(sink, c) => call(sink, c, Call::Flush, |s| s.flush()),
+            Slot::Isolated(i) => i.flush_soon(),
+        }
+    }
+}
+
+/// One call into an inline sink, timed and accounted.
+fn call(
+    sink: &mut Box<dyn Sink>,
+    c: &SinkCounters,
+    what: Call,
+    f: impl FnOnce(&mut Box<dyn Sink>) -> Result<(), crate::sink::SinkError>,
+) {
+    let start = Instant::now();
+    let result = catch_unwind(AssertUnwindSafe(|| f(sink)));
+    c.outcome(result, what, start.elapsed());
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
@@ -504,17 +683,23 @@ impl GuardInner {
         }
     }
 
-    fn flush(&self, timeout: Duration) -> bool {
-        let (ack_tx, ack_rx) = bounded(1);
+    /// Waits for the records logged so far to reach the inline sinks (the MLLOG file, the
+    /// checker) and, with `every_sink`, the isolated ones too, each flushed.
+    fn flush(&self, timeout: Duration, every_sink: bool) -> bool {
+        let deadline = crate::sink::saturating_deadline(timeout);
+        let (ack, ack_rx) = bounded(1);
         if self
             .control
-            .send_timeout(Control::Flush(ack_tx), timeout)
+            .send_deadline(Control::Flush { every_sink, ack }, deadline)
             .is_err()
         {
             return false;
         }
         self.queue.wake();
-        ack_rx.recv_timeout(timeout).is_ok()
+        match ack_rx.recv_deadline(deadline) {
+            Ok(isolated) => isolated.iter().all(|r| r.recv_deadline(deadline).is_ok()),
+            Err(_) => false,
+        }
     }
 
     fn report(&self) -> Report {
@@ -524,22 +709,10 @@ impl GuardInner {
             records: c.received.load(Ordering::Relaxed),
             dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
             dropped_after_shutdown: c.dropped_closed.load(Ordering::Relaxed),
-            shutdown_timed_out: self.timed_out.load(Ordering::Relaxed),
+            shutdown_timed_out: self.timed_out.load(Ordering::Relaxed)
+                || c.sink_timed_out.load(Ordering::Relaxed),
             compliance: self.compliance.as_ref().map(ComplianceHandle::report),
-            sinks: c
-                .sinks
-                .iter()
-                .map(|s| SinkReport {
-                    name: s.name.clone(),
-                    written: s.written.load(Ordering::Relaxed),
-                    errors: s.errors.load(Ordering::Relaxed),
-                    last_error: s
-                        .last_error
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clone(),
-                })
-                .collect(),
+            sinks: c.sinks.iter().map(|s| s.report()).collect(),
         }
     }
 
@@ -644,8 +817,11 @@ impl Guard {
 
     /// Waits until every record pushed before this call has reached every sink and the sinks
     /// have flushed, or until `timeout` passes. Returns whether it completed in time.
+    ///
+    /// An isolated sink (see [`crate::sink::Delivery`]) that is stalled makes this wait until
+    /// `timeout` and return `false`; the MLLOG file is flushed all the same.
     pub fn flush(&self, timeout: Duration) -> bool {
-        self.inner.flush(timeout)
+        self.inner.flush(timeout, true)
     }
 
     /// The live checker's verdict on everything logged so far, as it stands before the clock
@@ -670,7 +846,8 @@ impl Guard {
     /// ```
     pub fn preflight(&self) -> Option<crate::compliance::Report> {
         let compliance = self.inner.compliance.as_ref()?;
-        self.inner.flush(self.inner.shutdown_timeout);
+        // The checker is inline: a stalled isolated sink does not hold up the verdict.
+        self.inner.flush(self.inner.shutdown_timeout, false);
         Some(compliance.pending())
     }
 
@@ -698,7 +875,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         let inner = &self.inner;
         if inner.writes && inner.running() {
-            inner.flush(DROP_PROBE);
+            inner.flush(DROP_PROBE, false);
             if inner.queue.counters.received.load(Ordering::Relaxed) == 0 {
                 eprintln!(
                     "tracing-mllog: warning: the guard was dropped before any record was \
@@ -820,15 +997,25 @@ pub struct Report {
 
 /// One sink's share of a [`Report`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SinkReport {
     /// The sink's name.
     pub name: String,
+    /// How the worker hands it records (see [`Delivery`]).
+    pub delivery: Delivery,
     /// Records written without error.
     pub written: u64,
     /// Failed writes, flushes or closes.
     pub errors: u64,
     /// The latest error message.
     pub last_error: Option<String>,
+    /// Records an isolated sink lost because its queue was full (or its thread had stopped).
+    pub dropped: u64,
+    /// Why, in words, for the longest stall seen when a record was dropped, e.g. "queue full
+    /// (4096 records) while the sink was blocked in write for 4.2 s".
+    pub drop_reason: Option<String>,
+    /// The longest single call (write, flush or close) into the sink.
+    pub slowest_call: Duration,
 }
 
 impl Report {
@@ -847,7 +1034,9 @@ impl Report {
 
     /// Nothing dropped, no sink error, shutdown in time.
     pub fn is_clean(&self) -> bool {
-        self.dropped() == 0 && !self.shutdown_timed_out && self.sinks.iter().all(|s| s.errors == 0)
+        self.dropped() == 0
+            && !self.shutdown_timed_out
+            && self.sinks.iter().all(|s| s.errors == 0 && s.dropped == 0)
     }
 }
 
@@ -889,6 +1078,12 @@ impl std::fmt::Display for Report {
         }
         for s in &self.sinks {
             write!(f, "; {}: {} written", s.name, s.written)?;
+            if s.dropped > 0 {
+                write!(f, ", {} dropped", s.dropped)?;
+                if let Some(r) = &s.drop_reason {
+                    write!(f, ": {r}")?;
+                }
+            }
             if s.errors > 0 {
                 write!(f, ", {} errors", s.errors)?;
                 if let Some(e) = &s.last_error {

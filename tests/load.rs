@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tracing_mllog::sink::{Sink, SinkError};
+use tracing_mllog::sink::{Delivery, Sink, SinkError};
 use tracing_mllog::{mllog, MllogLayer, Record, Value};
 use tracing_subscriber::prelude::*;
 
@@ -49,7 +49,9 @@ fn a_million_events_from_four_threads_all_arrive_in_order() {
     };
     let (layer, mut guard) = MllogLayer::builder()
         .no_output()
-        .sink(sink)
+        // Inline: lossless, so the backpressure reaches the producers (an isolated sink
+        // would drop what its own queue cannot hold instead).
+        .sink_with(sink, Delivery::Inline)
         .channel_capacity(1024) // small, so the producers really hit backpressure
         .environment(Vec::<(String, String)>::new())
         .build()

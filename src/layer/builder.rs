@@ -13,7 +13,7 @@ use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
 use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
-use crate::sink::{MllogFileSink, Sink};
+use crate::sink::{Delivery, MllogFileSink, Sink};
 use crate::submission::{Division, Submission, SystemStatus};
 use crate::Error;
 
@@ -79,7 +79,9 @@ pub struct Builder {
     submission: Submission,
     span_names: Vec<(Interval, String)>,
     custom: Vec<IntervalSpec>,
-    sinks: Vec<(Box<dyn Sink>, bool)>,
+    sinks: Vec<(Box<dyn Sink>, bool, Delivery)>,
+    /// Delivery chosen by sink name, for the sinks built here (RPD, OTel, upload).
+    deliveries: Vec<(String, Delivery)>,
     capacity: usize,
     max_delay: Duration,
     overflow: Overflow,
@@ -122,6 +124,7 @@ impl Default for Builder {
             span_names: Vec::new(),
             custom: Vec::new(),
             sinks: Vec::new(),
+            deliveries: Vec::new(),
             capacity: 4096,
             max_delay: Duration::from_millis(2),
             overflow: Overflow::Block,
@@ -406,16 +409,34 @@ impl Builder {
         self
     }
 
-    /// Also send every record to this sink (on the writing rank only, like the MLLOG file).
-    pub fn sink(mut self, sink: impl Sink) -> Self {
-        self.sinks.push((Box::new(sink), false));
+    /// Also send every record to this sink (on the writing rank only, like the MLLOG file),
+    /// isolated: on its own thread behind its own bounded queue, so that it can lose records
+    /// (counted in the report) but never delay the MLLOG file (see [`Delivery`]).
+    pub fn sink(self, sink: impl Sink) -> Self {
+        self.sink_with(sink, Delivery::default())
+    }
+
+    /// [`Builder::sink`] with a chosen [`Delivery`]: [`Delivery::Inline`] for a sink that must
+    /// not lose a record and may hold up the MLLOG file (and the training thread) when slow.
+    pub fn sink_with(mut self, sink: impl Sink, delivery: Delivery) -> Self {
+        self.sinks.push((Box::new(sink), false, delivery));
         self
     }
 
-    /// Send every record to this sink on every rank (e.g. telemetry that each rank exports).
-    /// On a rank that does not write MLLOG lines, the layer stays active for such sinks only.
+    /// Send every record to this sink on every rank (e.g. telemetry that each rank exports),
+    /// isolated like [`Builder::sink`]. On a rank that does not write MLLOG lines, the layer
+    /// stays active for such sinks only.
     pub fn sink_on_every_rank(mut self, sink: impl Sink) -> Self {
-        self.sinks.push((Box::new(sink), true));
+        self.sinks.push((Box::new(sink), true, Delivery::default()));
+        self
+    }
+
+    /// How the sink named `name` (its [`Sink::name`]: `"rpd"`, `"otel"`,
+    /// `"object-store-upload"`, or a sink of your own) receives records, instead of the
+    /// default for its kind ([`Delivery::Isolated`] for all of these). The MLLOG output and the
+    /// live checker are always [`Delivery::Inline`]: they are the log.
+    pub fn sink_delivery(mut self, name: impl Into<String>, delivery: Delivery) -> Self {
+        self.deliveries.push((name.into(), delivery));
         self
     }
 
@@ -557,7 +578,14 @@ impl Builder {
         };
         let writes = self.all_ranks || rank == self.writer_rank;
 
-        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        // Each sink with its delivery: the MLLOG output and the checker inline, the rest
+        // isolated unless chosen otherwise (see `Delivery`).
+        let mut sinks: Vec<(Box<dyn Sink>, Delivery)> = Vec::new();
+        #[cfg_attr(
+            not(any(feature = "rpd", feature = "otel", feature = "object-store")),
+            allow(unused_variables)
+        )]
+        let isolated = Delivery::default();
         let output = if writes {
             self.output.take().unwrap_or(Output::Stdout)
         } else {
@@ -575,8 +603,8 @@ impl Builder {
         sinks.extend(
             self.sinks
                 .into_iter()
-                .filter(|(_, every_rank)| writes || *every_rank)
-                .map(|(sink, _)| sink),
+                .filter(|(_, every_rank, _)| writes || *every_rank)
+                .map(|(sink, _, delivery)| (sink, delivery)),
         );
         let mut compliance = None;
         let warn_at_shutdown = matches!(self.live_check, LivePolicy::Warn);
@@ -589,7 +617,7 @@ impl Builder {
             };
             compliance = Some(sink.handle());
             // Right after the MLLOG output: it checks exactly the lines written.
-            sinks.insert(0, Box::new(sink));
+            sinks.insert(0, (Box::new(sink), Delivery::Inline));
         }
         // The uploader reads the file the MLLOG sink has just flushed, so it comes after it.
         #[cfg(feature = "object-store")]
@@ -614,7 +642,10 @@ impl Builder {
                     };
                     let (sink, handle) = UploadSink::start(config, path).map_err(start)?;
                     // Right after the MLLOG output (and the checker).
-                    sinks.insert(usize::from(compliance.is_some()), Box::new(sink));
+                    sinks.insert(
+                        usize::from(compliance.is_some()),
+                        (Box::new(sink), isolated),
+                    );
                     Some(handle)
                 }
                 _ => None,
@@ -632,7 +663,7 @@ impl Builder {
                     what: "the RPD sink",
                     message: e.to_string(),
                 })?;
-                sinks.push(Box::new(sink));
+                sinks.push((Box::new(sink), isolated));
             }
         }
         #[cfg(feature = "nvtx")]
@@ -672,7 +703,7 @@ impl Builder {
             })? {
                 Some(sink) => {
                     let handle = sink.handle();
-                    sinks.push(Box::new(sink));
+                    sinks.push((Box::new(sink), isolated));
                     Some(handle)
                 }
                 None => None,
@@ -715,14 +746,25 @@ impl Builder {
         check_utf8()?;
         // Last: open the output (truncating a file), now that nothing else can fail.
         match output {
-            Output::Stdout => sinks.insert(0, Box::new(MllogFileSink::stdout())),
+            Output::Stdout => {
+                sinks.insert(0, (Box::new(MllogFileSink::stdout()), Delivery::Inline))
+            }
             Output::File(path) => {
                 let sink = MllogFileSink::create(&path, self.append)
                     .map_err(|source| Error::Output { path, source })?;
-                sinks.insert(0, Box::new(sink));
+                sinks.insert(0, (Box::new(sink), Delivery::Inline));
             }
-            Output::Writer(w) => sinks.insert(0, Box::new(MllogFileSink::writer(w))),
+            Output::Writer(w) => {
+                sinks.insert(0, (Box::new(MllogFileSink::writer(w)), Delivery::Inline));
+            }
             Output::Nowhere => {}
+        }
+        // The MLLOG output and the checker (first) are the log: always inline.
+        let the_log = usize::from(has_output) + usize::from(compliance.is_some());
+        for (sink, delivery) in sinks.iter_mut().skip(the_log) {
+            if let Some((_, d)) = self.deliveries.iter().rev().find(|(n, _)| n == sink.name()) {
+                *delivery = *d;
+            }
         }
         let (pipeline, mut guard) = Pipeline::start(
             sinks,

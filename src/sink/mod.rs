@@ -1,6 +1,9 @@
 //! Where records go. The pipeline's worker thread hands every record, in order, to each
-//! [`Sink`]; sinks never run on the training thread.
+//! [`Sink`]; sinks never run on the training thread. Each sink is delivered by its
+//! [`Delivery`] policy: on the worker itself (the MLLOG file, the live checker), or on its own
+//! thread behind its own bounded queue, so that it cannot hold up the MLLOG file.
 
+pub(crate) mod isolated;
 mod memory;
 mod mllog_file;
 #[cfg(feature = "nvtx")]
@@ -14,6 +17,7 @@ mod rpd;
 #[cfg(feature = "object-store")]
 mod upload;
 
+pub use isolated::Delivery;
 pub use memory::{MemoryHandle, MemorySink};
 pub use mllog_file::MllogFileSink;
 #[cfg(feature = "nvtx")]
@@ -69,8 +73,10 @@ pub enum SinkError {
 
 /// A consumer of the record stream.
 ///
-/// All methods run on the pipeline's worker thread. A sink that fails keeps receiving later
-/// records; each failure is counted in the [`crate::Report`] with its latest message.
+/// All methods run on the pipeline's worker thread, or, for an isolated sink (see
+/// [`Delivery`]), on the sink's own thread, in the same order. A sink that fails keeps
+/// receiving later records; each failure is counted in the [`crate::Report`] with its latest
+/// message.
 pub trait Sink: Send + 'static {
     /// A short name for reports (`"mllog-file"`, `"memory"`, ...).
     fn name(&self) -> &str;
