@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crossbeam_queue::ArrayQueue;
 
 use crate::compliance::ComplianceHandle;
@@ -310,10 +310,15 @@ impl Pipeline {
             let _ = queue.spare.push(Box::new(Record::empty()));
         }
         let (control, control_rx) = bounded(64);
+        // Disconnected when the worker thread ends, however it ends: shutdown waits on it.
+        let (ended_tx, ended) = bounded::<()>(0);
         let worker_queue = queue.clone();
         let worker = std::thread::Builder::new()
             .name("tracing-mllog".into())
-            .spawn(move || run_worker(&worker_queue, control_rx, slots))?;
+            .spawn(move || {
+                let _ended = ended_tx;
+                run_worker(&worker_queue, control_rx, slots)
+            })?;
         let _ = queue.worker.set(worker.thread().clone());
         let pipeline = Pipeline {
             queue: queue.clone(),
@@ -323,7 +328,7 @@ impl Pipeline {
             inner: Arc::new(GuardInner {
                 control,
                 queue,
-                worker: Mutex::new(Some(worker)),
+                worker: Mutex::new(Some((worker, ended))),
                 shutdown_timeout,
                 timed_out: AtomicBool::new(false),
                 reported: AtomicBool::new(false),
@@ -583,7 +588,8 @@ pub struct Guard {
 pub(crate) struct GuardInner {
     control: Sender<Control>,
     queue: Arc<Queue>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker thread, and a channel that disconnects when it ends.
+    worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
     shutdown_timeout: Duration,
     timed_out: AtomicBool,
     /// The report was printed (by a drop or an exit hook): print it once.
@@ -717,7 +723,8 @@ impl GuardInner {
     }
 
     fn stop(&self) {
-        let Some(worker) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        let Some((worker, ended)) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take()
+        else {
             return;
         };
         // A profiled segment still open at the end is stopped and flushed now: the layer (and
@@ -736,14 +743,13 @@ impl GuardInner {
             return;
         }
         self.queue.wake();
-        while !worker.is_finished() {
-            if Instant::now() >= deadline {
-                // The worker is stuck in a sink (e.g. a hung file system). Leave it; the
-                // process must not hang at exit because of logging.
-                self.timed_out.store(true, Ordering::Relaxed);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        // One blocking wait (not a polling loop): the thread that shuts down pays the same
+        // however long the sinks take to close.
+        if let Err(RecvTimeoutError::Timeout) = ended.recv_deadline(deadline) {
+            // The worker is stuck in a sink (e.g. a hung file system). Leave it; the process
+            // must not hang at exit because of logging.
+            self.timed_out.store(true, Ordering::Relaxed);
+            return;
         }
         let _ = worker.join();
     }

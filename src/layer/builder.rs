@@ -673,8 +673,11 @@ impl Builder {
                 message: e.to_string(),
             })?;
             // Once, also when `Builder::sink` added one: two would draw every range twice.
-            if on && !sinks.iter().any(|s| s.name() == "nvtx") {
-                sinks.push(Box::new(crate::sink::NvtxSink::new()));
+            if on && !sinks.iter().any(|(s, _)| s.name() == "nvtx") {
+                // On the worker itself: an NVTX call only hands the event to the tool in
+                // memory (it never blocks on I/O), and inline its range edges stay closest to
+                // the spans' own times.
+                sinks.push((Box::new(crate::sink::NvtxSink::new()), Delivery::Inline));
             }
         }
         #[cfg(feature = "profiling")]
