@@ -275,7 +275,24 @@ struct Panel {
     unit: String,
     by_index: bool,
     target: Option<TargetLine>,
+    /// Legend columns (filled top to bottom): several when the names are short.
+    legend_cols: u32,
 }
+
+impl Panel {
+    fn legend_rows(&self) -> u32 {
+        (self.runs.len() as u32).div_ceil(self.legend_cols.max(1))
+    }
+}
+
+/// A legend entry: the name, then what became of the run.
+fn legend_entry(r: &RunSummary) -> (String, String) {
+    (short_name(&r.path), format!("  ({})", run_status(r)))
+}
+
+// Swatch and gap before a legend name, and the gap between legend columns.
+const SWATCH_W: u32 = 44;
+const LEGEND_GAP: u32 = 24;
 
 /// The sizes of the figure, worked out before drawing.
 struct Plan {
@@ -307,6 +324,7 @@ fn plan(runs: &[RunSummary]) -> Plan {
                 unit: String::new(),
                 by_index: false,
                 target: None,
+                legend_cols: 1,
             }),
         }
     }
@@ -346,10 +364,24 @@ fn plan(runs: &[RunSummary]) -> Plan {
     let cols: u32 = if panels.len() <= 1 { 1 } else { 2 };
     let width = if cols == 1 { 1000 } else { 1240 };
     let panel_w = (width - 2 * MARGIN - (cols - 1) * MARGIN) / cols;
+    for p in &mut panels {
+        let widest = p
+            .runs
+            .iter()
+            .map(|&i| {
+                let (name, status) = legend_entry(&runs[i]);
+                SWATCH_W + text_width(&format!("{name}{status}"), LABEL) + LEGEND_GAP
+            })
+            .max()
+            .unwrap_or(panel_w);
+        p.legend_cols = (panel_w / widest.max(1))
+            .clamp(1, 4)
+            .min(p.runs.len().max(1) as u32);
+    }
     let mut rows = Vec::new();
     let mut y = MARGIN + TITLE_H;
     for row in panels.chunks(cols as usize) {
-        let n = row.iter().map(|p| p.runs.len()).max().unwrap_or(0) as u32;
+        let n = row.iter().map(Panel::legend_rows).max().unwrap_or(0);
         let h = CHART_H + 8 + n * LEGEND_ROW;
         rows.push((y, h));
         y += h + MARGIN;
@@ -570,17 +602,20 @@ fn draw_panel<DB: DrawingBackend>(
         chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
     }
-    // The legend: below the plot, one row a run.
-    let (lx, ly) = (legend.get_base_pixel().0, legend.get_base_pixel().1 + 8);
+    // The legend: below the plot, in columns filled top to bottom.
+    let (lx0, ly) = (legend.get_base_pixel().0, legend.get_base_pixel().1 + 8);
+    let (col_w, nrows) = (w / panel.legend_cols.max(1), panel.legend_rows().max(1));
     for (k, &i) in panel.runs.iter().enumerate() {
-        let y = ly + k as i32 * LEGEND_ROW as i32 + LEGEND_ROW as i32 / 2;
+        let (col, row) = (k as u32 / nrows, k as u32 % nrows);
+        let lx = lx0 + (col * col_w) as i32;
+        let y = ly + (row * LEGEND_ROW + LEGEND_ROW / 2) as i32;
         root.draw(&PathElement::new(
             [(lx + 8, y), (lx + 36, y)],
             color(run_color(i)).stroke_width(4),
         ))?;
-        let status = format!("  ({})", run_status(&runs[i]));
-        let room = w.saturating_sub(48 + text_width(&status, LABEL));
-        let name = fit(&short_name(&runs[i].path), LABEL, room);
+        let (name, status) = legend_entry(&runs[i]);
+        let room = col_w.saturating_sub(SWATCH_W + 4 + text_width(&status, LABEL));
+        let name = fit(&name, LABEL, room);
         root.draw(&Text::new(
             format!("{name}{status}"),
             (lx + 44, y),
