@@ -1433,6 +1433,60 @@ fn cli_progress_bar_only_on_a_terminal() {
     assert_eq!(stdout_off, stdout);
 }
 
+/// `mllog score` shows the bar too, naming the benchmark folder it scores, on a terminal only;
+/// its stdout and exit status are the same with and without it.
+#[test]
+fn cli_score_progress_bar_only_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("results/sys_p/llama2_70b_lora");
+    std::fs::create_dir_all(&folder).unwrap();
+    plot_inputs(&folder);
+    let exe = env!("CARGO_BIN_EXE_mllog");
+    let dir = tmp.path().display().to_string();
+    let o = Command::new(exe)
+        .env("MLLOG_PROGRESS_DELAY_MS", "0")
+        .args(["score", &dir])
+        .output()
+        .unwrap();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let piped = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(piped.contains("llama2_70b_lora"), "{piped}");
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped the terminal half: no `script` (util-linux)");
+        return;
+    }
+    let on_tty = |progress: &str| {
+        let out = tmp.path().join("stdout.txt");
+        let cmd = format!("{exe} score {dir} > {}", out.display());
+        let o = Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .env("MLLOG_PROGRESS_DELAY_MS", "0")
+            .env("MLLOG_PROGRESS", progress)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            std::fs::read_to_string(out).unwrap(),
+        )
+    };
+    let (code, tty, stdout) = on_tty("1");
+    assert_eq!(code, o.status.code());
+    assert!(
+        tty.contains("sys_p/llama2_70b_lora"),
+        "no bar naming the folder: {tty:?}"
+    );
+    assert!(tty.contains("\x1b[2K"), "the bar is cleared: {tty:?}");
+    assert_eq!(stdout, piped);
+    let (_, tty_off, stdout_off) = on_tty("0");
+    assert!(!tty_off.contains("sys_p"), "MLLOG_PROGRESS=0: {tty_off:?}");
+    assert_eq!(stdout_off, piped);
+}
+
 /// `package` and `dry-run` have the same JSON document shape as the other commands.
 #[test]
 fn cli_package_and_dry_run_json() {
