@@ -656,7 +656,7 @@ fn hex(c: [u8; 3]) -> String {
 #[cfg(feature = "plot")]
 #[test]
 fn svg_plot_parses_and_shows_panels_targets_and_runs() {
-    use tracing_mllog::results::plot::{run_color, short_name, TARGET_COLOR};
+    use tracing_mllog::results::plot::{run_colors, short_name, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
     let files = plot_mix(tmp.path());
     let svg = tmp.path().join("out.svg");
@@ -714,11 +714,13 @@ fn svg_plot_parses_and_shows_panels_targets_and_runs() {
         strokes.iter().filter(|s| **s == hex(TARGET_COLOR)).count() >= 3,
         "target lines: {strokes:?}"
     );
+    let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
+    let colors = run_colors(&runs);
     for (i, f) in files.iter().enumerate() {
         assert!(
-            strokes.contains(&hex(run_color(i))),
+            strokes.contains(&hex(colors[i])),
             "run {i} has no curve in {}",
-            hex(run_color(i))
+            hex(colors[i])
         );
         // The legend names every run; long names are cut from the right, keeping the start.
         let name = short_name(&f.display().to_string());
@@ -750,7 +752,7 @@ fn svg_plot_parses_and_shows_panels_targets_and_runs() {
 #[cfg(feature = "plot")]
 #[test]
 fn png_plot_decodes_and_shows_target_and_runs() {
-    use tracing_mllog::results::plot::{render_rgb, run_color, TARGET_COLOR};
+    use tracing_mllog::results::plot::{render_rgb, run_colors, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
     let files = plot_mix(tmp.path());
     let png_path = tmp.path().join("out.png");
@@ -781,8 +783,8 @@ fn png_plot_decodes_and_shows_target_and_runs() {
     assert!(lib.rgb == px, "the CLI wrote the library's picture");
     let count = |c: [u8; 3]| px.chunks(3).filter(|p| *p == c).count();
     assert!(count(TARGET_COLOR) > 300, "target lines missing");
-    for i in 0..files.len() {
-        assert!(count(run_color(i)) > 100, "run {i} missing");
+    for (i, c) in run_colors(&runs).into_iter().enumerate() {
+        assert!(count(c) > 100, "run {i} missing");
     }
     assert_border_is_background(px, info.width, info.height);
 }
@@ -812,7 +814,9 @@ fn assert_border_is_background(px: &[u8], w: u32, h: u32) {
 #[cfg(feature = "plot")]
 #[test]
 fn plot_of_the_real_corpus() {
-    use tracing_mllog::results::plot::{render_rgb, render_svg, run_color, PALETTE_SIZE};
+    use tracing_mllog::results::plot::{
+        render_rgb, render_svg, run_colors, PALETTE_SIZE, TARGET_COLOR,
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -821,8 +825,9 @@ fn plot_of_the_real_corpus() {
     files.sort();
     let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
     assert!(runs.len() <= PALETTE_SIZE);
-    let colors: std::collections::HashSet<_> = (0..runs.len()).map(run_color).collect();
+    let colors: std::collections::HashSet<_> = run_colors(&runs).into_iter().collect();
     assert_eq!(colors.len(), runs.len(), "a colour per run");
+    assert!(!colors.contains(&TARGET_COLOR));
     let mut benches: Vec<&str> = runs.iter().filter_map(|r| r.benchmark.as_deref()).collect();
     benches.sort_unstable();
     benches.dedup();

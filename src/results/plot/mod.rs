@@ -32,8 +32,9 @@ pub const TARGET_COLOR: Rgb = [214, 39, 40];
 /// How many runs get distinct colours; run `PALETTE_SIZE` reuses the first colour.
 pub const PALETTE_SIZE: usize = PALETTE.len();
 
-// Tableau 20 without its two reds (the target's), then darker and mid tones that stay apart
-// from those on white: 26 colours, more than a round's runs of several benchmarks.
+// Tableau 10 without its red (the target's), then dark and mid tones that stay apart from
+// those on white, then the light half of Tableau 20: 26 colours, strong ones first. Runs take
+// them panel by panel, so that the runs of one benchmark get neighbouring, strong colours.
 const PALETTE: [Rgb; 26] = [
     [31, 119, 180],
     [255, 127, 14],
@@ -45,27 +46,54 @@ const PALETTE: [Rgb; 26] = [
     [188, 189, 34],
     [23, 190, 207],
     [57, 59, 121],
+    [99, 121, 57],
+    [140, 109, 49],
+    [123, 65, 115],
+    [0, 160, 135],
+    [231, 186, 82],
+    [107, 110, 207],
+    [132, 60, 57],
+    [0, 0, 0],
     [174, 199, 232],
     [255, 187, 120],
     [152, 223, 138],
     [197, 176, 213],
     [196, 156, 148],
     [247, 182, 210],
-    [99, 121, 57],
     [219, 219, 141],
     [158, 218, 229],
-    [140, 109, 49],
-    [123, 65, 115],
-    [132, 60, 57],
-    [0, 160, 135],
-    [231, 186, 82],
-    [107, 110, 207],
-    [0, 0, 0],
 ];
 
-/// The colour of run `i` (in the order the runs were given).
+/// Palette colour `i` (the palette repeats after [`PALETTE_SIZE`]).
 pub fn run_color(i: usize) -> Rgb {
     PALETTE[i % PALETTE.len()]
+}
+
+/// The colour of each of `runs`, in the order given: palette colours taken panel by panel
+/// (benchmarks in name order), so each run keeps one colour in the whole figure.
+pub fn run_colors(runs: &[RunSummary]) -> Vec<Rgb> {
+    let mut out = vec![PALETTE[0]; runs.len()];
+    for (k, i) in groups(runs).into_iter().flat_map(|(_, v)| v).enumerate() {
+        out[i] = run_color(k);
+    }
+    out
+}
+
+/// The runs by benchmark (indices into `runs`), benchmarks in name order.
+fn groups(runs: &[RunSummary]) -> Vec<(String, Vec<usize>)> {
+    let mut g: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let b = r
+            .benchmark
+            .clone()
+            .unwrap_or_else(|| "(no submission_benchmark)".into());
+        match g.iter_mut().find(|(n, _)| *n == b) {
+            Some((_, v)) => v.push(i),
+            None => g.push((b, vec![i])),
+        }
+    }
+    g.sort_by(|a, b| a.0.cmp(&b.0));
+    g
 }
 
 const TEXT: Rgb = [30, 30, 30];
@@ -186,7 +214,7 @@ fn fmt_axis(v: f64, step: f64) -> String {
 
 /// "Nice" linear tick positions in `[lo, hi]` (about `n`).
 fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if !lo.is_finite() || !hi.is_finite() || hi <= lo {
         return vec![lo];
     }
     let raw = (hi - lo) / n as f64;
@@ -306,29 +334,23 @@ struct Plan {
     /// Runs with step times: (run index, sorted positive times).
     steps: Vec<(usize, Vec<f64>)>,
     steps_top: u32,
+    /// Each run's colour.
+    colors: Vec<Rgb>,
 }
 
 fn plan(runs: &[RunSummary]) -> Plan {
-    let mut panels: Vec<Panel> = Vec::new();
-    for (i, r) in runs.iter().enumerate() {
-        let b = r
-            .benchmark
-            .clone()
-            .unwrap_or_else(|| "(no submission_benchmark)".into());
-        match panels.iter_mut().find(|p| p.benchmark == b) {
-            Some(p) => p.runs.push(i),
-            None => panels.push(Panel {
-                benchmark: b,
-                runs: vec![i],
-                key: String::new(),
-                unit: String::new(),
-                by_index: false,
-                target: None,
-                legend_cols: 1,
-            }),
-        }
-    }
-    panels.sort_by(|a, b| a.benchmark.cmp(&b.benchmark));
+    let mut panels: Vec<Panel> = groups(runs)
+        .into_iter()
+        .map(|(benchmark, runs)| Panel {
+            benchmark,
+            runs,
+            key: String::new(),
+            unit: String::new(),
+            by_index: false,
+            target: None,
+            legend_cols: 1,
+        })
+        .collect();
     for p in &mut panels {
         p.target = p.runs.iter().find_map(|&i| runs[i].target.clone());
         p.key = p
@@ -413,6 +435,7 @@ fn plan(runs: &[RunSummary]) -> Plan {
         panels,
         steps,
         steps_top,
+        colors: run_colors(runs),
     }
 }
 
@@ -452,14 +475,14 @@ fn draw<DB: DrawingBackend>(
         let (top, h) = p.rows[k / p.cols as usize];
         let left = MARGIN + (k as u32 % p.cols) * (p.panel_w + MARGIN);
         let area = root.clone().shrink((left, top), (p.panel_w, h));
-        draw_panel(root, &area, runs, panel, p.panel_w)?;
+        draw_panel(root, &area, runs, &p.colors, panel, p.panel_w)?;
     }
     if !p.steps.is_empty() {
         let area = root.clone().shrink(
             (MARGIN, p.steps_top),
             (p.width - 2 * MARGIN, steps_height(p.steps.len())),
         );
-        draw_steps(root, &area, runs, &p.steps, p.width - 2 * MARGIN)?;
+        draw_steps(root, &area, runs, &p.colors, &p.steps, p.width - 2 * MARGIN)?;
     }
     root.present()
 }
@@ -468,6 +491,7 @@ fn draw_panel<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     area: &DrawingArea<DB, Shift>,
     runs: &[RunSummary],
+    colors: &[Rgb],
     panel: &Panel,
     w: u32,
 ) -> DrawResult<DB> {
@@ -483,6 +507,7 @@ fn draw_panel<DB: DrawingBackend>(
         .runs
         .iter()
         .flat_map(|&i| runs[i].evals.iter().enumerate().map(|(k, e)| point(k, e)))
+        .filter(|x| x.is_finite())
         .collect();
     let mut ys: Vec<f64> = panel
         .runs
@@ -495,7 +520,7 @@ fn draw_panel<DB: DrawingBackend>(
     }
     let xlo = xs.iter().copied().fold(0.0, f64::min);
     let mut xhi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !(xhi > xlo) {
+    if !xhi.is_finite() || xhi <= xlo {
         xhi = xlo + 1.0;
     }
     xhi += (xhi - xlo) * 0.03;
@@ -591,13 +616,13 @@ fn draw_panel<DB: DrawingBackend>(
         ))?;
     }
     for &i in &panel.runs {
-        let c = color(run_color(i));
+        let c = color(colors[i]);
         let pts: Vec<(f64, f64)> = runs[i]
             .evals
             .iter()
             .enumerate()
             .map(|(k, e)| (point(k, e), e.value))
-            .filter(|p| p.1.is_finite())
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
             .collect();
         chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
@@ -611,7 +636,7 @@ fn draw_panel<DB: DrawingBackend>(
         let y = ly + (row * LEGEND_ROW + LEGEND_ROW / 2) as i32;
         root.draw(&PathElement::new(
             [(lx + 8, y), (lx + 36, y)],
-            color(run_color(i)).stroke_width(4),
+            color(colors[i]).stroke_width(4),
         ))?;
         let (name, status) = legend_entry(&runs[i]);
         let room = col_w.saturating_sub(SWATCH_W + 4 + text_width(&status, LABEL));
@@ -629,6 +654,7 @@ fn draw_steps<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     area: &DrawingArea<DB, Shift>,
     runs: &[RunSummary],
+    colors: &[Rgb],
     rows: &[(usize, Vec<f64>)],
     w: u32,
 ) -> DrawResult<DB> {
@@ -698,7 +724,7 @@ fn draw_steps<DB: DrawingBackend>(
     let plot = chart.plotting_area().get_pixel_range();
     let desc = [
         "seconds per step (log scale)",
-        "box: quartiles, black line: median, whiskers: 5th to 95th percentile",
+        "dot and line: median, box: quartiles, whiskers: 5th to 95th percentile",
     ];
     for (k, d) in desc.iter().enumerate() {
         root.draw(&Text::new(
@@ -712,7 +738,7 @@ fn draw_steps<DB: DrawingBackend>(
     }
     for (k, (i, v)) in rows.iter().enumerate() {
         let y = (n - k) as f64 - 0.5;
-        let c = color(run_color(*i));
+        let c = color(colors[*i]);
         let q = |p| quantile(v, p);
         chart.draw_series([
             PathElement::new([(q(0.05), y), (q(0.95), y)], c.stroke_width(2)),
@@ -729,8 +755,12 @@ fn draw_steps<DB: DrawingBackend>(
         )])?;
         chart.draw_series([PathElement::new(
             [(q(0.5), y - 0.34), (q(0.5), y + 0.34)],
-            color(TEXT).stroke_width(3),
+            color(TEXT).stroke_width(2),
         )])?;
+        // The median also as a dot in the run's colour: most runs' quartiles are a few pixels
+        // apart on an axis that spans decades.
+        chart.draw_series([Circle::new((q(0.5), y), 6, c.filled())])?;
+        chart.draw_series([Circle::new((q(0.5), y), 6, color(TEXT).stroke_width(1))])?;
         let (_, py) = chart.backend_coord(&(lo, y));
         root.draw(&Text::new(
             names[k].clone(),
@@ -869,6 +899,34 @@ mod tests {
         let f = fit(&n, LABEL, 200);
         assert!(f.starts_with("v5.1_Univ") && f.ends_with('…'), "{f}");
         assert!(text_width(&f, LABEL) <= 200);
+    }
+
+    #[test]
+    fn degenerate_runs_still_draw() {
+        use super::super::summary::EvalPoint;
+        let odd = RunSummary {
+            path: "x/result_0.txt".into(),
+            evals: vec![
+                EvalPoint {
+                    x: Some(f64::INFINITY),
+                    value: f64::NAN,
+                    time_ms: 0,
+                },
+                EvalPoint {
+                    x: Some(5.0),
+                    value: 0.5,
+                    time_ms: 1,
+                },
+            ],
+            step_times_s: vec![0.0, -1.0, f64::NAN, 0.25],
+            ..RunSummary::default()
+        };
+        for runs in [vec![], vec![RunSummary::default()], vec![odd]] {
+            let svg = render_svg(&runs).unwrap();
+            assert!(svg.starts_with("<svg"), "{svg}");
+            let b = render_rgb(&runs).unwrap();
+            assert_eq!(b.rgb.len(), (b.width * b.height * 3) as usize);
+        }
     }
 
     #[test]
