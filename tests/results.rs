@@ -631,6 +631,7 @@ fn plot_inputs(dir: &Path) -> Vec<PathBuf> {
 
 /// Inputs of the plot tests: the generated llama2_70b_lora runs (with step times; one with a
 /// file name far wider than a panel) and two real logs of other benchmarks.
+#[cfg(feature = "plot")]
 fn plot_mix(dir: &Path) -> Vec<PathBuf> {
     let mut files = plot_inputs(dir);
     let long = dir.join(format!(
