@@ -847,6 +847,12 @@ fn plot_of_the_real_corpus() {
             .count();
         assert_eq!(n, 1, "{b}: {texts:?}");
     }
+    let converged = runs.iter().filter(|r| r.converged).count();
+    assert!(texts.contains(&&*format!(
+        "MLPerf Training: {} runs of {} benchmarks, {converged} converged",
+        runs.len(),
+        benches.len()
+    )));
     // BERT logs samples under epoch_num: the axis says what the numbers are.
     assert!(texts.contains(&"bert: eval_accuracy vs samples"));
     assert!(texts.contains(&"samples (logged as epoch_num)"));

@@ -452,16 +452,17 @@ fn draw<DB: DrawingBackend>(
     p: &Plan,
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
+    let converged = runs.iter().filter(|r| r.converged).count();
     let title = if p.panels.len() == 1 {
         format!(
-            "{}: {} run{}",
+            "{}: {} run{}, {converged} converged",
             p.panels[0].benchmark,
             runs.len(),
             if runs.len() == 1 { "" } else { "s" }
         )
     } else {
         format!(
-            "MLPerf Training: {} runs of {} benchmarks",
+            "MLPerf Training: {} runs of {} benchmarks, {converged} converged",
             runs.len(),
             p.panels.len()
         )
