@@ -3,8 +3,8 @@
 //! `tracked_stats` `train_step_time`, the step-time distribution of every run on a log axis.
 //!
 //! Every run keeps one colour in the whole figure (a palette of [`PALETTE_SIZE`] colours, none
-//! of them the target's red); each panel lists its runs below the plot, so a legend never
-//! covers data. Names are file names cut from the right: the start (round, submitter, system)
+//! of them the target's red, repeated beyond that many runs); each panel lists its runs below
+//! the plot, so a legend never covers data. Names are file names cut from the right: the start (round, submitter, system)
 //! is what tells runs apart.
 //!
 //! Text in PNG is drawn by ab_glyph from DejaVu Sans compiled into the binary (`fonts/`, with
