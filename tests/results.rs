@@ -629,10 +629,37 @@ fn plot_inputs(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Inputs of the plot tests: the generated llama2_70b_lora runs (with step times; one with a
+/// file name far wider than a panel) and two real logs of other benchmarks.
+#[cfg(feature = "plot")]
+fn plot_mix(dir: &Path) -> Vec<PathBuf> {
+    let mut files = plot_inputs(dir);
+    let long = dir.join(format!(
+        "v6.1_{}_llama2_70b_lora_{}_result_3.txt",
+        "A-Submitter-With-A-Very-Long-Name".repeat(3),
+        "system-with-eight-nodes-and-a-long-description".repeat(2)
+    ));
+    std::fs::write(&long, gen_run(13, 9, 13.0, Kind::Converged, 3)).unwrap();
+    files.push(long);
+    files.push(Path::new(CORPUS).join("v5.0_Supermicro_bert_AS-4126GS-NBR-LCC-N1_result_1.txt"));
+    files.push(Path::new(CORPUS).join("v5.0_QCT_dlrm_dcnv2_D74H-7U_result_0.txt"));
+    files
+}
+
+#[cfg(feature = "plot")]
+fn hex(c: [u8; 3]) -> String {
+    format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
+}
+
+/// The SVG is well-formed XML with one panel per benchmark, each target line drawn and
+/// labelled once, every run's curve in its colour and its name in the legend, and the
+/// step-time panel.
+#[cfg(feature = "plot")]
 #[test]
-fn svg_plot_parses_and_shows_target_and_runs() {
+fn svg_plot_parses_and_shows_panels_targets_and_runs() {
+    use tracing_mllog::results::plot::{run_colors, short_name, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
-    let files = plot_inputs(tmp.path());
+    let files = plot_mix(tmp.path());
     let svg = tmp.path().join("out.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
         .args(["summary", "--format", "csv", "--plot"])
@@ -646,35 +673,89 @@ fn svg_plot_parses_and_shows_target_and_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
-    let code = format!(
-        r#"
-import xml.etree.ElementTree as ET, json
-root = ET.parse({svg:?}).getroot()
-ns = '{{http://www.w3.org/2000/svg}}'
-runs = [e.get('data-run') for e in root.iter(ns + 'polyline') if e.get('class') == 'run']
-target = [e.get('y1') for e in root.iter(ns + 'line') if e.get('id') == 'target']
-texts = [e.text for e in root.iter(ns + 'text')]
-print(json.dumps({{'runs': runs, 'target': target, 'texts': texts}}))
-"#,
-        svg = svg.display().to_string()
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        files.len() + 1
     );
-    let parsed = python_json(&code, tmp.path());
-    assert!(parsed.contains("\"target\": [\""), "{parsed}");
-    for f in &files {
-        assert!(parsed.contains(&f.display().to_string()), "{parsed}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    let width: f64 = root.attribute("width").unwrap().parse().unwrap();
+    let height: f64 = root.attribute("height").unwrap().parse().unwrap();
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").trim().to_string())
+        .collect();
+    let count = |pred: &dyn Fn(&str) -> bool| texts.iter().filter(|t| pred(t)).count();
+    for (bench, unit) in [
+        ("bert", "samples"),
+        ("dlrm_dcnv2", "epochs"),
+        ("llama2_70b_lora", "samples"),
+    ] {
+        let caption = format!("{bench}: eval_accuracy vs {unit}");
+        assert_eq!(count(&|t| t == caption), 1, "{caption}: {texts:?}");
     }
-    assert!(parsed.contains("target <= 0.925"), "{parsed}");
-    assert!(parsed.contains("train step time"), "{parsed}");
-    assert!(parsed.contains("eval_accuracy"), "{parsed}");
+    assert_eq!(
+        count(&|t| t.ends_with(" vs samples") || t.ends_with(" vs epochs")),
+        3
+    );
+    for label in ["target ≤ 0.925", "target ≥ 0.72", "target ≥ 0.80275"] {
+        assert_eq!(count(&|t| t == label), 1, "{label}: {texts:?}");
+    }
+    // Strokes: the target's dashes and each run's curve.
+    let strokes: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") || n.has_tag_name("line"))
+        .filter_map(|n| n.attribute("stroke"))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    assert!(
+        strokes.iter().filter(|s| **s == hex(TARGET_COLOR)).count() >= 3,
+        "target lines: {strokes:?}"
+    );
+    let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
+    let colors = run_colors(&runs);
+    for (i, f) in files.iter().enumerate() {
+        assert!(
+            strokes.contains(&hex(colors[i])),
+            "run {i} has no curve in {}",
+            hex(colors[i])
+        );
+        // The legend names every run; long names are cut from the right, keeping the start.
+        let name = short_name(&f.display().to_string());
+        let head: String = name.chars().take(30).collect();
+        assert_eq!(
+            count(&|t| t.starts_with(&head)),
+            if i < 4 { 2 } else { 1 },
+            "{name}: {texts:?}"
+        );
+    }
+    assert_eq!(
+        count(&|t| t.starts_with("v6.1_A-Submitter") && t.contains('…') && t.ends_with(" min)")),
+        1,
+        "the long name is cut in the legend, its status kept: {texts:?}"
+    );
+    assert_eq!(count(&|t| t.starts_with("Step time per run")), 1);
+    assert_eq!(count(&|t| t.starts_with("median ")), 4, "{texts:?}");
+    // Every text is anchored inside the canvas.
+    for n in doc.descendants().filter(|n| n.has_tag_name("text")) {
+        let x: f64 = n.attribute("x").unwrap().parse().unwrap();
+        let y: f64 = n.attribute("y").unwrap().parse().unwrap();
+        assert!((0.0..=width).contains(&x) && (0.0..=height).contains(&y));
+    }
 }
 
+/// The PNG decodes to the size the library reports, with the same pixels, shows the target
+/// and every run colour, and keeps text inside the canvas: a long run name is cut, so the
+/// outer border stays background.
 #[cfg(feature = "plot")]
 #[test]
 fn png_plot_decodes_and_shows_target_and_runs() {
-    use tracing_mllog::results::plot::{run_color, TARGET_COLOR};
+    use tracing_mllog::results::plot::{render_rgb, run_colors, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
-    let files = plot_inputs(tmp.path());
+    let files = plot_mix(tmp.path());
     let png_path = tmp.path().join("out.png");
     let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
         .args(["summary", "--plot"])
@@ -695,17 +776,126 @@ fn png_plot_decodes_and_shows_target_and_runs() {
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
     let info = reader.next_frame(&mut buf).unwrap();
     assert_eq!(info.color_type, png::ColorType::Rgb);
-    assert!(info.width >= 800 && info.height >= 400);
     let px = &buf[..info.buffer_size()];
-    let count = |c: [u8; 3]| px.chunks(3).filter(|p| *p == c).count();
-    assert!(count(TARGET_COLOR) > 200, "target line missing");
-    for i in 0..files.len() {
-        assert!(count(run_color(i)) > 100, "run {i} missing");
-    }
-    // Also the same figure decoded through the library.
     let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
-    let fig = tracing_mllog::results::plot::figure(&runs);
-    assert_eq!(fig.to_rgb().len(), (fig.width * fig.height * 3) as usize);
+    let lib = render_rgb(&runs).unwrap();
+    assert_eq!((info.width, info.height), (lib.width, lib.height));
+    assert!(info.width >= 1000 && info.height >= 900, "{info:?}");
+    assert!(lib.rgb == px, "the CLI wrote the library's picture");
+    let count = |c: [u8; 3]| px.chunks(3).filter(|p| *p == c).count();
+    assert!(count(TARGET_COLOR) > 300, "target lines missing");
+    for (i, c) in run_colors(&runs).into_iter().enumerate() {
+        assert!(count(c) > 100, "run {i} missing");
+    }
+    assert_border_is_background(px, info.width, info.height);
+}
+
+/// The outer 6 pixels of an RGB picture are white: nothing (text included) runs off it.
+#[cfg(feature = "plot")]
+fn assert_border_is_background(px: &[u8], w: u32, h: u32) {
+    let (w, h) = (w as usize, h as usize);
+    for y in 0..h {
+        for x in 0..w {
+            if (6..w - 6).contains(&x) && (6..h - 6).contains(&y) {
+                continue;
+            }
+            let i = (y * w + x) * 3;
+            assert_eq!(
+                &px[i..i + 3],
+                &[255, 255, 255],
+                "pixel ({x}, {y}) of {w}x{h}"
+            );
+        }
+    }
+}
+
+/// The corpus of real logs (ten benchmarks, mixed units, step times from 1.4 ms to 50 s):
+/// a panel per benchmark, every run its own colour, step-time ticks on decades, nothing
+/// off the canvas.
+#[cfg(feature = "plot")]
+#[test]
+fn plot_of_the_real_corpus() {
+    use tracing_mllog::results::plot::{
+        render_rgb, render_svg, run_colors, PALETTE_SIZE, TARGET_COLOR,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
+    assert!(runs.len() <= PALETTE_SIZE);
+    let colors: std::collections::HashSet<_> = run_colors(&runs).into_iter().collect();
+    assert_eq!(colors.len(), runs.len(), "a colour per run");
+    assert!(!colors.contains(&TARGET_COLOR));
+    let mut benches: Vec<&str> = runs.iter().filter_map(|r| r.benchmark.as_deref()).collect();
+    benches.sort_unstable();
+    benches.dedup();
+    let svg = render_svg(&runs).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for b in &benches {
+        let n = texts
+            .iter()
+            .filter(|t| t.starts_with(&format!("{b}: eval_accuracy vs ")))
+            .count();
+        assert_eq!(n, 1, "{b}: {texts:?}");
+    }
+    let converged = runs.iter().filter(|r| r.converged).count();
+    assert!(texts.contains(&&*format!(
+        "MLPerf Training: {} runs of {} benchmarks, {converged} converged",
+        runs.len(),
+        benches.len()
+    )));
+    // BERT logs samples under epoch_num: the axis says what the numbers are.
+    assert!(texts.contains(&"bert: eval_accuracy vs samples"));
+    assert!(texts.contains(&"samples (logged as epoch_num)"));
+    assert!(texts.contains(&"rgat: eval_accuracy vs epochs"));
+    for t in ["1 ms", "10 ms", "100 ms", "1 s", "10 s", "100 s"] {
+        assert!(texts.contains(&t), "tick {t}: {texts:?}");
+    }
+    let b = render_rgb(&runs).unwrap();
+    assert_border_is_background(&b.rgb, b.width, b.height);
+}
+
+/// Ten runs of one benchmark whose steps all take about 0.3 ms: the log axis still gets
+/// distinct tick labels in a unit that shows the difference.
+#[cfg(feature = "plot")]
+#[test]
+fn plot_step_ticks_of_close_fast_runs_are_distinct() {
+    use tracing_mllog::results::plot::render_svg;
+    let runs: Vec<_> = (0..10)
+        .map(|i| {
+            let mut r = summarize_text(
+                &format!("result_{i}.txt"),
+                &gen_run(20 + i, 6, 10.0, Kind::Converged, i),
+            );
+            for t in &mut r.step_times_s {
+                *t *= 0.00075;
+            }
+            r
+        })
+        .collect();
+    let svg = render_svg(&runs).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let ticks: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .filter(|t| t.ends_with(" µs") && !t.starts_with("median"))
+        .collect();
+    assert!(ticks.len() >= 3, "{ticks:?}");
+    let mut distinct = ticks.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ticks.len(), "{ticks:?}");
 }
 
 #[test]
@@ -1086,11 +1276,14 @@ fn cli_plot_rejects_unsupported_extensions() {
         runs[0].as_os_str(),
     ]);
     assert_eq!(code, 0, "{err}");
-    let r = summarize_file(&runs[0]).unwrap();
-    let e =
-        tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
-    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-    assert!(!tmp.path().join("lib.jpg").exists());
+    #[cfg(feature = "plot")]
+    {
+        let r = summarize_file(&runs[0]).unwrap();
+        let e = tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg"))
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(!tmp.path().join("lib.jpg").exists());
+    }
 }
 
 /// Step-time statistics are over steps: each `tracked_stats` record weighs `metadata.steps`.
@@ -1250,6 +1443,60 @@ fn cli_progress_bar_only_on_a_terminal() {
         "MLLOG_PROGRESS=0: {tty_off:?}"
     );
     assert_eq!(stdout_off, stdout);
+}
+
+/// `mllog score` shows the bar too, naming the benchmark folder it scores, on a terminal only;
+/// its stdout and exit status are the same with and without it.
+#[test]
+fn cli_score_progress_bar_only_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("results/sys_p/llama2_70b_lora");
+    std::fs::create_dir_all(&folder).unwrap();
+    plot_inputs(&folder);
+    let exe = env!("CARGO_BIN_EXE_mllog");
+    let dir = tmp.path().display().to_string();
+    let o = Command::new(exe)
+        .env("MLLOG_PROGRESS_DELAY_MS", "0")
+        .args(["score", &dir])
+        .output()
+        .unwrap();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let piped = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(piped.contains("llama2_70b_lora"), "{piped}");
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped the terminal half: no `script` (util-linux)");
+        return;
+    }
+    let on_tty = |progress: &str| {
+        let out = tmp.path().join("stdout.txt");
+        let cmd = format!("{exe} score {dir} > {}", out.display());
+        let o = Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .env("MLLOG_PROGRESS_DELAY_MS", "0")
+            .env("MLLOG_PROGRESS", progress)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            std::fs::read_to_string(out).unwrap(),
+        )
+    };
+    let (code, tty, stdout) = on_tty("1");
+    assert_eq!(code, o.status.code());
+    assert!(
+        tty.contains("sys_p/llama2_70b_lora"),
+        "no bar naming the folder: {tty:?}"
+    );
+    assert!(tty.contains("\x1b[2K"), "the bar is cleared: {tty:?}");
+    assert_eq!(stdout, piped);
+    let (_, tty_off, stdout_off) = on_tty("0");
+    assert!(!tty_off.contains("sys_p"), "MLLOG_PROGRESS=0: {tty_off:?}");
+    assert_eq!(stdout_off, piped);
 }
 
 /// `package` and `dry-run` have the same JSON document shape as the other commands.

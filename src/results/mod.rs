@@ -5,8 +5,8 @@
 //! - [`score`]: the benchmark score of `results/<system>/<benchmark>/result_*.txt` the way
 //!   MLCommons' `result_summarizer` computes it (olympic mean, one dropped run, `scaling.json`),
 //!   with every decision explained.
-//! - [`plot`]: eval metric vs samples for each run, with the target line, and the step-time
-//!   distribution; SVG always, PNG with the `plot` feature.
+//! - `plot` (feature `plot`): charts of runs with `plotters`, one panel per benchmark (eval
+//!   metric with the target line) and the step-time distribution of each run; SVG or PNG.
 //! - [`package`]: lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
 //!
@@ -23,6 +23,7 @@
 //! ```
 
 pub mod package;
+#[cfg(feature = "plot")]
 pub mod plot;
 pub mod score;
 pub mod summary;

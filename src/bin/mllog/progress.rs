@@ -60,6 +60,18 @@ impl Progress {
         }
     }
 
+    /// Names `path` as the work in hand, for work that does not read through [`reader`](Self::reader).
+    pub fn working_on(&self, path: &Path) {
+        // Shows the bar first (once the delay has passed) so that the message is drawn.
+        self.advance(0);
+        self.bar.set_message(path.display().to_string());
+    }
+
+    /// Counts `n` bytes as done, for work that does not read through [`reader`](Self::reader).
+    pub fn done(&self, n: u64) {
+        self.advance(n);
+    }
+
     fn advance(&self, n: u64) {
         self.bar.inc(n);
         if self.enabled && !self.shown.load(Ordering::Relaxed) && self.start.elapsed() >= self.delay

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::machine;
+use crate::progress::Progress;
 use tracing_mllog::compliance::Ruleset;
 use tracing_mllog::results::score::{self, BenchmarkScore};
 
@@ -43,13 +44,40 @@ pub struct Args {
 pub fn run(a: Args) -> u8 {
     let opts = score::ScoreOptions { ruleset: a.ruleset };
     let dir = a.dir.display();
-    let scores = match score::score_dir(&a.dir, opts) {
-        Ok(s) => s,
+    let folders = match score::benchmark_folders(&a.dir) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("mllog score: {dir}: {e}");
             return crate::USAGE_OR_IO;
         }
     };
+    // What `score::score_dir` does, a folder at a time, so that a bar can follow: a
+    // submission's folders hold hundreds of logs, each read three times.
+    let files: Vec<Vec<PathBuf>> = folders
+        .iter()
+        .map(|f| score::result_files(f).unwrap_or_default())
+        .collect();
+    let progress = Progress::new(&files.concat());
+    let mut scores = Vec::with_capacity(folders.len());
+    for (folder, files) in folders.iter().zip(&files) {
+        progress.working_on(folder);
+        match score::score_benchmark(folder, opts) {
+            Ok(s) => scores.push(s),
+            Err(e) => {
+                progress.finish();
+                eprintln!("mllog score: {dir}: {e}");
+                return crate::USAGE_OR_IO;
+            }
+        }
+        progress.done(
+            files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum(),
+        );
+    }
+    progress.finish();
     if scores.is_empty() {
         eprintln!("mllog score: no result_*.txt under {dir}");
         return crate::USAGE_OR_IO;

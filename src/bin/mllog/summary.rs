@@ -32,8 +32,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Also write eval metric vs samples for each run, with the target line (and step times
-    /// when the logs have them), to OUT: SVG for .svg, PNG for .png.
+    /// Also draw the runs to OUT (SVG for .svg, PNG for .png): a panel per benchmark with the
+    /// eval metric and the target line, and step times when the logs have them.
     #[arg(long, value_name = "OUT", value_parser = clap::builder::OsStringValueParser::new().try_map(plot_path))]
     plot: Option<PathBuf>,
     /// The logs (`-` reads standard input).
