@@ -20,6 +20,20 @@ fn env_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Sets `RPDT_FILENAME` (to the file the profiler will export, canonical) and
+/// `RPDT_AUTOSTART=0` as a launcher would: the test process runs several threads, where the
+/// profiler refuses to set them itself. Hold `env_lock()`.
+fn tracer_env(rpd_file: &Path) -> PathBuf {
+    let parent = rpd_file.parent().unwrap();
+    std::fs::create_dir_all(parent).unwrap();
+    let export = std::fs::canonicalize(parent)
+        .unwrap()
+        .join(rpd_file.file_name().unwrap());
+    std::env::set_var("RPDT_FILENAME", &export);
+    std::env::set_var("RPDT_AUTOSTART", "0");
+    rpd_file.to_path_buf()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Records
 
@@ -683,15 +697,21 @@ fn sink_refuses_a_schema_mismatch_and_bad_env() {
 
     std::env::set_var("MLLOG_RPD_FILE", dir.path().join("env.rpd"));
     std::env::set_var("MLLOG_RPD_SCHEMA", "4");
-    let err = RpdConfig::from_env().err().unwrap();
+    let err = RpdConfig::from_env(&tracing_mllog::env::Env::process())
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("MLLOG_RPD_SCHEMA"), "{err}");
     std::env::set_var("MLLOG_RPD_SCHEMA", "v2");
-    let config = RpdConfig::from_env().unwrap().unwrap();
+    let config = RpdConfig::from_env(&tracing_mllog::env::Env::process())
+        .unwrap()
+        .unwrap();
     let sink = config.open().unwrap();
     assert_eq!(sink.schema(), RpdSchema::V2);
     std::env::remove_var("MLLOG_RPD_FILE");
     std::env::remove_var("MLLOG_RPD_SCHEMA");
-    assert!(RpdConfig::from_env().unwrap().is_none());
+    assert!(RpdConfig::from_env(&tracing_mllog::env::Env::process())
+        .unwrap()
+        .is_none());
 
     // Not a database at all.
     let junk = dir.path().join("junk.rpd");
@@ -828,7 +848,7 @@ fn profiler(dir: &Path, segment: Segment, repeat: Repeat) -> (SegmentProfiler, P
         .segment(segment)
         .repeat(repeat)
         .library(&lib)
-        .rpd_file(dir.join("trace.rpd"))
+        .rpd_file(tracer_env(&dir.join("trace.rpd")))
         .build()
         .unwrap();
     (p, calls)
@@ -1016,12 +1036,22 @@ fn profile_from_env() {
     // Not asked for: nothing loaded, even with a library path that does not exist.
     {
         let _e = Env::set(&[("RPD_TRACER_LIB", "/nonexistent/librpd_tracer.so")]);
-        assert!(SegmentProfiler::from_env().unwrap().is_none());
+        assert!(
+            SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+                .unwrap()
+                .is_none()
+        );
         let _e2 = Env::set(&[("PROFILER", "")]);
-        assert!(SegmentProfiler::from_env().unwrap().is_none());
+        assert!(
+            SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+                .unwrap()
+                .is_none()
+        );
         // An unknown profiler is an error naming the variable, not profiling silently off.
         let _e3 = Env::set(&[("PROFILER", "nsys")]);
-        let err = SegmentProfiler::from_env().err().unwrap();
+        let err = SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("PROFILER"), "{err}");
     }
     // Bad values name their variable.
@@ -1038,8 +1068,10 @@ fn profile_from_env() {
             ("RPD_TRACER_LIB", lib.to_str().unwrap()),
             (var, value),
         ]);
-        let err = SegmentProfiler::from_env().err().unwrap();
-        assert!(matches!(err, ProfileError::Env { .. }), "{err}");
+        let err = SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+            .err()
+            .unwrap();
+        assert!(matches!(err, ProfileError::Env(_)), "{err}");
         assert!(err.to_string().contains(var), "{err}");
     }
     assert!(lines(&calls).is_empty(), "not loaded on bad values");
@@ -1052,7 +1084,31 @@ fn profile_from_env() {
         ("MLLOG_RPD_FILE", file.to_str().unwrap()),
         ("MLLOG_RPD_SCHEMA", "2"),
     ]);
-    let p = SegmentProfiler::from_env().unwrap().unwrap();
+    // Several threads run here: the profiler does not change the environment under them
+    // (unsound), it says what the launcher should set, and loads nothing.
+    let err = SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+        .err()
+        .unwrap();
+    match &err {
+        ProfileError::TracerEnvironment { filename, threads } => {
+            assert_eq!(filename, &std::fs::canonicalize(&file).unwrap());
+            assert!(*threads > 1, "{threads}");
+        }
+        other => panic!("{other}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("RPDT_FILENAME=") && msg.contains("RPDT_AUTOSTART=0"),
+        "{msg}"
+    );
+    assert!(std::env::var_os("RPDT_FILENAME").is_none());
+    assert!(std::env::var_os("RPDT_AUTOSTART").is_none());
+    assert!(lines(&calls).is_empty(), "not loaded without the variables");
+    // Set as a launcher would: the profiler uses them as they are.
+    tracer_env(&file);
+    let p = SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+        .unwrap()
+        .unwrap();
     assert_eq!(p.segment(), &Segment::TrainStep(2));
     assert_eq!(std::env::var("RPDT_AUTOSTART").unwrap(), "0");
     assert_eq!(
@@ -1095,7 +1151,10 @@ fn profile_missing_or_broken_library_never_breaks_training() {
         ("RPD_TRACER_LIB", "/nonexistent/librpd_tracer.so"),
         ("MLLOG_RPD_FILE", dir.path().join("a.rpd").to_str().unwrap()),
     ]);
-    let err = SegmentProfiler::from_env().err().unwrap();
+    tracer_env(&dir.path().join("a.rpd"));
+    let err = SegmentProfiler::from_env(&tracing_mllog::env::Env::process())
+        .err()
+        .unwrap();
     assert!(matches!(err, ProfileError::Library { .. }), "{err}");
     let msg = err.to_string();
     assert!(
@@ -1110,7 +1169,7 @@ fn profile_missing_or_broken_library_never_breaks_training() {
     std::fs::write(&junk, b"not an ELF file").unwrap();
     let err = SegmentProfiler::builder()
         .library(&junk)
-        .rpd_file(dir.path().join("b.rpd"))
+        .rpd_file(tracer_env(&dir.path().join("b.rpd")))
         .build()
         .err()
         .unwrap();
@@ -1123,7 +1182,7 @@ fn profile_missing_or_broken_library_never_breaks_training() {
     let (lib, _) = fresh_stub(&sub, "-noflush");
     let err = SegmentProfiler::builder()
         .library(&lib)
-        .rpd_file(dir.path().join("c.rpd"))
+        .rpd_file(tracer_env(&dir.path().join("c.rpd")))
         .build()
         .err()
         .unwrap();
@@ -1230,7 +1289,7 @@ fn layer_drives_profiler_and_rpd_sink(warmup_in_run: bool) {
     let profiler = SegmentProfiler::builder()
         .segment("train_step:2".parse().unwrap())
         .library(&lib)
-        .rpd_file(dir.path().join("trace.rpd"))
+        .rpd_file(tracer_env(&dir.path().join("trace.rpd")))
         .build()
         .unwrap();
     let rpd = dir.path().join("mllog.rpd");
@@ -1338,7 +1397,7 @@ fn only_the_writing_rank_profiles() {
     let profiler = SegmentProfiler::builder()
         .segment(Segment::Train)
         .library(&lib)
-        .rpd_file(dir.path().join("trace.rpd"))
+        .rpd_file(tracer_env(&dir.path().join("trace.rpd")))
         .build()
         .unwrap();
     let (layer, guard) = MllogLayer::builder()

@@ -949,31 +949,26 @@ fn dead_endpoint_never_blocks_and_reports_without_secrets() {
 #[test]
 fn configuration_from_variables_and_options() {
     let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
+        tracing_mllog::env::Env::from_map(pairs.iter().copied())
     };
-    assert!(UploadConfig::from_vars(vars(&[])).unwrap().is_none());
-    assert!(UploadConfig::from_vars(vars(&[(ENV_UPLOAD_URL, " ")]))
+    assert!(UploadConfig::from_env(&vars(&[])).unwrap().is_none());
+    assert!(UploadConfig::from_env(&vars(&[(ENV_UPLOAD_URL, " ")]))
         .unwrap()
         .is_none());
-    let c = UploadConfig::from_vars(vars(&[
+    let c = UploadConfig::from_env(&vars(&[
         (ENV_UPLOAD_URL, "gs://bucket/run/"),
         (ENV_UPLOAD_INTERVAL_SECS, "2.5"),
     ]))
     .unwrap()
     .unwrap();
     assert_eq!(c.display_url(), "gs://bucket/run/");
-    let e = UploadConfig::from_vars(vars(&[
+    let e = UploadConfig::from_env(&vars(&[
         (ENV_UPLOAD_URL, "s3://b/k"),
         (ENV_UPLOAD_INTERVAL_SECS, "soon"),
     ]))
     .unwrap_err();
     assert!(e.to_string().contains(ENV_UPLOAD_INTERVAL_SECS), "{e}");
-    let e = UploadConfig::from_vars(vars(&[(ENV_UPLOAD_URL, "ftp://user:pw@host/x")])).unwrap_err();
+    let e = UploadConfig::from_env(&vars(&[(ENV_UPLOAD_URL, "ftp://user:pw@host/x")])).unwrap_err();
     assert!(e.to_string().contains(ENV_UPLOAD_URL), "{e}");
     assert!(!e.to_string().contains("pw"), "{e}");
     for url in [
@@ -1289,14 +1284,7 @@ fn runs_on_the_applications_tokio_runtime_when_there_is_one() {
 
 #[test]
 fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
-    let vars = |pairs: Vec<(&'static str, String)>| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.clone())
-        }
-    };
+    let vars = |pairs: Vec<(&'static str, String)>| tracing_mllog::env::Env::from_map(pairs);
     for (variable, value) in [
         (ENV_UPLOAD_INTERVAL_SECS, "1e19"),
         (ENV_UPLOAD_INTERVAL_SECS, "0.001"),
@@ -1306,7 +1294,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
         (ENV_UPLOAD_DEADLINE_SECS, "1e19"),
         (ENV_UPLOAD_DEADLINE_SECS, "86401"),
     ] {
-        let err = UploadConfig::from_vars(vars(vec![
+        let err = UploadConfig::from_env(&vars(vec![
             (ENV_UPLOAD_URL, "memory:///x/".to_string()),
             (variable, value.to_string()),
         ]))
@@ -1319,7 +1307,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
             "{value}: {err}"
         );
     }
-    let err = UploadConfig::from_vars(vars(vec![
+    let err = UploadConfig::from_env(&vars(vec![
         (ENV_UPLOAD_URL, "memory:///x/".to_string()),
         (ENV_UPLOAD_INTERVAL_SECS, "1e19".to_string()),
     ]))
@@ -1328,7 +1316,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
     .to_string();
     assert!(err.contains("0 (off) or 0.01..=604800 seconds"), "{err}");
     // In range: accepted.
-    let c = UploadConfig::from_vars(vars(vec![
+    let c = UploadConfig::from_env(&vars(vec![
         (ENV_UPLOAD_URL, "memory:///x/".to_string()),
         (ENV_UPLOAD_INTERVAL_SECS, "604800".to_string()),
         (ENV_UPLOAD_DEADLINE_SECS, "0".to_string()),
