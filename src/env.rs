@@ -242,8 +242,9 @@ impl Env {
             .filter_map(|(k, v)| Some((k.as_str(), v.as_deref().ok()?)))
     }
 
-    /// Known secret values in this environment (credential and endpoint variables, OTLP
-    /// header values), longest first: what redaction masks.
+    /// Known secret values in this environment (the providers' credential and endpoint
+    /// variables, any variable named like a credential, OTLP header values), longest first:
+    /// what redaction masks.
     pub(crate) fn secrets(&self) -> Vec<String> {
         let mut secrets = crate::sink::redact::secrets_from_vars(self.vars.iter().map(|(k, v)| {
             (
@@ -252,6 +253,11 @@ impl Env {
             )
         }));
         for (k, v) in self.vars() {
+            // Any variable named like a credential (`*_TOKEN`, `*_PASSWORD`, ...), not only the
+            // providers' own: its value must not surface through another variable.
+            if crate::sink::redact::is_secret_name(k) {
+                crate::sink::redact::secret_parts(k, v, &mut secrets);
+            }
             if k.starts_with("OTEL_EXPORTER_OTLP_") && k.ends_with("HEADERS") {
                 for pair in v.split(',') {
                     if let Some((_, value)) = pair.split_once('=') {

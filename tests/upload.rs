@@ -5,6 +5,8 @@
 //! `scripts/test`).
 #![cfg(feature = "object-store")]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -57,14 +59,6 @@ fn tool(var: &str) -> String {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn spawn(mut cmd: Command, port: u16, dir: &Path, name: &str) -> Server {
     let log = dir.join(format!("{name}.log"));
     let out = std::fs::File::create(&log).unwrap();
@@ -97,7 +91,7 @@ fn spawn(mut cmd: Command, port: u16, dir: &Path, name: &str) -> Server {
 
 fn start_moto(dir: &Path) -> Server {
     let python = tool("MLLOG_MOTO_PYTHON");
-    let port = free_port();
+    let port = common::free_port();
     let mut cmd = Command::new(python);
     cmd.args([
         "-m",
@@ -112,7 +106,7 @@ fn start_moto(dir: &Path) -> Server {
 
 fn start_azurite(dir: &Path) -> Server {
     let bin = tool("MLLOG_AZURITE_BIN");
-    let port = free_port();
+    let port = common::free_port();
     let mut cmd = Command::new(bin);
     cmd.args([
         "--blobHost",
@@ -130,7 +124,7 @@ fn start_azurite(dir: &Path) -> Server {
 
 fn start_fake_gcs(dir: &Path) -> Server {
     let bin = tool("MLLOG_FAKE_GCS_BIN");
-    let port = free_port();
+    let port = common::free_port();
     let host = format!("127.0.0.1:{port}");
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -904,7 +898,7 @@ fn slow_store_never_blocks_and_shutdown_keeps_its_deadline() {
 fn dead_endpoint_never_blocks_and_reports_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let local = local_log(dir.path());
-    let port = free_port(); // nothing listens there
+    let port = common::free_port(); // nothing listens there
     let config = UploadConfig::new("s3://dead-bucket/x/")
         .unwrap()
         .read_provider_env(false)
@@ -1099,7 +1093,7 @@ fn leaked_markers(text: &str) -> Vec<&str> {
 fn no_secret_in_stderr_errors_report_or_log() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
-    let dead_port = free_port();
+    let dead_port = common::free_port();
     let mut cmd = Command::new(exe);
     cmd.args([
         "--exact",
