@@ -490,8 +490,12 @@ impl Builder {
         self
     }
 
-    /// Read `MLLOG_*` and rank variables from this map instead of the process environment
-    /// (an empty map ignores the environment).
+    /// Read every variable from this map instead of the process environment (an empty map
+    /// ignores the environment): the layer's `MLLOG_*` settings, the rank variables, and those
+    /// of every optional sink and of the profiler (`MLLOG_OTEL`, `OTEL_EXPORTER_OTLP_*`,
+    /// `MLLOG_RPD_FILE`, `PROFILER`, ...). See [`crate::env::Env`]. Two things still read the
+    /// process: `librpd_tracer.so` (`RPDT_*`, when it is loaded) and the object-store and
+    /// OTLP client crates' own credential and header lookups.
     pub fn environment<K: Into<String>, V: Into<String>>(
         mut self,
         vars: impl IntoIterator<Item = (K, V)>,

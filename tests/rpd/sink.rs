@@ -328,3 +328,31 @@ fn sink_refuses_a_schema_mismatch_and_bad_env() {
     .unwrap();
     assert!(RpdSink::create(&junk).is_err());
 }
+
+#[test]
+fn sink_from_an_environment_map() {
+    use tracing_mllog::env::Env;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("env.rpd");
+    assert!(
+        RpdSink::from_env(&Env::from_map([("MLLOG_RPD_SCHEMA", "2")]))
+            .unwrap()
+            .is_none()
+    );
+    let env = Env::from_map([
+        ("MLLOG_RPD_FILE", path.to_str().unwrap()),
+        ("MLLOG_RPD_SCHEMA", "2"),
+    ]);
+    let mut sink = RpdSink::from_env(&env).unwrap().unwrap();
+    write_all(&mut sink, &run_records());
+    drop(sink);
+    assert_eq!(read_markers(&path).0, 2, "MLLOG_RPD_SCHEMA=2 from the map");
+    let err = RpdSink::from_env(&Env::from_map([
+        ("MLLOG_RPD_FILE", path.to_str().unwrap()),
+        ("MLLOG_RPD_SCHEMA", "7"),
+    ]))
+    .err()
+    .unwrap();
+    assert!(matches!(err, RpdError::Env(_)), "{err}");
+    assert!(err.to_string().contains("MLLOG_RPD_SCHEMA=\"7\""), "{err}");
+}

@@ -329,6 +329,11 @@ pub struct RpdSink {
 }
 
 impl RpdSink {
+    /// The sink `MLLOG_RPD_FILE` asks for, opened ([`RpdConfig::from_env`]), or `None`.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<RpdSink>, RpdError> {
+        RpdConfig::from_env(env)?.map(RpdConfig::open).transpose()
+    }
+
     /// Opens `path` with the default [`RpdConfig`]: a new file gets the schema, an existing one
     /// is appended to under a newly claimed session.
     pub fn create(path: impl Into<PathBuf>) -> Result<RpdSink, RpdError> {
