@@ -1,5 +1,5 @@
 //! One environment for the whole build: settings given to `Builder::environment` reach every
-//! reader (the OTel sink's exporter included, checked against a real HTTP server on a free
+//! reader (the OTel sink's exporter included, checked against a real HTTP server on a
 //! loopback port), every reader rejects a bad boolean or number with the same error naming
 //! the variable, a secret in a bad value is never printed, and a non-UTF-8 value is an error
 //! naming the variable (checked in a child process that has one).
@@ -9,8 +9,6 @@
     feature = "rpd",
     feature = "nvtx"
 ))]
-
-mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -31,15 +29,19 @@ struct Request {
     body: Vec<u8>,
 }
 
-/// A minimal OTLP/HTTP collector: answers every request `200 OK` with an empty (valid)
-/// protobuf response and keeps what it was sent.
+/// A minimal OTLP/HTTP collector on a loopback port of its own: answers every request
+/// `200 OK` with an empty (valid) protobuf response and keeps what it was sent.
 struct Collector {
+    port: u16,
     requests: Arc<Mutex<Vec<Request>>>,
 }
 
 impl Collector {
-    fn start(port: u16) -> Collector {
-        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    fn start() -> Collector {
+        // Bound here, on a port the system picks, and kept: no other process can take it
+        // between choosing and binding (other processes may be binding ports meanwhile).
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
         std::thread::spawn(move || {
@@ -61,7 +63,7 @@ impl Collector {
                 });
             }
         });
-        Collector { requests }
+        Collector { port, requests }
     }
 
     fn requests(&self) -> Vec<Request> {
@@ -121,8 +123,8 @@ fn otel_settings_come_from_the_builders_map() {
             "{var} is set in the test process"
         );
     }
-    let port = common::free_port();
-    let collector = Collector::start(port);
+    let collector = Collector::start();
+    let port = collector.port;
     let (layer, mut guard) = MllogLayer::builder()
         .no_output()
         .live_check(LivePolicy::Off)
