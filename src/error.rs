@@ -31,12 +31,14 @@ pub enum Error {
     #[error("submission metadata: {0}")]
     Submission(String),
     /// An optional sink or the profiler could not start (bad file, missing library, ...).
-    #[error("cannot start {what}: {message}")]
+    #[error("cannot start {what}: {source}")]
     Start {
         /// What failed (`"the RPD sink"`, `"segment profiling"`, ...).
         what: &'static str,
-        /// Why.
-        message: String,
+        /// The sink's own error (`RpdError`, `UploadError`, `OtelError`, `ProfileError`,
+        /// `NvtxError`): downcast it to match on it.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// Contradictory or incomplete builder settings.
     #[error("invalid configuration: {0}")]
@@ -47,6 +49,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// A sink's (or the profiler's) typed error, kept as the source.
+    #[allow(dead_code)] // used by the optional sinks only
+    pub(crate) fn start(
+        what: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Start {
+            what,
+            source: Box::new(source),
+        }
+    }
+
     pub(crate) fn env(name: &str, value: &str, reason: impl Into<String>) -> Error {
         Error::Env {
             name: name.to_owned(),

@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 pub mod compliance;
+pub mod env;
 mod error;
 pub mod keys;
 mod layer;

@@ -21,7 +21,8 @@ use crate::compliance::ComplianceHandle;
 use crate::layer::Ending;
 use crate::record::{EventType, Record};
 use crate::sink::isolated::{Call, Isolated};
-use crate::sink::{Delivery, Sink};
+use crate::sink::plug::SpanHook;
+use crate::sink::{Delivery, Detail, Sink, SinkStatus};
 
 /// What the layer does when the queue is full (the worker is behind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -73,6 +74,8 @@ pub(crate) struct SinkCounters {
     drop_cause: Mutex<Option<DropCause>>,
     /// The longest single call into the sink, in nanoseconds.
     slowest_ns: AtomicU64,
+    /// The sink's own account, if it keeps one.
+    status: Option<Arc<dyn SinkStatus>>,
 }
 
 /// Why an isolated sink lost records.
@@ -119,8 +122,9 @@ impl DropCause {
 }
 
 impl SinkCounters {
-    fn new(name: &str, delivery: Delivery) -> SinkCounters {
+    fn new(name: &str, delivery: Delivery, status: Option<Arc<dyn SinkStatus>>) -> SinkCounters {
         SinkCounters {
+            status,
             name: name.to_owned(),
             delivery,
             written: AtomicU64::new(0),
@@ -184,6 +188,7 @@ impl SinkCounters {
                 .as_ref()
                 .map(DropCause::describe),
             slowest_call: Duration::from_nanos(self.slowest_ns.load(Ordering::Relaxed)),
+            detail: self.status.as_ref().map(|s| s.detail()),
         }
     }
 }
@@ -273,7 +278,7 @@ impl Pipeline {
         let spares = capacity + 2;
         let mut slots = Vec::with_capacity(sinks.len());
         for (sink, delivery) in sinks {
-            let counters = Arc::new(SinkCounters::new(sink.name(), delivery));
+            let counters = Arc::new(SinkCounters::new(sink.name(), delivery, sink.status()));
             slots.push(match delivery {
                 Delivery::Inline => Slot::Inline(sink, counters),
                 Delivery::Isolated { capacity } => {
@@ -336,12 +341,7 @@ impl Pipeline {
                 warn_compliance: false,
                 writes: false,
                 layer: OnceLock::new(),
-                #[cfg(feature = "profiling")]
-                profiler: None,
-                #[cfg(feature = "object-store")]
-                upload: None,
-                #[cfg(feature = "otel-sdk")]
-                otel: None,
+                hooks: Vec::new(),
             }),
         };
         Ok((pipeline, guard))
@@ -600,12 +600,8 @@ pub(crate) struct GuardInner {
     writes: bool,
     /// The layer's state, to end the intervals still open when the pipeline stops.
     layer: OnceLock<Weak<crate::layer::Shared>>,
-    #[cfg(feature = "profiling")]
-    profiler: Option<Arc<crate::profile::SegmentProfiler>>,
-    #[cfg(feature = "object-store")]
-    upload: Option<crate::sink::UploadHandle>,
-    #[cfg(feature = "otel-sdk")]
-    otel: Option<crate::sink::OtelHandle>,
+    /// The layer's span hooks (the segment profiler): finished when the pipeline stops.
+    hooks: Vec<Arc<dyn SpanHook>>,
 }
 
 /// Why the pipeline is being stopped.
@@ -729,9 +725,8 @@ impl GuardInner {
         };
         // A profiled segment still open at the end is stopped and flushed now: the layer (and
         // its profiler) may live on in a global subscriber that is never dropped.
-        #[cfg(feature = "profiling")]
-        if let Some(p) = &self.profiler {
-            p.finish();
+        for hook in &self.hooks {
+            hook.finish();
         }
         let deadline = crate::sink::saturating_deadline(self.shutdown_timeout);
         if self
@@ -781,44 +776,29 @@ impl Guard {
         exit::register(&self.inner);
     }
 
-    #[cfg(feature = "otel-sdk")]
-    pub(crate) fn attach_otel(&mut self, handle: crate::sink::OtelHandle) {
-        self.parts().otel = Some(handle);
-    }
-
-    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
-    #[cfg(feature = "otel-sdk")]
-    pub fn otel_report(&self) -> Option<crate::sink::OtelReport> {
-        self.inner.otel.as_ref().map(|h| h.report())
-    }
-
-    #[cfg(feature = "object-store")]
-    pub(crate) fn attach_upload(&mut self, handle: crate::sink::UploadHandle) {
-        self.parts().upload = Some(handle);
-    }
-
-    /// What the object-store uploader did: uploads, retries, the latest error, and after
-    /// shutdown whether the remote copy matches the local file.
-    #[cfg(feature = "object-store")]
-    pub fn upload_report(&self) -> Option<crate::sink::UploadReport> {
-        self.inner.upload.as_ref().map(|h| h.report())
-    }
-
     pub(crate) fn attach_compliance(&mut self, handle: ComplianceHandle, warn: bool) {
         let parts = self.parts();
         parts.compliance = Some(handle);
         parts.warn_compliance = warn;
     }
 
-    #[cfg(feature = "profiling")]
-    pub(crate) fn attach_profiler(&mut self, profiler: Arc<crate::profile::SegmentProfiler>) {
-        self.parts().profiler = Some(profiler);
+    /// The layer's span hooks, finished when the pipeline stops.
+    pub(crate) fn attach_hooks(&mut self, hooks: Vec<Arc<dyn SpanHook>>) {
+        self.parts().hooks = hooks;
     }
 
-    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
-    #[cfg(feature = "profiling")]
-    pub fn profile_report(&self) -> Option<crate::profile::ProfileReport> {
-        self.inner.profiler.as_ref().map(|p| p.report())
+    /// The own report of the first sink (or span hook) that keeps one of type `T`, as it
+    /// stands: e.g. `guard.detail::<tracing_mllog::sink::UploadReport>()`. Each optional
+    /// sink also has a named shortcut (`Guard::upload_report`, `Guard::otel_report`,
+    /// `Guard::profile_report`) under its feature.
+    pub fn detail<T: std::any::Any + Clone>(&self) -> Option<T> {
+        let c = &self.inner.queue.counters;
+        c.sinks
+            .iter()
+            .filter_map(|s| s.status.as_ref())
+            .map(|s| s.detail())
+            .chain(self.inner.hooks.iter().map(|h| h.detail()))
+            .find_map(|d| d.get::<T>().cloned())
     }
 
     /// Waits until every record pushed before this call has reached every sink and the sinks
@@ -1022,6 +1002,9 @@ pub struct SinkReport {
     pub drop_reason: Option<String>,
     /// The longest single call (write, flush or close) into the sink.
     pub slowest_call: Duration,
+    /// The sink's own report, when it keeps one ([`Sink::status`]): read it with
+    /// [`Detail::get`], e.g. `detail.get::<tracing_mllog::sink::OtelReport>()`.
+    pub detail: Option<Detail>,
 }
 
 impl Report {

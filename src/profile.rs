@@ -263,14 +263,22 @@ impl FromStr for ProfilerKind {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     /// An environment variable has a value that cannot be used.
-    #[error("environment variable {var}={value:?}: {reason}")]
-    Env {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
+    /// `librpd_tracer.so` reads `RPDT_FILENAME` and `RPDT_AUTOSTART` from the process
+    /// environment when it is loaded, and they are not set as the profiler needs; setting
+    /// them now is unsound because other threads run (one may be reading the environment).
+    #[error(
+        "PROFILER=rpd: librpd_tracer.so reads RPDT_FILENAME and RPDT_AUTOSTART when it is \
+         loaded, and this process already runs {threads} threads, so they cannot be set \
+         safely now: set RPDT_FILENAME={filename:?} RPDT_AUTOSTART=0 in the launcher, or build \
+         the layer (or the profiler) before any other thread starts"
+    )]
+    TracerEnvironment {
+        /// The file the tracer must write.
+        filename: PathBuf,
+        /// Threads running (0: unknown).
+        threads: usize,
     },
     /// The profiler's library could not be loaded.
     #[error(
@@ -556,6 +564,9 @@ pub struct SegmentProfilerBuilder {
     rpd_file: Option<PathBuf>,
     #[cfg(feature = "rpd")]
     schema: Option<RpdSchema>,
+    /// Where `RPDT_FILENAME` and `MLLOG_RPD_FILE` are read (default: the process).
+    #[cfg(feature = "rpd")]
+    env: Option<crate::env::Env>,
 }
 
 impl SegmentProfilerBuilder {
@@ -634,7 +645,8 @@ impl SegmentProfilerBuilder {
     #[cfg(feature = "rpd")]
     fn build_rpd(self, library: Option<String>) -> Result<SegmentProfiler, ProfileError> {
         let mut notes = Vec::new();
-        let env_file = std::env::var_os(ENV_RPDT_FILENAME).filter(|v| !v.is_empty());
+        let env = self.env.clone().unwrap_or_else(crate::env::Env::process);
+        let env_file = env.string(ENV_RPDT_FILENAME)?.map(OsString::from);
         let rpd_file = match (&self.rpd_file, &env_file) {
             (Some(p), Some(e)) => {
                 if Path::new(e) != p.as_path() {
@@ -648,8 +660,8 @@ impl SegmentProfilerBuilder {
             }
             (Some(p), None) => p.clone(),
             (None, Some(e)) => PathBuf::from(e),
-            (None, None) => std::env::var_os(ENV_MLLOG_RPD_FILE)
-                .filter(|v| !v.is_empty())
+            (None, None) => env
+                .string(ENV_MLLOG_RPD_FILE)?
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_RPD_FILE)),
         };
@@ -665,15 +677,17 @@ impl SegmentProfilerBuilder {
         let export = std::fs::canonicalize(&rpd_file).unwrap_or_else(|_| rpd_file.clone());
 
         let library = library.unwrap_or_else(|| DEFAULT_LIBRARY.to_owned());
-        if std::env::var_os("RPDT_LOADED").is_some() {
+        // What the tracer itself will read: the process environment, whatever map the
+        // profiler's settings came from.
+        let process = crate::env::Env::process();
+        if process.raw("RPDT_LOADED").ok().flatten().is_some() {
             notes.push(
                 "librpd_tracer.so was already loaded (RPDT_LOADED is set, e.g. by LD_PRELOAD): \
                  its RPDT_FILENAME and RPDT_AUTOSTART were read at that time"
                     .to_owned(),
             );
         }
-        std::env::set_var(ENV_RPDT_AUTOSTART, "0");
-        std::env::set_var(ENV_RPDT_FILENAME, OsString::from(export.as_os_str()));
+        export_tracer_variables(&process, &export)?;
         let tracer = RpdTracer::load(&library)?;
         Ok(SegmentProfiler::new(
             ProfilerKind::Rpd,
@@ -746,69 +760,34 @@ impl SegmentProfiler {
     /// When profiling is asked for, a bad value, a missing library or an unwritable file is an
     /// error (naming the variable or the library) rather than a silently disabled profiler;
     /// the caller decides whether to go on without it. When it is not, nothing is loaded.
-    pub fn from_env() -> Result<Option<SegmentProfiler>, ProfileError> {
-        for var in [
-            ENV_PROFILER,
-            ENV_PROFILE_SEGMENT,
-            ENV_PROFILE_REPEAT,
-            ENV_RPD_TRACER_LIB,
-            ENV_CUDA_PROFILER_LIB,
-        ] {
-            env_str(var)?; // a set variable that is not UTF-8 is an error naming it
-        }
-        SegmentProfiler::from_env_with(&|name| std::env::var(name).ok())
-    }
-
-    /// [`SegmentProfiler::from_env`], reading the variables through `get` (the builder's
-    /// environment map, or the process environment). `PROFILER` set to anything but `rpd` or
-    /// `cuda` (or empty) is an error naming it: a typo must not silently turn profiling off.
-    pub fn from_env_with(
-        get: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<SegmentProfiler>, ProfileError> {
-        let kind = match get(ENV_PROFILER) {
-            Some(v) if !v.trim().is_empty() => {
-                v.parse::<ProfilerKind>()
-                    .map_err(|reason| ProfileError::Env {
-                        var: ENV_PROFILER,
-                        value: v.clone(),
-                        reason,
-                    })?
-            }
-            _ => return Ok(None),
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<SegmentProfiler>, ProfileError> {
+        let Some(kind) = env.parse(ENV_PROFILER, |v| v.parse::<ProfilerKind>())? else {
+            return Ok(None);
         };
-        let env_str =
-            |var: &'static str| -> Option<String> { get(var).filter(|v| !v.trim().is_empty()) };
         let mut builder = SegmentProfiler::builder().profiler(kind);
-        if let Some(v) = env_str(ENV_PROFILE_SEGMENT) {
-            builder.segment = v.parse().map_err(|reason| ProfileError::Env {
-                var: ENV_PROFILE_SEGMENT,
-                value: v.clone(),
-                reason,
-            })?;
+        if let Some(segment) = env.parse(ENV_PROFILE_SEGMENT, |v| v.parse())? {
+            builder.segment = segment;
         }
-        if let Some(v) = env_str(ENV_PROFILE_REPEAT) {
-            builder.repeat = v.parse().map_err(|reason| ProfileError::Env {
-                var: ENV_PROFILE_REPEAT,
-                value: v.clone(),
-                reason,
-            })?;
+        if let Some(repeat) = env.parse(ENV_PROFILE_REPEAT, |v| v.parse())? {
+            builder.repeat = repeat;
         }
         let library_var = match kind {
             ProfilerKind::Rpd => ENV_RPD_TRACER_LIB,
             ProfilerKind::Cuda => ENV_CUDA_PROFILER_LIB,
         };
-        if let Some(v) = env_str(library_var) {
+        if let Some(v) = env.string(library_var)? {
             builder.library = Some(PathBuf::from(v));
         }
         #[cfg(feature = "rpd")]
         if kind == ProfilerKind::Rpd {
-            builder.schema = RpdSchema::from_env_with(get).map_err(|e| match e {
-                RpdError::Env { var, value, reason } => ProfileError::Env { var, value, reason },
+            builder.schema = RpdSchema::from_env(env).map_err(|e| match e {
+                RpdError::Env(e) => ProfileError::Env(e),
                 other => ProfileError::File {
                     path: PathBuf::new(),
                     source: other,
                 },
             })?;
+            builder.env = Some(env.clone());
         }
         builder.build().map(Some)
     }
@@ -995,15 +974,95 @@ impl std::fmt::Debug for SegmentProfiler {
     }
 }
 
-fn env_str(var: &'static str) -> Result<Option<String>, ProfileError> {
-    match std::env::var(var) {
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => Ok(Some(v)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(ProfileError::Env {
-            var,
-            value: v.to_string_lossy().into_owned(),
-            reason: "not valid UTF-8".into(),
-        }),
+/// Sets `RPDT_AUTOSTART=0` and `RPDT_FILENAME=export` for the tracer about to be loaded,
+/// which reads them in its loader constructor. Nothing is set when they already say so (a
+/// launcher set them). Otherwise they are set only while this is the process's one thread:
+/// changing the environment while another thread may read it (`getenv` in C code included)
+/// is undefined behaviour, so with more threads this is an error saying what to set.
+#[cfg(feature = "rpd")]
+fn export_tracer_variables(process: &crate::env::Env, export: &Path) -> Result<(), ProfileError> {
+    let autostart_off = process.raw(ENV_RPDT_AUTOSTART).ok().flatten() == Some("0");
+    let same_file = process
+        .raw(ENV_RPDT_FILENAME)
+        .ok()
+        .flatten()
+        .is_some_and(|f| Path::new(f) == export);
+    if autostart_off && same_file {
+        return Ok(());
     }
+    let threads = thread_count();
+    if threads != Some(1) {
+        return Err(ProfileError::TracerEnvironment {
+            filename: export.to_path_buf(),
+            threads: threads.unwrap_or(0),
+        });
+    }
+    // One thread: nothing else can read the environment while it changes.
+    std::env::set_var(ENV_RPDT_AUTOSTART, "0");
+    std::env::set_var(ENV_RPDT_FILENAME, OsString::from(export.as_os_str()));
+    Ok(())
+}
+
+/// The threads of this process (Linux: `/proc/self/task`), or `None` when unknown.
+#[cfg(feature = "rpd")]
+fn thread_count() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/task").ok()?.count())
+}
+
+impl crate::sink::plug::SpanHook for SegmentProfiler {
+    #[inline]
+    fn on_span_open(&self, span_id: u64, name: &'static str, run_open: bool) {
+        SegmentProfiler::on_span_open(self, span_id, name, run_open);
+    }
+
+    #[inline]
+    fn on_span_close(&self, span_id: u64) {
+        SegmentProfiler::on_span_close(self, span_id);
+    }
+
+    fn finish(&self) {
+        SegmentProfiler::finish(self);
+    }
+
+    fn detail(&self) -> crate::sink::Detail {
+        crate::sink::Detail::new(self.report())
+    }
+}
+
+impl crate::Builder {
+    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
+    /// `cuda`, `PROFILE_SEGMENT`, ...). An RPD profiler is best built before other threads
+    /// start: it may have to set `RPDT_*` variables (see [`ProfileError::TracerEnvironment`]).
+    pub fn profiler(mut self, profiler: SegmentProfiler) -> Self {
+        self.options.set(profiler);
+        self
+    }
+}
+
+impl crate::Guard {
+    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
+    pub fn profile_report(&self) -> Option<ProfileReport> {
+        self.detail()
+    }
+}
+
+/// The registration (see `crate::sink::FACTORIES`): the profiler given to
+/// [`crate::Builder::profiler`], else the one `PROFILER` asks for, on the writing rank only;
+/// not a sink but a span hook of the layer.
+pub(crate) fn plug(
+    cx: &mut crate::sink::plug::Context<'_>,
+) -> Result<Option<crate::sink::plug::Plugged>, crate::Error> {
+    let given = cx.options.take::<SegmentProfiler>();
+    if !cx.writes {
+        return Ok(None);
+    }
+    let profiler = match given {
+        Some(p) => Some(p),
+        None => SegmentProfiler::from_env(cx.env)
+            .map_err(|e| crate::Error::start("segment profiling", e))?,
+    };
+    if let Some(p) = profiler {
+        cx.extras.span_hooks.push(std::sync::Arc::new(p));
+    }
+    Ok(None)
 }

@@ -11,6 +11,8 @@
 
 mod common;
 
+use tracing_mllog::env::Env;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -689,11 +691,10 @@ fn a_failing_cuda_profiler_start_is_reported_and_never_stopped() {
 
 #[test]
 fn a_missing_cuda_library_is_an_error_naming_it_and_the_variable() {
-    let err = SegmentProfiler::from_env_with(&|k| match k {
-        "PROFILER" => Some("cuda".into()),
-        "CUDA_PROFILER_LIB" => Some("/nonexistent/libcudart.so".into()),
-        _ => None,
-    })
+    let err = SegmentProfiler::from_env(&Env::from_map([
+        ("PROFILER", "cuda"),
+        ("CUDA_PROFILER_LIB", "/nonexistent/libcudart.so"),
+    ]))
     .unwrap_err();
     assert!(matches!(err, ProfileError::Library { .. }), "{err}");
     let text = err.to_string();
@@ -727,8 +728,7 @@ fn a_missing_cuda_library_is_an_error_naming_it_and_the_variable() {
         other => panic!("{other}"),
     }
     // A typo in PROFILER is an error, not profiling silently off.
-    let err =
-        SegmentProfiler::from_env_with(&|k| (k == "PROFILER").then(|| "cdua".into())).unwrap_err();
+    let err = SegmentProfiler::from_env(&Env::from_map([("PROFILER", "cdua")])).unwrap_err();
     assert!(err.to_string().contains("`cuda`"), "{err}");
 }
 

@@ -5,6 +5,8 @@
 //! `scripts/test`).
 #![cfg(feature = "object-store")]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -57,14 +59,6 @@ fn tool(var: &str) -> String {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn spawn(mut cmd: Command, port: u16, dir: &Path, name: &str) -> Server {
     let log = dir.join(format!("{name}.log"));
     let out = std::fs::File::create(&log).unwrap();
@@ -97,7 +91,7 @@ fn spawn(mut cmd: Command, port: u16, dir: &Path, name: &str) -> Server {
 
 fn start_moto(dir: &Path) -> Server {
     let python = tool("MLLOG_MOTO_PYTHON");
-    let port = free_port();
+    let port = common::free_port();
     let mut cmd = Command::new(python);
     cmd.args([
         "-m",
@@ -112,7 +106,7 @@ fn start_moto(dir: &Path) -> Server {
 
 fn start_azurite(dir: &Path) -> Server {
     let bin = tool("MLLOG_AZURITE_BIN");
-    let port = free_port();
+    let port = common::free_port();
     let mut cmd = Command::new(bin);
     cmd.args([
         "--blobHost",
@@ -130,7 +124,7 @@ fn start_azurite(dir: &Path) -> Server {
 
 fn start_fake_gcs(dir: &Path) -> Server {
     let bin = tool("MLLOG_FAKE_GCS_BIN");
-    let port = free_port();
+    let port = common::free_port();
     let host = format!("127.0.0.1:{port}");
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -904,7 +898,7 @@ fn slow_store_never_blocks_and_shutdown_keeps_its_deadline() {
 fn dead_endpoint_never_blocks_and_reports_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let local = local_log(dir.path());
-    let port = free_port(); // nothing listens there
+    let port = common::free_port(); // nothing listens there
     let config = UploadConfig::new("s3://dead-bucket/x/")
         .unwrap()
         .read_provider_env(false)
@@ -949,31 +943,26 @@ fn dead_endpoint_never_blocks_and_reports_without_secrets() {
 #[test]
 fn configuration_from_variables_and_options() {
     let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
+        tracing_mllog::env::Env::from_map(pairs.iter().copied())
     };
-    assert!(UploadConfig::from_vars(vars(&[])).unwrap().is_none());
-    assert!(UploadConfig::from_vars(vars(&[(ENV_UPLOAD_URL, " ")]))
+    assert!(UploadConfig::from_env(&vars(&[])).unwrap().is_none());
+    assert!(UploadConfig::from_env(&vars(&[(ENV_UPLOAD_URL, " ")]))
         .unwrap()
         .is_none());
-    let c = UploadConfig::from_vars(vars(&[
+    let c = UploadConfig::from_env(&vars(&[
         (ENV_UPLOAD_URL, "gs://bucket/run/"),
         (ENV_UPLOAD_INTERVAL_SECS, "2.5"),
     ]))
     .unwrap()
     .unwrap();
     assert_eq!(c.display_url(), "gs://bucket/run/");
-    let e = UploadConfig::from_vars(vars(&[
+    let e = UploadConfig::from_env(&vars(&[
         (ENV_UPLOAD_URL, "s3://b/k"),
         (ENV_UPLOAD_INTERVAL_SECS, "soon"),
     ]))
     .unwrap_err();
     assert!(e.to_string().contains(ENV_UPLOAD_INTERVAL_SECS), "{e}");
-    let e = UploadConfig::from_vars(vars(&[(ENV_UPLOAD_URL, "ftp://user:pw@host/x")])).unwrap_err();
+    let e = UploadConfig::from_env(&vars(&[(ENV_UPLOAD_URL, "ftp://user:pw@host/x")])).unwrap_err();
     assert!(e.to_string().contains(ENV_UPLOAD_URL), "{e}");
     assert!(!e.to_string().contains("pw"), "{e}");
     for url in [
@@ -1104,7 +1093,7 @@ fn leaked_markers(text: &str) -> Vec<&str> {
 fn no_secret_in_stderr_errors_report_or_log() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
-    let dead_port = free_port();
+    let dead_port = common::free_port();
     let mut cmd = Command::new(exe);
     cmd.args([
         "--exact",
@@ -1289,14 +1278,7 @@ fn runs_on_the_applications_tokio_runtime_when_there_is_one() {
 
 #[test]
 fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
-    let vars = |pairs: Vec<(&'static str, String)>| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.clone())
-        }
-    };
+    let vars = |pairs: Vec<(&'static str, String)>| tracing_mllog::env::Env::from_map(pairs);
     for (variable, value) in [
         (ENV_UPLOAD_INTERVAL_SECS, "1e19"),
         (ENV_UPLOAD_INTERVAL_SECS, "0.001"),
@@ -1306,7 +1288,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
         (ENV_UPLOAD_DEADLINE_SECS, "1e19"),
         (ENV_UPLOAD_DEADLINE_SECS, "86401"),
     ] {
-        let err = UploadConfig::from_vars(vars(vec![
+        let err = UploadConfig::from_env(&vars(vec![
             (ENV_UPLOAD_URL, "memory:///x/".to_string()),
             (variable, value.to_string()),
         ]))
@@ -1319,7 +1301,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
             "{value}: {err}"
         );
     }
-    let err = UploadConfig::from_vars(vars(vec![
+    let err = UploadConfig::from_env(&vars(vec![
         (ENV_UPLOAD_URL, "memory:///x/".to_string()),
         (ENV_UPLOAD_INTERVAL_SECS, "1e19".to_string()),
     ]))
@@ -1328,7 +1310,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
     .to_string();
     assert!(err.contains("0 (off) or 0.01..=604800 seconds"), "{err}");
     // In range: accepted.
-    let c = UploadConfig::from_vars(vars(vec![
+    let c = UploadConfig::from_env(&vars(vec![
         (ENV_UPLOAD_URL, "memory:///x/".to_string()),
         (ENV_UPLOAD_INTERVAL_SECS, "604800".to_string()),
         (ENV_UPLOAD_DEADLINE_SECS, "0".to_string()),

@@ -1,7 +1,7 @@
 # Sourced by scripts/test (bash, set -euo pipefail, cwd = crate root, $VENV = the Python venv).
 # The OTel sink's tests need a real OTLP collector: rotel (PyPI wheel with the `rotel-agent`
 # binary, a Rust OTLP collector with gRPC and HTTP receivers). Installed once into $VENV;
-# tests/otel.rs reads MLLOG_ROTEL_BIN and fails (never skips) without it.
+# tests/otel/ reads MLLOG_ROTEL_BIN and fails (never skips) without it.
 if ! "$VENV/bin/python" -c "import importlib.metadata as m; m.version('rotel')" 2>/dev/null; then
   echo "installing rotel into $VENV" >&2
   "$VENV/bin/pip" install --quiet --disable-pip-version-check rotel

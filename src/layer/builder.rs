@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use super::{IntervalSpec, MllogLayer, Shared};
 use crate::compliance::{ComplianceSink, LivePolicy, Ruleset};
+use crate::env::Env;
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
 use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
+use crate::sink::plug::{Context, LayerExtras, Options};
 use crate::sink::{Delivery, MllogFileSink, Sink};
 use crate::submission::{Division, Submission, SystemStatus};
 use crate::Error;
@@ -101,12 +103,8 @@ pub struct Builder {
     seed: Option<i128>,
     eval_schedule: Option<EvalSchedule>,
     handle_signals: bool,
-    #[cfg(feature = "rpd")]
-    rpd: Option<crate::sink::RpdConfig>,
-    #[cfg(feature = "profiling")]
-    profiler: Option<crate::profile::SegmentProfiler>,
-    #[cfg(feature = "object-store")]
-    upload: Option<crate::sink::UploadConfig>,
+    /// What the optional sinks' own builder methods were given (`Builder::rpd`, ...).
+    pub(crate) options: Options,
 }
 
 impl Default for Builder {
@@ -144,12 +142,7 @@ impl Default for Builder {
             seed: None,
             eval_schedule: None,
             handle_signals: false,
-            #[cfg(feature = "rpd")]
-            rpd: None,
-            #[cfg(feature = "profiling")]
-            profiler: None,
-            #[cfg(feature = "object-store")]
-            upload: None,
+            options: Options::default(),
         }
     }
 }
@@ -339,32 +332,6 @@ impl Builder {
         self
     }
 
-    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
-    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
-    #[cfg(feature = "rpd")]
-    pub fn rpd(mut self, config: crate::sink::RpdConfig) -> Self {
-        self.rpd = Some(config);
-        self
-    }
-
-    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
-    /// `cuda`, `PROFILE_SEGMENT`, ...). Build an RPD profiler before other threads start: it
-    /// sets `RPDT_*` variables.
-    #[cfg(feature = "profiling")]
-    pub fn profiler(mut self, profiler: crate::profile::SegmentProfiler) -> Self {
-        self.profiler = Some(profiler);
-        self
-    }
-
-    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
-    /// the background, never blocking training, a final upload at shutdown. Needs a file
-    /// output.
-    #[cfg(feature = "object-store")]
-    pub fn upload(mut self, config: crate::sink::UploadConfig) -> Self {
-        self.upload = Some(config);
-        self
-    }
-
     /// The ruleset the submission metadata is validated against (default 6.1.0).
     pub fn ruleset(mut self, ruleset: Ruleset) -> Self {
         self.ruleset = ruleset;
@@ -523,8 +490,12 @@ impl Builder {
         self
     }
 
-    /// Read `MLLOG_*` and rank variables from this map instead of the process environment
-    /// (an empty map ignores the environment).
+    /// Read every variable from this map instead of the process environment (an empty map
+    /// ignores the environment): the layer's `MLLOG_*` settings, the rank variables, and those
+    /// of every optional sink and of the profiler (`MLLOG_OTEL`, `OTEL_EXPORTER_OTLP_*`,
+    /// `MLLOG_RPD_FILE`, `PROFILER`, ...). See [`crate::env::Env`]. Two things still read the
+    /// process: `librpd_tracer.so` (`RPDT_*`, when it is loaded) and the object-store and
+    /// OTLP client crates' own credential and header lookups.
     pub fn environment<K: Into<String>, V: Into<String>>(
         mut self,
         vars: impl IntoIterator<Item = (K, V)>,
@@ -544,55 +515,32 @@ impl Builder {
     /// is validated and every other sink started before the output file is opened, so a
     /// failed build never truncates the previous run's log.
     pub fn build<S>(mut self) -> Result<(MllogLayer<S>, Guard), Error> {
-        let env = self.environment.take();
-        // A set variable that is not UTF-8 is an error naming it, not "unset".
-        let not_utf8 = std::cell::RefCell::new(None::<String>);
-        let get = |name: &str| -> Option<String> {
-            match &env {
-                Some(map) => map.get(name).cloned(),
-                None => match std::env::var(name) {
-                    Ok(v) => Some(v),
-                    Err(std::env::VarError::NotPresent) => None,
-                    Err(std::env::VarError::NotUnicode(_)) => {
-                        not_utf8.borrow_mut().get_or_insert_with(|| name.to_owned());
-                        None
-                    }
-                },
-            }
+        // Read once, here: everything below (the layer, rank detection, every sink, the
+        // profiler) reads this snapshot or the builder's map, never the process again.
+        let env = match self.environment.take() {
+            Some(map) => Env::from_map(map),
+            None => Env::process(),
         };
-        let check_utf8 = || match not_utf8.borrow_mut().take() {
-            Some(name) => Err(Error::env(&name, "", "the value is not valid UTF-8")),
-            None => Ok(()),
-        };
-        self.overlay_env(&get)?;
-        check_utf8()?;
+        self.overlay_env(&env)?;
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
         }
 
         let rank = match self.rank {
             Some(r) => r,
-            None => {
-                super::rank::detect_rank_from(|n| get(n).map(Into::into))?.map_or(0, |(r, _)| r)
-            }
+            None => env.rank()?.map_or(0, |(r, _)| r),
         };
         let writes = self.all_ranks || rank == self.writer_rank;
 
         // Each sink with its delivery: the MLLOG output and the checker inline, the rest
         // isolated unless chosen otherwise (see `Delivery`).
         let mut sinks: Vec<(Box<dyn Sink>, Delivery)> = Vec::new();
-        #[cfg_attr(
-            not(any(feature = "rpd", feature = "otel", feature = "object-store")),
-            allow(unused_variables)
-        )]
-        let isolated = Delivery::default();
         let output = if writes {
             self.output.take().unwrap_or(Output::Stdout)
         } else {
             Output::Nowhere
         };
-        // The uploader (if any) needs the file's path.
-        #[cfg_attr(not(feature = "object-store"), allow(unused_variables))]
+        // A sink may need the file's path (the uploader reads it).
         let file_path = match &output {
             Output::File(path) => Some(path.clone()),
             _ => None,
@@ -619,107 +567,41 @@ impl Builder {
             // Right after the MLLOG output: it checks exactly the lines written.
             sinks.insert(0, (Box::new(sink), Delivery::Inline));
         }
-        // The uploader reads the file the MLLOG sink has just flushed, so it comes after it.
-        #[cfg(feature = "object-store")]
-        let upload = {
-            use crate::sink::{UploadConfig, UploadSink};
-            let start = |e: crate::sink::UploadError| Error::Start {
-                what: "the object-store upload",
-                message: e.to_string(),
+        // The optional sinks, each from its registration (see `crate::sink::FACTORIES`).
+        let mut extras = LayerExtras {
+            trace_steps: self.trace_steps,
+            ..LayerExtras::default()
+        };
+        let sink_names: Vec<String> = sinks.iter().map(|(s, _)| s.name().to_owned()).collect();
+        let mut after_log = usize::from(compliance.is_some());
+        let mut cx = Context {
+            env: &env,
+            writes,
+            rank,
+            output_file: file_path.as_deref(),
+            submission: &self.submission,
+            options: &mut self.options,
+            sink_names: &sink_names,
+            extras: &mut extras,
+        };
+        for factory in crate::sink::FACTORIES {
+            let Some(plugged) = factory(&mut cx)? else {
+                continue;
             };
-            let config = UploadConfig::from_vars(get)
-                .map_err(start)?
-                .or(self.upload.take());
-            match (writes, config) {
-                (true, Some(config)) => {
-                    let Some(path) = file_path.clone() else {
-                        return Err(Error::Start {
-                            what: "the object-store upload",
-                            message: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or \
-                                      Builder::output_file"
-                                .into(),
-                        });
-                    };
-                    let (sink, handle) = UploadSink::start(config, path).map_err(start)?;
-                    // Right after the MLLOG output (and the checker).
-                    sinks.insert(
-                        usize::from(compliance.is_some()),
-                        (Box::new(sink), isolated),
-                    );
-                    Some(handle)
-                }
-                _ => None,
-            }
-        };
-        #[cfg(feature = "rpd")]
-        {
-            use crate::sink::RpdConfig;
-            let from_env = RpdConfig::from_env_with(&get).map_err(|e| Error::Start {
-                what: "the RPD sink",
-                message: e.to_string(),
-            })?;
-            if let (true, Some(config)) = (writes, from_env.or(self.rpd.take())) {
-                let sink = config.open().map_err(|e| Error::Start {
-                    what: "the RPD sink",
-                    message: e.to_string(),
-                })?;
-                sinks.push((Box::new(sink), isolated));
+            if plugged.after_log {
+                // Right after the MLLOG output and the checker, in registration order.
+                sinks.insert(after_log, (plugged.sink, plugged.delivery));
+                after_log += 1;
+            } else {
+                sinks.push((plugged.sink, plugged.delivery));
             }
         }
-        #[cfg(feature = "nvtx")]
-        if writes {
-            let on = crate::sink::NvtxSink::enabled_with(&get).map_err(|e| Error::Start {
-                what: "the NVTX sink",
-                message: e.to_string(),
-            })?;
-            // Once, also when `Builder::sink` added one: two would draw every range twice.
-            if on && !sinks.iter().any(|(s, _)| s.name() == "nvtx") {
-                // On the worker itself: an NVTX call only hands the event to the tool in
-                // memory (it never blocks on I/O), and inline its range edges stay closest to
-                // the spans' own times.
-                sinks.push((Box::new(crate::sink::NvtxSink::new()), Delivery::Inline));
-            }
-        }
-        #[cfg(feature = "profiling")]
-        let profiler = match self.profiler.take() {
-            Some(p) => Some(p),
-            None if writes => {
-                crate::profile::SegmentProfiler::from_env_with(&get).map_err(|e| Error::Start {
-                    what: "segment profiling",
-                    message: e.to_string(),
-                })?
-            }
-            None => None,
-        }
-        .filter(|_| writes)
-        .map(Arc::new);
-        // OpenTelemetry exports from every rank: the collector should see the whole job.
-        #[cfg(feature = "otel-sdk")]
-        let otel = {
-            use crate::sink::{OtelConfig, OtelSink};
-            let config = OtelConfig::new()
-                .rank(rank)
-                .submission(self.submission.clone());
-            match OtelSink::from_env_with(config).map_err(|e| Error::Start {
-                what: "the OpenTelemetry sink",
-                message: e.to_string(),
-            })? {
-                Some(sink) => {
-                    let handle = sink.handle();
-                    sinks.push((Box::new(sink), isolated));
-                    Some(handle)
-                }
-                None => None,
-            }
-        };
         if self.handle_signals && writes {
             crate::pipeline::exit::handle_signals().map_err(Error::Worker)?;
         }
-        // A rank with nothing to feed disables every callsite (see `MllogLayer`).
-        let active = has_output || !sinks.is_empty();
-        // A profiler alone needs the spans too.
-        #[cfg(feature = "profiling")]
-        let active = active || profiler.is_some();
+        // A rank with nothing to feed disables every callsite (see `MllogLayer`); a span hook
+        // (the profiler) alone needs the spans too.
+        let active = has_output || !sinks.is_empty() || !extras.span_hooks.is_empty();
 
         let mut intervals: Vec<IntervalSpec> = Interval::defaults()
             .into_iter()
@@ -746,7 +628,6 @@ impl Builder {
             )));
         }
 
-        check_utf8()?;
         // Last: open the output (truncating a file), now that nothing else can fail.
         match output {
             Output::Stdout => {
@@ -783,33 +664,7 @@ impl Builder {
         if writes {
             guard.expect_records();
         }
-        #[cfg(feature = "profiling")]
-        if let Some(p) = &profiler {
-            guard.attach_profiler(p.clone());
-        }
-        #[cfg(feature = "object-store")]
-        if let Some(h) = upload {
-            guard.attach_upload(h);
-        }
-        // With OTel on, `MLLOG_OTEL_STEP_EVERY` traces steps (the sink keeps one in N) and
-        // `MLLOG_OTEL_SPANS` names other spans to export.
-        #[allow(unused_mut)]
-        let mut trace_steps = self.trace_steps;
-        #[cfg(feature = "otel-sdk")]
-        let otel_spans = match &otel {
-            Some(_) => {
-                let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-                trace_steps |= var(crate::sink::ENV_OTEL_STEP_EVERY).is_some();
-                var(crate::sink::ENV_OTEL_SPANS)
-                    .map(|v| crate::sink::SpanPatterns::parse(&v))
-                    .unwrap_or_default()
-            }
-            None => crate::sink::SpanPatterns::default(),
-        };
-        #[cfg(feature = "otel-sdk")]
-        if let Some(h) = otel {
-            guard.attach_otel(h);
-        }
+        guard.attach_hooks(extras.span_hooks.clone());
         static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = Arc::new(Shared {
             id: LAYERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
@@ -834,117 +689,101 @@ impl Builder {
             samples_per_step: self.samples_per_step,
             train_loss_every: self.train_loss_every,
             throughput_stats: self.throughput_stats,
-            trace_steps,
-            #[cfg(feature = "otel-sdk")]
-            otel_spans,
+            trace_steps: extras.trace_steps,
+            traced_spans: extras.traced_spans,
             stats: Arc::new(crate::run::RunStats::new(self.target)),
-            #[cfg(feature = "profiling")]
-            profiler,
+            span_hooks: extras.span_hooks.into_boxed_slice(),
             state: Default::default(),
         });
         guard.arm(&shared);
         Ok((MllogLayer::new(shared), guard))
     }
 
-    fn overlay_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
-        let flag = |name: &str| -> Result<Option<bool>, Error> {
-            let Some(raw) = get(name) else {
-                return Ok(None);
-            };
-            match raw.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(Some(true)),
-                "0" | "false" | "no" | "off" => Ok(Some(false)),
-                _ => Err(Error::env(
-                    name,
-                    &raw,
-                    "expected 1/0, true/false, yes/no or on/off",
-                )),
-            }
-        };
-        if let Some(path) = get("MLLOG_OUTPUT_FILE") {
+    fn overlay_env(&mut self, env: &Env) -> Result<(), Error> {
+        if let Some(path) = env.raw("MLLOG_OUTPUT_FILE")? {
             if path.trim().is_empty() {
-                return Err(Error::env("MLLOG_OUTPUT_FILE", &path, "must not be empty"));
+                return Err(env.invalid("MLLOG_OUTPUT_FILE", "must not be empty").into());
             }
             self.output = Some(Output::File(PathBuf::from(path)));
         }
-        match flag("MLLOG_SAVE_TO_FILE")? {
+        match env.flag("MLLOG_SAVE_TO_FILE")? {
             Some(false) => self.output = Some(Output::Stdout),
             Some(true) if !matches!(self.output, Some(Output::File(_))) => {
-                return Err(Error::env(
-                    "MLLOG_SAVE_TO_FILE",
-                    &get("MLLOG_SAVE_TO_FILE").unwrap_or_default(),
-                    "no file to save to: set MLLOG_OUTPUT_FILE or Builder::output_file",
-                ))
+                return Err(env
+                    .invalid(
+                        "MLLOG_SAVE_TO_FILE",
+                        "no file to save to: set MLLOG_OUTPUT_FILE or Builder::output_file",
+                    )
+                    .into())
             }
             _ => {}
         }
-        if let Some(v) = flag("MLLOG_APPEND")? {
+        if let Some(v) = env.flag("MLLOG_APPEND")? {
             self.append = v;
         }
-        if let Some(v) = flag("MLLOG_CACHE_CLEAR")? {
+        if let Some(v) = env.flag("MLLOG_CACHE_CLEAR")? {
             self.cache_clear = v;
         }
-        if let Some(v) = flag("MLLOG_ALL_RANKS")? {
+        if let Some(v) = env.flag("MLLOG_ALL_RANKS")? {
             self.all_ranks = v;
         }
-        if let Some(raw) = get("MLLOG_LIVE_CHECK") {
-            self.live_check = match raw.trim().to_ascii_lowercase().as_str() {
-                "off" | "0" | "false" | "no" => LivePolicy::Off,
-                "warn" | "1" | "true" | "yes" | "on" => LivePolicy::Warn,
-                _ => {
-                    return Err(Error::env(
-                        "MLLOG_LIVE_CHECK",
-                        &raw,
-                        "expected `off` or `warn`",
-                    ))
-                }
-            };
+        if let Some(policy) = env.parse("MLLOG_LIVE_CHECK", |v| {
+            match (v.eq_ignore_ascii_case("warn"), crate::env::parse_flag(v)) {
+                (true, _) | (_, Some(true)) => Ok(LivePolicy::Warn),
+                (_, Some(false)) => Ok(LivePolicy::Off),
+                _ => Err("expected `off` or `warn`".to_owned()),
+            }
+        })? {
+            self.live_check = policy;
         }
-        if let Some(v) = flag("MLLOG_HANDLE_SIGNALS")? {
+        if let Some(v) = env.flag("MLLOG_HANDLE_SIGNALS")? {
             self.handle_signals = v;
         }
-        if let Some(v) = flag("MLLOG_TRACE_STEPS")? {
+        if let Some(v) = env.flag("MLLOG_TRACE_STEPS")? {
             self.trace_steps = v;
         }
-        if let Some(v) = flag("MLLOG_BLOCK_TPUT_LOG")? {
+        if let Some(v) = env.flag("MLLOG_BLOCK_TPUT_LOG")? {
             self.throughput_stats = v;
         }
-        if let Some(raw) = get("MLLOG_TRAIN_LOSS_LOG_FREQ") {
-            self.train_loss_every = raw.trim().parse().map_err(|_| {
-                Error::env(
-                    "MLLOG_TRAIN_LOSS_LOG_FREQ",
-                    &raw,
-                    "expected a number of steps (0 = off)",
-                )
-            })?;
+        if let Some(n) = env.number(
+            "MLLOG_TRAIN_LOSS_LOG_FREQ",
+            0,
+            u64::MAX,
+            "a number of steps (0 = off)",
+        )? {
+            self.train_loss_every = n;
         }
-        if let Some(raw) = get("MLLOG_MAX_DELAY_MS") {
-            let ms: u64 = raw.trim().parse().map_err(|_| {
-                Error::env(
-                    "MLLOG_MAX_DELAY_MS",
-                    &raw,
-                    "expected whole milliseconds (0 = wake the worker for every record)",
-                )
-            })?;
+        if let Some(ms) = env.number(
+            "MLLOG_MAX_DELAY_MS",
+            0,
+            MAX_DELAY_MS,
+            "whole milliseconds (0 = wake the worker for every record)",
+        )? {
             self.max_delay = Duration::from_millis(ms);
         }
-        if let Some(raw) = get("MLLOG_TARGET_EVAL_LOSS") {
-            let value: f64 = raw
-                .trim()
-                .parse()
+        if let Some(value) = env.parse("MLLOG_TARGET_EVAL_LOSS", |v| {
+            v.parse::<f64>()
                 .ok()
-                .filter(|v: &f64| v.is_finite())
-                .ok_or_else(|| {
-                    Error::env("MLLOG_TARGET_EVAL_LOSS", &raw, "expected a finite number")
-                })?;
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| "expected a finite number".to_owned())
+        })? {
             self.target = Some(Target::at_most(value));
         }
-        if let Some(ns) = get("MLLOG_NAMESPACE") {
-            self.namespace = ns;
+        if let Some(ns) = env.raw("MLLOG_NAMESPACE")? {
+            self.namespace = ns.to_owned();
         }
-        if let Some(root) = get("MLLOG_ROOT_DIR") {
-            self.root_dir = Some(root);
+        if let Some(root) = env.raw("MLLOG_ROOT_DIR")? {
+            self.root_dir = Some(root.to_owned());
         }
-        self.submission.overlay_env(get)
+        // The submission module reads through a plain lookup: a value that is not UTF-8 is an
+        // error here, before it could look like "unset" there.
+        for name in crate::SUBMISSION_VARIABLES {
+            env.raw(name)?;
+        }
+        self.submission
+            .overlay_env(&|name| env.raw(name).ok().flatten().map(str::to_owned))
     }
 }
+
+/// Longest `MLLOG_MAX_DELAY_MS`: a minute (a record waits at most this long for the worker).
+const MAX_DELAY_MS: u64 = 60_000;

@@ -18,12 +18,11 @@ mod filter;
 mod filter_check;
 #[cfg(feature = "otel-sdk")]
 mod otel;
-mod rank;
 mod step;
 
+pub use crate::env::{detect_rank, RANK_VARIABLES};
 pub use builder::{Builder, Interval};
 pub use filter::{filter, MllogFilter};
-pub use rank::{detect_rank, RANK_VARIABLES};
 
 use std::borrow::Cow;
 use std::mem::{forget, replace};
@@ -120,11 +119,11 @@ pub(crate) struct Shared {
     /// Send counted steps as trace-only `train_step` interval records (for OTel and RPD).
     pub(crate) trace_steps: bool,
     /// Other spans inside the run exported to OTel (`MLLOG_OTEL_SPANS`).
-    #[cfg(feature = "otel-sdk")]
-    pub(crate) otel_spans: crate::sink::SpanPatterns,
+    #[allow(dead_code)] // read by the OpenTelemetry bridge only
+    pub(crate) traced_spans: crate::sink::plug::TracedSpans,
     pub(crate) stats: Arc<RunStats>,
-    #[cfg(feature = "profiling")]
-    pub(crate) profiler: Option<Arc<crate::profile::SegmentProfiler>>,
+    /// Called for every span (the segment profiler).
+    pub(crate) span_hooks: Box<[Arc<dyn crate::sink::plug::SpanHook>]>,
     pub(crate) state: LayerState,
 }
 
@@ -774,14 +773,13 @@ where
         let meta = attrs.metadata();
         // The profiled segment may be any span, ours or not; warmup steps open while no run
         // is open, so they never count as the Nth step.
-        #[cfg(feature = "profiling")]
-        if let Some(p) = &self.shared.profiler {
-            p.on_span_open(id.into_u64(), meta.name(), self.shared.in_timed_run());
+        for hook in &*self.shared.span_hooks {
+            hook.on_span_open(id.into_u64(), meta.name(), self.shared.in_timed_run());
         }
         let spec_index = match self.shared.class(meta) {
             Class::Ignored | Class::Event { .. } => {
                 #[cfg(feature = "otel-sdk")]
-                if !self.shared.otel_spans.is_empty() {
+                if !self.shared.traced_spans.is_empty() {
                     otel::open_traced(&self.shared, attrs, id, &ctx);
                 }
                 return;
@@ -884,9 +882,8 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        #[cfg(feature = "profiling")]
-        if let Some(p) = &self.shared.profiler {
-            p.on_span_close(id.into_u64());
+        for hook in &*self.shared.span_hooks {
+            hook.on_span_close(id.into_u64());
         }
         let shared = &*self.shared;
         // Counted steps first, the hot path: found by id in their table, no span lookup.

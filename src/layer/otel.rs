@@ -118,7 +118,7 @@ pub(super) fn open_traced<S>(
     use std::sync::atomic::Ordering;
     let meta = attrs.metadata();
     if !shared.state.run_open.load(Ordering::Relaxed)
-        || !shared.otel_spans.matches(meta.name())
+        || !shared.traced_spans.matches(meta.name())
         || super::is_foreign_target(meta)
         || crate::pipeline::on_worker_thread()
     {

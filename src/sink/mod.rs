@@ -10,8 +10,8 @@ mod mllog_file;
 mod nvtx;
 #[cfg(feature = "otel-sdk")]
 mod otel;
-#[cfg(any(feature = "object-store", feature = "otel-sdk"))]
-mod redact;
+pub(crate) mod plug;
+pub(crate) mod redact;
 #[cfg(feature = "rpd")]
 mod rpd;
 #[cfg(feature = "object-store")]
@@ -39,9 +39,78 @@ pub use upload::{
     DEFAULT_IMPORTANT_KEYS, ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
 
+use std::any::Any;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::record::Record;
+
+/// The optional sinks (and the segment profiler), each registered once, under its feature:
+/// `Builder::build` calls them in this order. Adding a sink is a module with a
+/// [`plug::Factory`] and one line here.
+pub(crate) const FACTORIES: &[plug::Factory] = &[
+    // First: an RPD profiler may have to export variables before any thread starts.
+    #[cfg(feature = "profiling")]
+    crate::profile::plug,
+    #[cfg(feature = "object-store")]
+    upload::plug,
+    #[cfg(feature = "rpd")]
+    rpd::plug,
+    #[cfg(feature = "nvtx")]
+    nvtx::plug,
+    #[cfg(feature = "otel-sdk")]
+    otel::plug,
+];
+
+/// A sink's own report (an `UploadReport`, an `OtelReport`, a profiler's report, ...),
+/// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or
+/// [`crate::Guard::detail`].
+#[derive(Clone)]
+pub struct Detail(Arc<dyn DetailValue>);
+
+trait DetailValue: Any + std::fmt::Debug + Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any + std::fmt::Debug + Send + Sync> DetailValue for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Detail {
+    /// Wraps a report.
+    pub fn new<T: Any + std::fmt::Debug + Send + Sync>(report: T) -> Detail {
+        Detail(Arc::new(report))
+    }
+
+    /// The report, if it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        (*self.0).as_any().downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for Detail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Two details are equal when they print the same (reports are plain data).
+impl PartialEq for Detail {
+    fn eq(&self, other: &Detail) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || format!("{self:?}") == format!("{other:?}")
+    }
+}
+
+impl Eq for Detail {}
+
+/// A live view of a sink's own account, read from any thread whenever a report is taken
+/// (the sink itself lives on the worker or its own thread).
+pub trait SinkStatus: Send + Sync + 'static {
+    /// The sink's report as it stands.
+    fn detail(&self) -> Detail;
+}
 
 /// `now + timeout`, or the latest representable instant when that overflows
 /// (`Duration::MAX` means "no deadline", never a panic).
@@ -95,6 +164,13 @@ pub trait Sink: Send + 'static {
         let _ = deadline;
         self.flush()
     }
+
+    /// The sink's own report beyond the pipeline's counts, if it keeps one: asked once, when
+    /// the pipeline starts; its [`SinkStatus::detail`] goes into every
+    /// [`crate::SinkReport`] of this sink.
+    fn status(&self) -> Option<Arc<dyn SinkStatus>> {
+        None
+    }
 }
 
 impl Sink for Box<dyn Sink> {
@@ -109,5 +185,8 @@ impl Sink for Box<dyn Sink> {
     }
     fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
         (**self).close(deadline)
+    }
+    fn status(&self) -> Option<Arc<dyn SinkStatus>> {
+        (**self).status()
     }
 }

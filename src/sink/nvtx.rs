@@ -66,13 +66,8 @@ fn color_of(name: &str) -> Option<[u8; 3]> {
 
 /// Why `MLLOG_NVTX` cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("environment variable {var}={value:?}: expected 1/true/yes/on or 0/false/no/off")]
-pub struct NvtxError {
-    /// The variable.
-    pub var: &'static str,
-    /// Its value.
-    pub value: String,
-}
+#[error(transparent)]
+pub struct NvtxError(#[from] pub crate::env::EnvError);
 
 /// The `mllog` domain, created once per process: NVTX domains live as long as the process,
 /// and ranges borrow it.
@@ -132,25 +127,10 @@ impl NvtxSink {
         }
     }
 
-    /// Whether `MLLOG_NVTX` asks for the sink.
-    pub fn enabled() -> Result<bool, NvtxError> {
-        NvtxSink::enabled_with(&|name| std::env::var(name).ok())
-    }
-
-    /// [`NvtxSink::enabled`], reading `MLLOG_NVTX` through `get`. Unset or empty is off; a
-    /// value that is neither on nor off is an error naming it.
-    pub fn enabled_with(get: &dyn Fn(&str) -> Option<String>) -> Result<bool, NvtxError> {
-        let Some(value) = get(ENV_NVTX) else {
-            return Ok(false);
-        };
-        match value.trim().to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => Ok(true),
-            "" | "0" | "false" | "no" | "off" => Ok(false),
-            _ => Err(NvtxError {
-                var: ENV_NVTX,
-                value,
-            }),
-        }
+    /// The sink `MLLOG_NVTX` asks for (`1`/`true`/`yes`/`on`), or `None` (unset, blank or
+    /// off); another value is an error naming the variable.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<NvtxSink>, NvtxError> {
+        Ok(env.flag(ENV_NVTX)?.unwrap_or(false).then(NvtxSink::new))
     }
 
     /// Ranges started and not yet ended.
@@ -275,6 +255,27 @@ impl NvtxSink {
         }
         open.sort_by_key(|o| std::cmp::Reverse(o.seq));
         drop(open);
+    }
+}
+
+/// The registration (see `crate::sink::FACTORIES`): on the writing rank, once, also when
+/// `Builder::sink` added one (two would draw every range twice).
+pub(crate) fn plug(
+    cx: &mut super::plug::Context<'_>,
+) -> Result<Option<super::plug::Plugged>, crate::Error> {
+    let sink = NvtxSink::from_env(cx.env).map_err(|e| crate::Error::start("the NVTX sink", e))?;
+    match sink {
+        Some(sink) if cx.writes && !cx.sink_names.iter().any(|n| n == "nvtx") => {
+            // On the worker itself: an NVTX call only hands the event to the tool in memory
+            // (it never blocks on I/O), and inline its range edges stay closest to the spans'
+            // own times.
+            Ok(Some(super::plug::Plugged {
+                sink: Box::new(sink),
+                delivery: super::Delivery::Inline,
+                after_log: false,
+            }))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -441,12 +442,14 @@ mod tests {
 
     #[test]
     fn mllog_nvtx_is_read_strictly() {
-        let get = |v: &'static str| move |_: &str| Some(v.to_owned());
-        assert!(NvtxSink::enabled_with(&get("1")).unwrap());
-        assert!(NvtxSink::enabled_with(&get(" On ")).unwrap());
-        assert!(!NvtxSink::enabled_with(&get("0")).unwrap());
-        assert!(!NvtxSink::enabled_with(&|_| None).unwrap());
-        let err = NvtxSink::enabled_with(&get("nvtx")).unwrap_err();
+        let on = |v: &str| {
+            NvtxSink::from_env(&crate::env::Env::from_map([(ENV_NVTX, v)])).map(|s| s.is_some())
+        };
+        assert!(on("1").unwrap());
+        assert!(on(" On ").unwrap());
+        assert!(!on("0").unwrap());
+        assert!(!on("").unwrap());
+        let err = on("nvtx").unwrap_err();
         assert!(err.to_string().contains("MLLOG_NVTX"), "{err}");
     }
 }

@@ -166,6 +166,7 @@ pub(crate) fn secrets_from_vars(
 }
 
 /// [`secrets_from_vars`] over the process environment (never panics on non-UTF-8 entries).
+#[cfg(feature = "object-store")]
 pub(crate) fn env_secrets() -> Vec<String> {
     secrets_from_vars(std::env::vars_os())
 }

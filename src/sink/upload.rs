@@ -68,14 +68,9 @@ pub enum UploadError {
         /// The URL scheme.
         scheme: String,
     },
-    /// An environment variable has a bad value.
-    #[error("invalid {variable}: {reason}")]
-    InvalidEnv {
-        /// The variable's name.
-        variable: &'static str,
-        /// What is wrong (without the value when it could be secret).
-        reason: String,
-    },
+    /// An environment variable has a bad value (shown redacted).
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     /// A setting made in code is out of its range (named as the method that sets it).
     #[error("invalid {setting}: {reason}")]
     InvalidSetting {
@@ -146,6 +141,9 @@ pub struct UploadConfig {
     deadline: Duration,
     from_env: bool,
     own_runtime: bool,
+    /// Secret values of the environment the configuration was read from (a builder's map
+    /// is not the process environment), masked like the process's.
+    env_secrets: Vec<String>,
 }
 
 impl fmt::Debug for UploadConfig {
@@ -225,55 +223,28 @@ impl UploadConfig {
         })
     }
 
-    /// Reads [`ENV_UPLOAD_URL`], [`ENV_UPLOAD_INTERVAL_SECS`] and [`ENV_UPLOAD_DEADLINE_SECS`]:
-    /// `None` unless `MLLOG_UPLOAD_URL` is set (and not empty); a bad value is an error naming
-    /// the variable.
-    /// A variable that is set but not valid UTF-8 is an error naming it.
-    pub fn from_env() -> Result<Option<UploadConfig>, UploadError> {
-        for variable in [
-            ENV_UPLOAD_URL,
-            ENV_UPLOAD_INTERVAL_SECS,
-            ENV_UPLOAD_DEADLINE_SECS,
-        ] {
-            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(variable) {
-                return Err(UploadError::InvalidEnv {
-                    variable,
-                    reason: "the value is not valid UTF-8".into(),
-                });
-            }
-        }
-        UploadConfig::from_vars(|name| std::env::var(name).ok())
-    }
-
-    /// [`UploadConfig::from_env`] over any variable source (for tests and launchers).
-    pub fn from_vars(
-        var: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<UploadConfig>, UploadError> {
-        let url = match var(ENV_UPLOAD_URL) {
-            Some(url) if !url.trim().is_empty() => url,
-            _ => return Ok(None),
+    /// Reads [`ENV_UPLOAD_URL`], [`ENV_UPLOAD_INTERVAL_SECS`] and [`ENV_UPLOAD_DEADLINE_SECS`]
+    /// from `env` (`Env::process()` for the process environment): `None` unless
+    /// `MLLOG_UPLOAD_URL` is set (and not empty); a bad value (one that is not UTF-8 too) is
+    /// an error naming the variable.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<UploadConfig>, UploadError> {
+        let Some(mut config) = env.parse(ENV_UPLOAD_URL, |url| {
+            UploadConfig::new(url).map_err(|e| e.to_string())
+        })?
+        else {
+            return Ok(None);
         };
-        let mut config = UploadConfig::new(url.trim()).map_err(|e| UploadError::InvalidEnv {
-            variable: ENV_UPLOAD_URL,
-            reason: e.to_string(),
-        })?;
-        if let Some(v) = var(ENV_UPLOAD_INTERVAL_SECS) {
-            let secs = parse_secs(&v).and_then(check_interval).map_err(|reason| {
-                UploadError::InvalidEnv {
-                    variable: ENV_UPLOAD_INTERVAL_SECS,
-                    reason,
-                }
-            })?;
+        if let Some(secs) = env.parse(ENV_UPLOAD_INTERVAL_SECS, |v| {
+            parse_secs(v).and_then(check_interval)
+        })? {
             config.interval = (secs > Duration::ZERO).then_some(secs);
         }
-        if let Some(v) = var(ENV_UPLOAD_DEADLINE_SECS) {
-            config.deadline = parse_secs(&v).and_then(check_deadline).map_err(|reason| {
-                UploadError::InvalidEnv {
-                    variable: ENV_UPLOAD_DEADLINE_SECS,
-                    reason,
-                }
-            })?;
+        if let Some(secs) = env.parse(ENV_UPLOAD_DEADLINE_SECS, |v| {
+            parse_secs(v).and_then(check_deadline)
+        })? {
+            config.deadline = secs;
         }
+        config.env_secrets = env.secrets();
         Ok(Some(config))
     }
 
@@ -291,6 +262,7 @@ impl UploadConfig {
             deadline: DEFAULT_DEADLINE,
             from_env: true,
             own_runtime: false,
+            env_secrets: Vec::new(),
         }
     }
 
@@ -417,6 +389,7 @@ impl UploadConfig {
     /// may still read some, and an operator's variables must not leak either way).
     fn secrets(&self) -> Vec<String> {
         let mut secrets = redact::env_secrets();
+        secrets.extend(self.env_secrets.iter().cloned());
         for (k, v) in &self.options {
             redact::secret_parts(k, v, &mut secrets);
         }
@@ -852,9 +825,65 @@ impl UploadSink {
     }
 }
 
+impl crate::Builder {
+    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
+    /// the background, never blocking training, a final upload at shutdown. Needs a file
+    /// output.
+    pub fn upload(mut self, config: UploadConfig) -> Self {
+        self.options.set(config);
+        self
+    }
+}
+
+impl crate::Guard {
+    /// What the object-store uploader did: uploads, retries, the latest error, and after
+    /// shutdown whether the remote copy matches the local file.
+    pub fn upload_report(&self) -> Option<UploadReport> {
+        self.detail()
+    }
+}
+
+impl super::SinkStatus for UploadHandle {
+    fn detail(&self) -> super::Detail {
+        super::Detail::new(self.report())
+    }
+}
+
+/// The registration (see `crate::sink::FACTORIES`): `MLLOG_UPLOAD_URL`, else
+/// [`crate::Builder::upload`], on the writing rank, right after the MLLOG file (it uploads
+/// what that sink has just flushed).
+pub(crate) fn plug(
+    cx: &mut super::plug::Context<'_>,
+) -> Result<Option<super::plug::Plugged>, crate::Error> {
+    let start = |e| crate::Error::start("the object-store upload", e);
+    let from_env = UploadConfig::from_env(cx.env).map_err(start)?;
+    let given = cx.options.take::<UploadConfig>();
+    let (true, Some(config)) = (cx.writes, from_env.or(given)) else {
+        return Ok(None);
+    };
+    let Some(path) = cx.output_file else {
+        return Err(start(UploadError::InvalidSetting {
+            setting: "the MLLOG output",
+            reason: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or Builder::output_file"
+                .into(),
+        }));
+    };
+    let (sink, _handle) = UploadSink::start(config, path.to_path_buf()).map_err(start)?;
+    Ok(Some(super::plug::Plugged {
+        after_log: true,
+        ..super::plug::Plugged::isolated(sink)
+    }))
+}
+
 impl Sink for UploadSink {
     fn name(&self) -> &str {
         "object-store-upload"
+    }
+
+    fn status(&self) -> Option<Arc<dyn super::SinkStatus>> {
+        Some(Arc::new(UploadHandle {
+            shared: self.shared.clone(),
+        }))
     }
 
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {

@@ -93,3 +93,12 @@ pub fn example_exe(name: &str) -> PathBuf {
     }
     exe
 }
+
+/// A TCP port on 127.0.0.1 that was free a moment ago, for a server a test starts (the
+/// listener is closed at once; the server binds it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port on 127.0.0.1")
+        .port()
+}

@@ -52,6 +52,9 @@ pub struct OtelConfig {
     /// A setting that was ignored, reported as the first `last_error`.
     pub(crate) ignored: Option<String>,
     pub(crate) spans: SpanPatterns,
+    /// `OTEL_SERVICE_NAME` of the environment the sink was configured from (`None`: not
+    /// configured from one yet; the process environment is read when needed).
+    pub(crate) env_service_name: Option<Option<String>>,
 }
 
 /// The OTLP endpoints of the exporters `from_env` built, redacted.
@@ -59,6 +62,8 @@ pub struct OtelConfig {
 pub(crate) struct Endpoints {
     pub traces: Option<String>,
     pub metrics: Option<String>,
+    /// The environment they were configured from (default: the process's, when needed).
+    pub export_env: Option<super::errors::ExportEnv>,
 }
 
 /// Names of other spans to export (`MLLOG_OTEL_SPANS`): exact names or `prefix*`.
@@ -157,6 +162,7 @@ impl Default for OtelConfig {
             endpoints: Endpoints::default(),
             ignored: None,
             spans: SpanPatterns::default(),
+            env_service_name: None,
         }
     }
 }
@@ -202,11 +208,11 @@ impl OtelConfig {
         traceparent: &str,
         tracestate: Option<&str>,
     ) -> Result<Self, OtelError> {
-        let cx = parse_traceparent(traceparent, tracestate).map_err(|reason| OtelError::Env {
-            name: "traceparent".to_owned(),
-            value: traceparent.to_owned(),
-            reason,
-        })?;
+        let cx =
+            parse_traceparent(traceparent, tracestate).map_err(|reason| OtelError::Setting {
+                setting: "OtelConfig::traceparent",
+                reason: format!("{traceparent:?}: {reason}"),
+            })?;
         self.remote_parent = Some(cx);
         Ok(self)
     }
@@ -311,10 +317,16 @@ impl OtelConfig {
         if let Some(name) = &self.service_name {
             return name.clone();
         }
-        if let Ok(name) = std::env::var("OTEL_SERVICE_NAME") {
-            if !name.trim().is_empty() {
-                return name;
-            }
+        let from_env = match &self.env_service_name {
+            Some(name) => name.clone(),
+            None => crate::env::Env::process()
+                .string(super::env::ENV_SERVICE_NAME)
+                .ok()
+                .flatten()
+                .map(str::to_owned),
+        };
+        if let Some(name) = from_env {
+            return name;
         }
         match self.submission.benchmark {
             Some(b) => b.as_str().to_owned(),
@@ -382,12 +394,13 @@ pub(crate) fn hostname() -> Option<String> {
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
     /// An environment variable has an unusable value.
-    #[error("{name}={value:?}: {reason}")]
-    Env {
-        /// The variable.
-        name: String,
-        /// Its value.
-        value: String,
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
+    /// A setting made in code is unusable.
+    #[error("{setting}: {reason}")]
+    Setting {
+        /// The method that made it.
+        setting: &'static str,
         /// What is wrong with it.
         reason: String,
     },

@@ -10,6 +10,30 @@ use super::processor::Signal;
 /// Longest excerpt of the exporter's own message kept after the cause.
 const MAX_DETAIL: usize = 300;
 
+/// What the messages need of the environment the exporters were configured from: its
+/// secrets (to mask) and the export timeout (to tell a timeout from other failures).
+#[derive(Clone, Debug)]
+pub(crate) struct ExportEnv {
+    pub secrets: Vec<String>,
+    pub timeout: Duration,
+}
+
+impl ExportEnv {
+    /// `OTEL_EXPORTER_OTLP_TIMEOUT` (default 10 s) and the secrets of `env`.
+    pub(crate) fn from_env(env: &crate::env::Env) -> ExportEnv {
+        // A bad timeout is the exporter's to report; here it only shapes a message.
+        let ms = env
+            .number("OTEL_EXPORTER_OTLP_TIMEOUT", 0, u64::MAX, "milliseconds")
+            .ok()
+            .flatten()
+            .unwrap_or(10_000);
+        ExportEnv {
+            secrets: env.secrets(),
+            timeout: Duration::from_millis(ms),
+        }
+    }
+}
+
 /// `traces to http://10.0.0.5:4317: connection refused (3 spans lost): <detail>`.
 /// `endpoint` is already redacted; the exporter's message is redacted here.
 pub(crate) fn describe(
@@ -18,13 +42,14 @@ pub(crate) fn describe(
     error: &str,
     what: &str,
     took: Duration,
+    env: &ExportEnv,
 ) -> String {
     let signal = match signal {
         Signal::Traces => "traces",
         Signal::Metrics => "metrics",
     };
     let to = endpoint.map(|e| format!(" to {e}")).unwrap_or_default();
-    let mut detail = redact(error);
+    let mut detail = crate::sink::redact::redact(error, &env.secrets);
     if detail.len() > MAX_DETAIL {
         let mut end = MAX_DETAIL;
         while !detail.is_char_boundary(end) {
@@ -38,8 +63,8 @@ pub(crate) fn describe(
     } else {
         format!(" ({what})")
     };
-    let mut why = cause(error);
-    let timeout = export_timeout();
+    let timeout = env.timeout;
+    let mut why = cause(error, timeout);
     if why == "export failed" && took + Duration::from_millis(200) >= timeout {
         // The request used up the exporter's whole timeout (the HTTP exporter says only
         // "network error" then).
@@ -92,7 +117,7 @@ fn probe(endpoint: &str) -> Option<String> {
 }
 
 /// The cause of an exporter error, from its text.
-pub(crate) fn cause(error: &str) -> String {
+pub(crate) fn cause(error: &str, timeout: Duration) -> String {
     let e = error.to_ascii_lowercase();
     if e.contains("connection refused") || e.contains("os error 111") {
         return "connection refused".to_owned();
@@ -102,7 +127,7 @@ pub(crate) fn cause(error: &str) -> String {
         || e.contains("deadline")
         || e.contains("deadlineexceeded")
     {
-        return format!("timed out after {}", seconds(export_timeout()));
+        return format!("timed out after {}", seconds(timeout));
     }
     if e.contains("failed to lookup address")
         || e.contains("dns error")
@@ -120,15 +145,6 @@ pub(crate) fn cause(error: &str) -> String {
         return format!("gRPC status {code}");
     }
     "export failed".to_owned()
-}
-
-/// The export timeout the exporters use (`OTEL_EXPORTER_OTLP_TIMEOUT`, default 10 s).
-fn export_timeout() -> Duration {
-    let ms = std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(10_000);
-    Duration::from_millis(ms)
 }
 
 fn seconds(d: Duration) -> String {
@@ -168,29 +184,6 @@ fn grpc_code(e: &str) -> Option<String> {
     (!code.is_empty()).then_some(code)
 }
 
-/// Masks credentials: the crate's redaction of configured secrets and URL user info, plus
-/// the values of `OTEL_EXPORTER_OTLP_*HEADERS` (e.g. `authorization=Bearer ...`).
-pub(crate) fn redact(message: &str) -> String {
-    let mut secrets = crate::sink::redact::env_secrets();
-    for (k, v) in std::env::vars_os() {
-        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
-            continue;
-        };
-        if k.starts_with("OTEL_EXPORTER_OTLP_") && k.ends_with("HEADERS") {
-            for pair in v.split(',') {
-                if let Some((_, value)) = pair.split_once('=') {
-                    secrets.push(value.trim().to_owned());
-                    if let Some(token) = value.split_whitespace().last() {
-                        secrets.push(token.to_owned());
-                    }
-                }
-            }
-        }
-    }
-    crate::sink::redact::normalize(&mut secrets);
-    crate::sink::redact::redact(message, &secrets)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,17 +192,18 @@ mod tests {
     fn causes_in_words() {
         let refused = "Export failed: status: Unavailable, message: \"tcp connect error\", \
                        source: Connection refused (os error 111)";
-        assert_eq!(cause(refused), "connection refused");
+        let t = Duration::from_secs(10);
+        assert_eq!(cause(refused, t), "connection refused");
         assert_eq!(
-            cause("Export failed: code: DeadlineExceeded"),
-            format!("timed out after {}", seconds(export_timeout()))
+            cause("Export failed: code: DeadlineExceeded", t),
+            "timed out after 10 s"
         );
         assert_eq!(
-            cause("HTTP export failed. Status Code: 503, Response: busy"),
+            cause("HTTP export failed. Status Code: 503, Response: busy", t),
             "HTTP status 503"
         );
         assert_eq!(
-            cause("status: Unimplemented, code: Unimplemented"),
+            cause("status: Unimplemented, code: Unimplemented", t),
             "gRPC status Unimplemented"
         );
         let msg = describe(
@@ -218,6 +212,10 @@ mod tests {
             refused,
             "",
             Duration::ZERO,
+            &ExportEnv {
+                secrets: Vec::new(),
+                timeout: t,
+            },
         );
         assert!(
             msg.starts_with("metrics to http://127.0.0.1:9: connection refused: Export failed"),

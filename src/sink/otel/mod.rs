@@ -314,6 +314,9 @@ impl OtelSink {
         if let Some(e) = &config.endpoints.metrics {
             let _ = counters.metric_endpoint.set(e.clone());
         }
+        if let Some(env) = &config.endpoints.export_env {
+            let _ = counters.export_env.set(env.clone());
+        }
         let resource = config.resource();
         span_exporter.set_resource(&resource);
         let executor = match &runtime {
@@ -848,9 +851,49 @@ impl OtelSink {
     }
 }
 
+impl crate::Guard {
+    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
+    pub fn otel_report(&self) -> Option<OtelReport> {
+        self.detail()
+    }
+}
+
+impl super::SinkStatus for OtelHandle {
+    fn detail(&self) -> super::Detail {
+        super::Detail::new(self.report())
+    }
+}
+
+/// The registration (see `crate::sink::FACTORIES`): `MLLOG_OTEL=1`, on every rank (the
+/// collector should see the whole job). With it, `MLLOG_OTEL_STEP_EVERY` traces steps (the
+/// sink keeps one in N) and `MLLOG_OTEL_SPANS` names other spans to export.
+pub(crate) fn plug(
+    cx: &mut super::plug::Context<'_>,
+) -> Result<Option<super::plug::Plugged>, crate::Error> {
+    let start = |e| crate::Error::start("the OpenTelemetry sink", e);
+    let config = OtelConfig::new()
+        .rank(cx.rank)
+        .submission(cx.submission.clone());
+    let Some(sink) = OtelSink::from_env_with(cx.env, config).map_err(start)? else {
+        return Ok(None);
+    };
+    if cx.env.string(ENV_OTEL_STEP_EVERY)?.is_some() {
+        cx.extras.trace_steps = true;
+    }
+    let spans = SpanPatterns::parse(cx.env.string(ENV_OTEL_SPANS)?.unwrap_or_default());
+    if !spans.is_empty() {
+        cx.extras.traced_spans = super::plug::TracedSpans::new(move |name| spans.matches(name));
+    }
+    Ok(Some(super::plug::Plugged::isolated(sink)))
+}
+
 impl Sink for OtelSink {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn status(&self) -> Option<Arc<dyn super::SinkStatus>> {
+        Some(Arc::new(self.handle()))
     }
 
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {

@@ -40,6 +40,8 @@ pub(crate) struct Counters {
     pub trace_endpoint: OnceLock<String>,
     /// Where metrics go (redacted).
     pub metric_endpoint: OnceLock<String>,
+    /// The secrets and export timeout of the environment the exporters came from.
+    pub export_env: OnceLock<super::errors::ExportEnv>,
     /// Spans go through our [`QueueProcessor`], so delivery is known exactly.
     pub tracked: AtomicBool,
     /// `close` has run (successfully or not).
@@ -80,7 +82,10 @@ impl Counters {
         };
         count.fetch_add(1, Ordering::Relaxed);
         let endpoint = endpoint.get().map(String::as_str);
-        let msg = super::errors::describe(signal, endpoint, error, what, took);
+        let env = self
+            .export_env
+            .get_or_init(|| super::errors::ExportEnv::from_env(&crate::env::Env::process()));
+        let msg = super::errors::describe(signal, endpoint, error, what, took, env);
         *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
         self.error(msg);
     }

@@ -69,24 +69,8 @@ impl RpdSchema {
 
     /// The version `MLLOG_RPD_SCHEMA` asks for (`2` or `3`), if it is set; a bad value is an
     /// error naming the variable.
-    pub fn from_env() -> Result<Option<RpdSchema>, RpdError> {
-        schema_from_env()
-    }
-
-    /// [`RpdSchema::from_env`], reading `MLLOG_RPD_SCHEMA` through `get`.
-    pub fn from_env_with(
-        get: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<RpdSchema>, RpdError> {
-        match get(ENV_RPD_SCHEMA) {
-            Some(v) if !v.trim().is_empty() => {
-                v.parse().map(Some).map_err(|reason| RpdError::Env {
-                    var: ENV_RPD_SCHEMA,
-                    value: v,
-                    reason,
-                })
-            }
-            _ => Ok(None),
-        }
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<RpdSchema>, RpdError> {
+        Ok(env.parse(ENV_RPD_SCHEMA, |v| v.parse())?)
     }
 
     /// Makes sure `path` holds an RPD schema, as `python3 -m rocpd.schema --create` does but
@@ -129,15 +113,8 @@ impl std::fmt::Display for RpdSchema {
 #[derive(Debug, thiserror::Error)]
 pub enum RpdError {
     /// An environment variable has a value that cannot be used.
-    #[error("environment variable {var}={value:?}: {reason}")]
-    Env {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     /// SQLite failed.
     #[error("RPD file{}: {context}: {message}", shown(.path))]
     Sqlite {
@@ -203,7 +180,7 @@ impl RpdError {
                     *path = file.to_path_buf();
                 }
             }
-            RpdError::Env { .. } => {}
+            RpdError::Env(_) => {}
         }
         self
     }
@@ -237,35 +214,12 @@ impl RpdConfig {
     /// The configuration the environment asks for: `None` unless `MLLOG_RPD_FILE` is set (and
     /// not empty); `MLLOG_RPD_SCHEMA` (`2` or `3`) chooses the schema. A bad value is an error
     /// naming the variable.
-    pub fn from_env() -> Result<Option<RpdConfig>, RpdError> {
-        for var in [ENV_RPD_FILE, ENV_RPD_SCHEMA] {
-            if let Err(std::env::VarError::NotUnicode(v)) = std::env::var(var) {
-                return Err(RpdError::Env {
-                    var,
-                    value: v.to_string_lossy().into_owned(),
-                    reason: "not valid UTF-8".into(),
-                });
-            }
-        }
-        RpdConfig::from_env_with(&|name| std::env::var(name).ok())
-    }
-
-    /// [`RpdConfig::from_env`] reading the variables through `get` (e.g. a builder's
-    /// replacement environment).
-    pub fn from_env_with(
-        get: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<RpdConfig>, RpdError> {
-        let Some(path) = get(ENV_RPD_FILE).filter(|p| !p.trim().is_empty()) else {
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<RpdConfig>, RpdError> {
+        let Some(path) = env.string(ENV_RPD_FILE)? else {
             return Ok(None);
         };
         let mut config = RpdConfig::new(path);
-        if let Some(v) = get(ENV_RPD_SCHEMA).filter(|v| !v.trim().is_empty()) {
-            config.schema = Some(v.parse().map_err(|reason| RpdError::Env {
-                var: ENV_RPD_SCHEMA,
-                value: v,
-                reason,
-            })?);
-        }
+        config.schema = RpdSchema::from_env(env)?;
         Ok(Some(config))
     }
 
@@ -313,24 +267,6 @@ impl RpdConfig {
     /// Opens the sink (see [`RpdSink::open`]).
     pub fn open(self) -> Result<RpdSink, RpdError> {
         RpdSink::open(self)
-    }
-}
-
-/// Reads `MLLOG_RPD_SCHEMA`, if set.
-fn schema_from_env() -> Result<Option<RpdSchema>, RpdError> {
-    match std::env::var(ENV_RPD_SCHEMA) {
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => v.parse().map(Some).map_err(|reason| RpdError::Env {
-            var: ENV_RPD_SCHEMA,
-            value: v,
-            reason,
-        }),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(RpdError::Env {
-            var: ENV_RPD_SCHEMA,
-            value: v.to_string_lossy().into_owned(),
-            reason: "not valid UTF-8".into(),
-        }),
     }
 }
 
@@ -393,6 +329,11 @@ pub struct RpdSink {
 }
 
 impl RpdSink {
+    /// The sink `MLLOG_RPD_FILE` asks for, opened ([`RpdConfig::from_env`]), or `None`.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<RpdSink>, RpdError> {
+        RpdConfig::from_env(env)?.map(RpdConfig::open).transpose()
+    }
+
     /// Opens `path` with the default [`RpdConfig`]: a new file gets the schema, an existing one
     /// is appended to under a newly claimed session.
     pub fn create(path: impl Into<PathBuf>) -> Result<RpdSink, RpdError> {
@@ -757,6 +698,31 @@ fn sanitize_in_place(label: &mut String) {
             .any(|c| c == '\\' || c == '"' || c.is_control());
     if !clean {
         *label = sanitize_label(label);
+    }
+}
+
+impl crate::Builder {
+    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
+    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
+    pub fn rpd(mut self, config: RpdConfig) -> Self {
+        self.options.set(config);
+        self
+    }
+}
+
+/// The registration (see `crate::sink::FACTORIES`): `MLLOG_RPD_FILE`, else
+/// [`crate::Builder::rpd`], on the writing rank.
+pub(crate) fn plug(
+    cx: &mut super::plug::Context<'_>,
+) -> Result<Option<super::plug::Plugged>, crate::Error> {
+    let start = |e| crate::Error::start("the RPD sink", e);
+    let from_env = RpdConfig::from_env(cx.env).map_err(start)?;
+    let given = cx.options.take::<RpdConfig>();
+    match (cx.writes, from_env.or(given)) {
+        (true, Some(config)) => Ok(Some(super::plug::Plugged::isolated(
+            config.open().map_err(start)?,
+        ))),
+        _ => Ok(None),
     }
 }
 

@@ -1,0 +1,390 @@
+//! The environment, read once: every `MLLOG_*`, launcher (`RANK`, `WORLD_SIZE`, ...), profiler
+//! and OpenTelemetry variable the crate uses goes through one [`Env`].
+//!
+//! An [`Env`] is either a snapshot of the process environment, taken once when a layer is
+//! built, or the map given to [`crate::Builder::environment`]; the layer, rank detection,
+//! every sink and the profiler read the same one, so a map given to the builder is honoured
+//! everywhere. Values are parsed here, by one boolean parser and one number parser, and a bad
+//! value is an [`EnvError`] naming the variable. Values shown in errors go through the crate's
+//! redaction: a credential (or anything a credential variable holds) is never printed.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt::Display;
+use std::str::FromStr;
+
+/// The launcher variables that carry the global rank, in the order they are consulted:
+/// PyTorch/torchrun, Slurm, Open MPI, MPICH/Intel MPI (PMI).
+pub const RANK_VARIABLES: [&str; 4] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];
+
+/// The launcher variables that carry the number of ranks, in the order they are consulted.
+pub const WORLD_SIZE_VARIABLES: [&str; 4] = [
+    "WORLD_SIZE",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+];
+
+/// What the boolean parser accepts, for messages.
+const FLAG_WORDS: &str = "expected 1/0, true/false, yes/no or on/off";
+
+/// A variable with a value the crate cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvError {
+    /// The value does not parse or is out of range. `value` is redacted.
+    #[error("environment variable {name}={value:?}: {reason}")]
+    Invalid {
+        /// The variable.
+        name: String,
+        /// Its value, with secrets masked.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// The variable is set but its value is not valid UTF-8.
+    #[error("environment variable {name}: the value is not valid UTF-8")]
+    NotUnicode {
+        /// The variable.
+        name: String,
+    },
+}
+
+impl EnvError {
+    /// The variable the error is about.
+    pub fn name(&self) -> &str {
+        match self {
+            EnvError::Invalid { name, .. } | EnvError::NotUnicode { name } => name,
+        }
+    }
+}
+
+impl From<EnvError> for crate::Error {
+    fn from(e: EnvError) -> crate::Error {
+        match e {
+            EnvError::Invalid {
+                name,
+                value,
+                reason,
+            } => crate::Error::Env {
+                name,
+                value,
+                reason,
+            },
+            EnvError::NotUnicode { name } => crate::Error::Env {
+                name,
+                value: String::new(),
+                reason: "the value is not valid UTF-8".into(),
+            },
+        }
+    }
+}
+
+/// A set of environment variables: a snapshot of the process environment ([`Env::process`])
+/// or a map of your own ([`Env::from_map`], what [`crate::Builder::environment`] gives).
+#[derive(Clone, Default)]
+pub struct Env {
+    /// `Err` holds a value that is not UTF-8 (an error only when the variable is read).
+    vars: HashMap<String, Result<String, OsString>>,
+    process: bool,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: values may be credentials.
+        let mut names: Vec<&str> = self.vars.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        f.debug_struct("Env")
+            .field("process", &self.process)
+            .field("names", &names)
+            .finish()
+    }
+}
+
+impl Env {
+    /// A snapshot of the process environment, now. Never panics: a name that is not UTF-8 is
+    /// left out (no variable the crate reads has one); a value that is not UTF-8 is an error
+    /// only when that variable is read.
+    pub fn process() -> Env {
+        let vars = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let k = k.into_string().ok()?;
+                Some((k, v.into_string()))
+            })
+            .collect();
+        Env {
+            vars,
+            process: true,
+        }
+    }
+
+    /// These variables and no others (an empty map: nothing is set).
+    pub fn from_map<K: Into<String>, V: Into<String>>(
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Env {
+        Env {
+            vars: vars
+                .into_iter()
+                .map(|(k, v)| (k.into(), Ok(v.into())))
+                .collect(),
+            process: false,
+        }
+    }
+
+    /// Whether this is the process environment (not a map given in code).
+    pub fn is_process(&self) -> bool {
+        self.process
+    }
+
+    /// The value as set (untrimmed; empty included), or `None` when unset.
+    pub fn raw(&self, name: &str) -> Result<Option<&str>, EnvError> {
+        match self.vars.get(name) {
+            None => Ok(None),
+            Some(Ok(v)) => Ok(Some(v)),
+            Some(Err(_)) => Err(EnvError::NotUnicode {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// The value, trimmed; unset, empty and blank are all `None`.
+    pub fn string(&self, name: &str) -> Result<Option<&str>, EnvError> {
+        Ok(self.raw(name)?.map(str::trim).filter(|v| !v.is_empty()))
+    }
+
+    /// The one boolean parser: `1`/`true`/`yes`/`on` and `0`/`false`/`no`/`off` in any case;
+    /// unset or blank is `None`; anything else is an error naming the variable.
+    pub fn flag(&self, name: &str) -> Result<Option<bool>, EnvError> {
+        let Some(v) = self.string(name)? else {
+            return Ok(None);
+        };
+        match parse_flag(v) {
+            Some(b) => Ok(Some(b)),
+            None => Err(self.invalid(name, FLAG_WORDS)),
+        }
+    }
+
+    /// The one number parser: a number in `min..=max` (unset or blank: `None`). Anything else
+    /// is an error naming the variable, `what` it should be and the range, e.g. "expected a
+    /// whole number of spans in 1..=16777216". A floating-point value must also be finite.
+    pub fn number<T>(&self, name: &str, min: T, max: T, what: &str) -> Result<Option<T>, EnvError>
+    where
+        T: FromStr + PartialOrd + Display + Copy,
+    {
+        let Some(v) = self.string(name)? else {
+            return Ok(None);
+        };
+        match v.parse::<T>() {
+            // `NaN` fails both comparisons, infinities the range (for finite bounds).
+            Ok(n) if n >= min && n <= max => Ok(Some(n)),
+            _ => Err(self.invalid(name, format!("expected {what} in {min}..={max}"))),
+        }
+    }
+
+    /// Parses the value with `parse`, whose `Err` is the reason (unset or blank: `None`).
+    pub fn parse<T>(
+        &self,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, EnvError> {
+        let Some(v) = self.string(name)? else {
+            return Ok(None);
+        };
+        parse(v)
+            .map(Some)
+            .map_err(|reason| self.invalid(name, reason))
+    }
+
+    /// An error about `name`'s value, the value redacted with this environment's secrets.
+    pub fn invalid(&self, name: &str, reason: impl Into<String>) -> EnvError {
+        let value = match self.vars.get(name) {
+            Some(Ok(v)) => self.redact_value(name, v),
+            Some(Err(v)) => self.redact_value(name, &v.to_string_lossy()),
+            None => String::new(),
+        };
+        EnvError::Invalid {
+            name: name.to_owned(),
+            value,
+            reason: reason.into(),
+        }
+    }
+
+    /// The global rank from the first of [`RANK_VARIABLES`] that is set, with its name.
+    /// A set variable that is not a non-negative integer is an error naming it: guessing 0
+    /// would make every rank write.
+    pub fn rank(&self) -> Result<Option<(u32, &'static str)>, EnvError> {
+        self.first_number(&RANK_VARIABLES, 0, "a non-negative integer rank")
+    }
+
+    /// The number of ranks from the first of [`WORLD_SIZE_VARIABLES`] that is set.
+    pub fn world_size(&self) -> Result<Option<(u32, &'static str)>, EnvError> {
+        self.first_number(&WORLD_SIZE_VARIABLES, 1, "a whole number of ranks")
+    }
+
+    fn first_number(
+        &self,
+        names: &[&'static str],
+        min: u32,
+        what: &str,
+    ) -> Result<Option<(u32, &'static str)>, EnvError> {
+        for &name in names {
+            if let Some(n) = self.number(name, min, u32::MAX, what)? {
+                return Ok(Some((n, name)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every variable with a UTF-8 value.
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_deref().ok()?)))
+    }
+
+    /// Known secret values in this environment (the providers' credential and endpoint
+    /// variables, any variable named like a credential, OTLP header values), longest first:
+    /// what redaction masks.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        let mut secrets = crate::sink::redact::secrets_from_vars(self.vars.iter().map(|(k, v)| {
+            (
+                OsString::from(k),
+                v.clone().map_or_else(|v| v, OsString::from),
+            )
+        }));
+        for (k, v) in self.vars() {
+            // Any variable named like a credential (`*_TOKEN`, `*_PASSWORD`, ...), not only the
+            // providers' own: its value must not surface through another variable.
+            if crate::sink::redact::is_secret_name(k) {
+                crate::sink::redact::secret_parts(k, v, &mut secrets);
+            }
+            if k.starts_with("OTEL_EXPORTER_OTLP_") && k.ends_with("HEADERS") {
+                for pair in v.split(',') {
+                    if let Some((_, value)) = pair.split_once('=') {
+                        secrets.push(value.trim().to_owned());
+                        if let Some(token) = value.split_whitespace().last() {
+                            secrets.push(token.to_owned());
+                        }
+                    }
+                }
+            }
+        }
+        crate::sink::redact::normalize(&mut secrets);
+        secrets
+    }
+
+    /// `text` with this environment's secrets masked.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        crate::sink::redact::redact(text, &self.secrets())
+    }
+
+    fn redact_value(&self, name: &str, value: &str) -> String {
+        if crate::sink::redact::is_secret_name(name) && !value.trim().is_empty() {
+            return crate::sink::redact::MASK.to_owned();
+        }
+        self.redact(value)
+    }
+}
+
+/// `1`/`true`/`yes`/`on` → `true`, `0`/`false`/`no`/`off` → `false` (any case, trimmed).
+pub(crate) fn parse_flag(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// The global rank from the first launcher variable that is set (see [`RANK_VARIABLES`]),
+/// with that variable's name, read from the process environment.
+///
+/// `Ok(None)` when none is set (a single-process run). A variable that is set but is not a
+/// non-negative integer is an error naming it: guessing rank 0 would make every rank write.
+pub fn detect_rank() -> Result<Option<(u32, &'static str)>, crate::Error> {
+    Env::process().rank().map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_launcher_variable_is_read() {
+        for name in RANK_VARIABLES {
+            let env = Env::from_map([(name, "3")]);
+            assert_eq!(env.rank().unwrap(), Some((3, name)));
+        }
+        assert_eq!(
+            Env::from_map(Vec::<(String, String)>::new())
+                .rank()
+                .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn first_variable_wins_and_garbage_is_an_error() {
+        let env = Env::from_map([("SLURM_PROCID", "5"), ("RANK", "2")]);
+        assert_eq!(env.rank().unwrap(), Some((2, "RANK")));
+        let err = Env::from_map([("OMPI_COMM_WORLD_RANK", "x1")])
+            .rank()
+            .unwrap_err();
+        assert!(err.to_string().contains("OMPI_COMM_WORLD_RANK"), "{err}");
+    }
+
+    #[test]
+    fn one_flag_parser() {
+        let env = Env::from_map([("A", " On "), ("B", "0"), ("C", ""), ("D", "maybe")]);
+        assert_eq!(env.flag("A").unwrap(), Some(true));
+        assert_eq!(env.flag("B").unwrap(), Some(false));
+        assert_eq!(env.flag("C").unwrap(), None);
+        assert_eq!(env.flag("unset").unwrap(), None);
+        let err = env.flag("D").unwrap_err().to_string();
+        assert!(
+            err.contains("D=\"maybe\"") && err.contains(FLAG_WORDS),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn numbers_are_range_checked() {
+        let env = Env::from_map([("N", "0"), ("F", "NaN"), ("G", "inf"), ("H", "2.5")]);
+        let err = env.number::<u64>("N", 1, 10, "a count").unwrap_err();
+        assert!(
+            err.to_string().contains("expected a count in 1..=10"),
+            "{err}"
+        );
+        assert!(env.number("F", 0.0, f64::MAX, "a number").is_err());
+        assert!(env.number("G", 0.0, f64::MAX, "a number").is_err());
+        assert_eq!(env.number("H", 0.0, 3.0, "a number").unwrap(), Some(2.5));
+    }
+
+    #[test]
+    fn secrets_in_bad_values_are_masked() {
+        let env = Env::from_map([
+            ("AWS_SECRET_ACCESS_KEY", "hunter2-very-secret"),
+            ("MLLOG_MAX_DELAY_MS", "hunter2-very-secret"),
+            ("MLLOG_UPLOAD_URL", "s3://user:pa55word@host/x"),
+            ("MY_API_TOKEN", "abc"),
+        ]);
+        let e = env
+            .number::<u64>("MLLOG_MAX_DELAY_MS", 0, 9, "ms")
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        let e = env.invalid("MLLOG_UPLOAD_URL", "bad").to_string();
+        assert!(!e.contains("pa55word") && e.contains("host"), "{e}");
+        let e = env.invalid("MY_API_TOKEN", "bad").to_string();
+        assert!(!e.contains("abc"), "{e}");
+    }
+
+    #[test]
+    fn non_utf8_values_name_the_variable() {
+        use std::os::unix::ffi::OsStringExt;
+        let mut env = Env::from_map([("A", "1")]);
+        env.vars
+            .insert("B".into(), Err(OsString::from_vec(vec![b'x', 0xff])));
+        let err = env.flag("B").unwrap_err();
+        assert_eq!(err, EnvError::NotUnicode { name: "B".into() });
+        assert_eq!(env.flag("A").unwrap(), Some(true));
+    }
+}
