@@ -1,17 +1,20 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The format, the rules and the results live in `mllog-core` (no `tracing`); they are
+// re-exported at the paths they always had, so `tracing_mllog::keys::...` and `crate::keys`
+// keep working.
 pub mod compliance;
 mod error;
-pub mod keys;
+pub use mllog_core::{keys, record, results};
 mod layer;
 mod log_value;
 mod pipeline;
 pub mod presets;
 #[cfg(feature = "profiling")]
 pub mod profile;
-pub mod record;
-pub mod results;
+mod rank;
 pub mod run;
 pub mod sink;
 mod submission;
@@ -20,11 +23,12 @@ pub use compliance::Ruleset;
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
-pub use layer::{detect_rank, filter, Builder, Interval, MllogFilter, MllogLayer, RANK_VARIABLES};
+pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer};
 #[doc(hidden)]
 pub use log_value::__private;
 pub use log_value::{log_value, Composite, LogValue};
 pub use pipeline::{Guard, Overflow, Report, SinkReport};
+pub use rank::{detect_rank, RANK_VARIABLES};
 pub use record::{EventType, Record, Value};
 pub use run::{Direction, EvalSchedule, RunHandle, Target};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};

@@ -18,12 +18,11 @@ mod filter;
 mod filter_check;
 #[cfg(feature = "otel-sdk")]
 mod otel;
-mod rank;
+use crate::rank;
 mod step;
 
 pub use builder::{Builder, Interval};
 pub use filter::{filter, MllogFilter};
-pub use rank::{detect_rank, RANK_VARIABLES};
 
 use std::borrow::Cow;
 use std::mem::{forget, replace};

@@ -9,7 +9,8 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 
 use super::config::{Backpressure, OtelConfig, OtelError};
 use super::OtelSink;
-use crate::layer::RANK_VARIABLES;
+use crate::rank::RANK_VARIABLES;
+use crate::submission::OverlayEnv as _;
 
 /// `MLLOG_OTEL=1` turns [`OtelSink::from_env`] on.
 pub const ENV_OTEL: &str = "MLLOG_OTEL";

@@ -4,12 +4,13 @@
 //!
 //! Needs the official checker: `MLLOG_PYTHON=/work/venv/bin/python` (or `scripts/test`).
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
 
+use mllog_cli::dry_run::{self, DryRun};
 use tracing_mllog::compliance::{self, required_value, Ruleset};
-use tracing_mllog::presets::dry_run::{self, DryRun};
 use tracing_mllog::presets::{
     Deepseekv3_671b, DlrmDcnv2, Dlrmv4, Flux1, GptOss20b, Llama2_70bLora, Llama31_405b, Llama31_8b,
     Preset, PresetError, Qwen35_397bGrpo,
@@ -531,7 +532,7 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
         assert_eq!(p.division(), d);
         assert_eq!(p.benchmark(), b);
     }
-    // apply() sets no org, platform or status: a closed build without them fails ...
+    // Builder::preset sets no org, platform or status: a closed build without them fails ...
     let p = Preset::for_benchmark(
         Ruleset::V6_1_0,
         Benchmark::Llama2_70bLora,
@@ -539,8 +540,8 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
         None,
     )
     .unwrap();
-    let err = p
-        .apply(MllogLayer::builder())
+    let err = MllogLayer::builder()
+        .preset(&p)
         .no_output()
         .environment(Vec::<(String, String)>::new())
         .build::<tracing_subscriber::Registry>()
@@ -556,8 +557,8 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
     )
     .unwrap();
     let (sink, handle) = MemorySink::new();
-    let (layer, guard) = p
-        .apply(MllogLayer::builder())
+    let (layer, guard) = MllogLayer::builder()
+        .preset(&p)
         .no_output()
         .sink(sink)
         .environment(Vec::<(String, String)>::new())
@@ -576,7 +577,6 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
 }
 
 /// `mllog dry-run`, as a child process of the built binary.
-#[cfg(feature = "cli")]
 #[test]
 fn cli_dry_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! Results tooling (`tracing_mllog::results`): summaries of the real corpus against the Python
+//! Results tooling (`mllog_core::results`): summaries of the real corpus against the Python
 //! computation, scores against MLCommons' `result_summarizer`, the `package` command against
 //! the official package checker, and the plots.
 //!
@@ -7,18 +7,19 @@
 //! (olympic mean 3178.67 samples) accepts without normalisation, so the package checker's
 //! RCP step passes honestly: no `rcp-bypass`.
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tracing_mllog::compliance::{example_log, Division, Ruleset};
-use tracing_mllog::record::{parse_line, EventType, Metadata, Record, Value};
-use tracing_mllog::results::score::{score_dir, BenchmarkScore, ScoreOptions};
-use tracing_mllog::results::summary::{summarize_file, summarize_text};
-use tracing_mllog::Benchmark;
+use mllog_core::compliance::{example_log, Division, Ruleset};
+use mllog_core::record::{parse_line, EventType, Metadata, Record, Value};
+use mllog_core::results::score::{score_dir, BenchmarkScore, ScoreOptions};
+use mllog_core::results::summary::{summarize_file, summarize_text};
+use mllog_core::Benchmark;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real");
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/real");
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -580,9 +581,9 @@ print(json.dumps(out))
     assert_eq!(with_time, 22);
     // And the renderers take all of them.
     let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
-    let csv = tracing_mllog::results::summary::render_csv(&runs);
+    let csv = mllog_core::results::summary::render_csv(&runs);
     assert_eq!(csv.lines().count(), 26);
-    let json = tracing_mllog::results::summary::render_json(&runs);
+    let json = mllog_core::results::summary::render_json(&runs);
     assert_eq!(json.matches("\"path\": ").count(), 25);
     assert!(!json.contains("NaN"));
 }
@@ -672,7 +673,7 @@ print(json.dumps({{'runs': runs, 'target': target, 'texts': texts}}))
 #[cfg(feature = "plot")]
 #[test]
 fn png_plot_decodes_and_shows_target_and_runs() {
-    use tracing_mllog::results::plot::{run_color, TARGET_COLOR};
+    use mllog_cli::plot::{run_color, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
     let files = plot_inputs(tmp.path());
     let png_path = tmp.path().join("out.png");
@@ -704,13 +705,13 @@ fn png_plot_decodes_and_shows_target_and_runs() {
     }
     // Also the same figure decoded through the library.
     let runs: Vec<_> = files.iter().map(|f| summarize_file(f).unwrap()).collect();
-    let fig = tracing_mllog::results::plot::figure(&runs);
+    let fig = mllog_cli::plot::figure(&runs);
     assert_eq!(fig.to_rgb().len(), (fig.width * fig.height * 3) as usize);
 }
 
 #[test]
 fn olympic_mean_mirrors_compute_olympic_average() {
-    use tracing_mllog::results::score::olympic_mean;
+    use mllog_core::results::score::olympic_mean;
     // Ten runs: drop one at each end.
     let mut v: Vec<f64> = (1..=10).map(f64::from).collect();
     assert_eq!(olympic_mean(&mut v, 0, 1), Some(5.5));
@@ -725,11 +726,8 @@ fn olympic_mean_mirrors_compute_olympic_average() {
     // Nothing left.
     assert_eq!(olympic_mean(&mut [1.0, 2.0], 0, 1), None);
     assert_eq!(olympic_mean(&mut [], 1, 1), None);
-    assert_eq!(
-        tracing_mllog::results::required_runs("llama31_405b"),
-        Some(3)
-    );
-    assert_eq!(tracing_mllog::results::required_runs("dlrmv4"), Some(10));
+    assert_eq!(mllog_core::results::required_runs("llama31_405b"), Some(3));
+    assert_eq!(mllog_core::results::required_runs("dlrmv4"), Some(10));
 }
 
 /// Runs the built `mllog` with `args`: (exit code, stdout, stderr).
@@ -1087,8 +1085,7 @@ fn cli_plot_rejects_unsupported_extensions() {
     ]);
     assert_eq!(code, 0, "{err}");
     let r = summarize_file(&runs[0]).unwrap();
-    let e =
-        tracing_mllog::results::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
+    let e = mllog_cli::plot::write_plot(&[r], &tmp.path().join("lib.jpg")).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(!tmp.path().join("lib.jpg").exists());
 }

@@ -2,8 +2,7 @@
 
 use super::*;
 use crate::keys::Benchmark;
-use crate::record::{EventType, Metadata, Record, Value};
-use crate::sink::Sink;
+use crate::record::{Record, Value};
 
 fn rec(key: &'static str, value: Value) -> Record {
     Record::event(key, value).at_millis(1_767_225_600_000)
@@ -374,41 +373,6 @@ fn json_and_text_output() {
     );
     let rec = crate::record::parse_line(&line).unwrap().unwrap();
     assert_eq!(rec.value.get("passed"), Some(&Value::Bool(false)));
-}
-
-#[test]
-fn sink_drives_checker_and_fires_callback() {
-    use std::sync::{Arc, Mutex};
-    let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
-    let s2 = Arc::clone(&seen);
-    let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Callback(
-        Box::new(move |r: &Report| s2.lock().unwrap().push(r.errors().count())),
-    ));
-    let handle = sink.handle();
-    let (records, errs) = crate::record::parse_log(&llama2());
-    assert!(errs.is_empty());
-    for p in &records {
-        sink.write(&p.record).unwrap();
-    }
-    assert_eq!(*seen.lock().unwrap(), vec![0]);
-    assert!(handle.report().passed(true));
-    // A sink with a bad record reports it.
-    let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Off);
-    let h = sink.handle();
-    sink.write(
-        &rec("submission_division", Value::from("closed")).with_event_type(EventType::PointInTime),
-    )
-    .unwrap();
-    sink.write(
-        &rec("submission_benchmark", Value::from("llama2_70b_lora"))
-            .with_metadata(Metadata::at("a.rs", 1)),
-    )
-    .unwrap();
-    sink.write(&rec("lora_rank", Value::Int(4))).unwrap();
-    assert!(h
-        .report()
-        .errors()
-        .any(|f| f.line == Some(3) && f.key.as_deref() == Some("lora_rank")));
 }
 
 /// `check_reader` (which skips building records of keys no rule reads) gives the same report

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use annotate_snippets::{AnnotationKind, Group, Level, Origin, Renderer, Snippet};
 use anstyle::{AnsiColor, Style};
-use tracing_mllog::compliance::{required_value, setter_of, FindingKind, Report, Severity};
-use tracing_mllog::Benchmark;
+use mllog_core::compliance::{required_value, setter_of, FindingKind, Report, Severity};
+use mllog_core::Benchmark;
 
 /// Longest part of a line shown (a line may be megabytes long).
 const MAX_SHOWN: usize = 4096;
@@ -115,7 +115,7 @@ fn state_setter(rule: &str) -> Option<&'static str> {
 }
 
 /// What to do about a finding, when there is something more to say than its message.
-fn help(report: &Report, f: &tracing_mllog::compliance::Finding) -> Option<String> {
+fn help(report: &Report, f: &mllog_core::compliance::Finding) -> Option<String> {
     let key = f.key.as_deref();
     if let Some(i) = f.message.find("needs `") {
         let rest = &f.message[i + "needs `".len()..];

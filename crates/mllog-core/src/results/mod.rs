@@ -5,15 +5,15 @@
 //! - [`score`]: the benchmark score of `results/<system>/<benchmark>/result_*.txt` the way
 //!   MLCommons' `result_summarizer` computes it (olympic mean, one dropped run, `scaling.json`),
 //!   with every decision explained.
-//! - [`plot`]: eval metric vs samples for each run, with the target line, and the step-time
-//!   distribution; SVG always, PNG with the `plot` feature.
+//! - plots (eval metric vs samples, step-time distribution) are the `mllog` command's:
+//!   `mllog_cli::plot` in the `mllog-cli` package.
 //! - [`package`]: lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
 //!
 //! ```
-//! use tracing_mllog::compliance::{example_log, Division, Ruleset};
-//! use tracing_mllog::results::summary::summarize_text;
-//! use tracing_mllog::Benchmark;
+//! use mllog_core::compliance::{example_log, Division, Ruleset};
+//! use mllog_core::results::summary::summarize_text;
+//! use mllog_core::Benchmark;
 //!
 //! let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
 //! let run = summarize_text("result_0.txt", &log);
@@ -23,7 +23,6 @@
 //! ```
 
 pub mod package;
-pub mod plot;
 pub mod score;
 pub mod summary;
 

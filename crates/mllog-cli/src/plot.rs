@@ -7,7 +7,7 @@
 //! In the SVG the target line has `id="target"` and each run's curve has
 //! `class="run"` and `data-run="<path>"`.
 
-use super::summary::{RunSummary, TargetLine};
+use mllog_core::results::summary::{RunSummary, TargetLine};
 
 /// An RGB colour.
 pub type Rgb = [u8; 3];

@@ -17,7 +17,7 @@
 /// An exact tie between two shortest decimals goes to the even one, as numpy's
 /// `str(float32)` does (Rust's `Display` rounds such a tie up: `2^-12` is `0.00024414063`
 /// there and `0.00024414062` here and in numpy).
-pub(crate) fn f32_shortest(v: f32) -> f64 {
+pub fn f32_shortest(v: f32) -> f64 {
     if !v.is_finite() || v == 0.0 {
         return v as f64;
     }

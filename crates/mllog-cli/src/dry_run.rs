@@ -3,7 +3,7 @@
 //! the built-in checker. This is what `mllog dry-run` runs.
 //!
 //! ```no_run
-//! use tracing_mllog::presets::dry_run::{self, DryRun};
+//! use mllog_cli::dry_run::{self, DryRun};
 //! use tracing_mllog::presets::Preset;
 //! use tracing_mllog::{Benchmark, Division, Ruleset};
 //!
@@ -20,12 +20,11 @@ use std::path::{Path, PathBuf};
 use tracing::info_span;
 use tracing_subscriber::prelude::*;
 
-use super::{Preset, PresetError, Progress};
-use crate::compliance::{self, Interval, Report};
-use crate::keys;
-use crate::layer::MllogLayer;
-use crate::run::Target;
-use crate::submission::SystemStatus;
+use tracing_mllog::compliance::{self, Report};
+use tracing_mllog::keys;
+use tracing_mllog::presets::dry_run::synthetic_metric;
+use tracing_mllog::presets::{Preset, PresetError, Progress};
+use tracing_mllog::{MllogLayer, SystemStatus};
 
 /// The target of the dry run's spans and events (the layer ignores this crate's own target).
 const TARGET: &str = "mllog_dry_run";
@@ -107,7 +106,7 @@ pub enum DryRunError {
     /// The preset could not be built.
     Preset(PresetError),
     /// The layer could not be built (e.g. the output file).
-    Layer(crate::Error),
+    Layer(tracing_mllog::Error),
     /// The log could not be read back.
     Io(PathBuf, std::io::Error),
 }
@@ -130,64 +129,12 @@ impl From<PresetError> for DryRunError {
     }
 }
 
-fn round4(x: f64) -> f64 {
-    (x * 1e4).round() / 1e4
-}
-
-/// A metric value that reaches `target` and lies in the rules' `range`.
-pub(crate) fn converged_value(target: Target, range: Interval) -> f64 {
-    let t = target.value;
-    let higher = matches!(
-        target.direction,
-        crate::run::Direction::AtLeast | crate::run::Direction::Above
-    );
-    let raw = if higher {
-        match range.max {
-            Some(h) => t + 0.02 * (h.value - t),
-            None => t + 0.01 * t.abs().max(1.0),
-        }
-    } else {
-        match range.min {
-            Some(l) => t - 0.02 * (t - l.value),
-            None => t - 0.01 * t.abs().max(1.0),
-        }
-    };
-    let r = round4(raw);
-    if target.reached(r) && range.contains(r) {
-        r
-    } else {
-        raw
-    }
-}
-
-/// The synthetic metric of evaluation `n` (0-based) when the run converges at evaluation
-/// `converge_at` (1-based): worse than the target before, at the target from then on.
-pub fn synthetic_metric(preset: &Preset, n: u64, converge_at: u64) -> f64 {
-    let target = preset.target();
-    let conv = converged_value(target, preset.target_range());
-    let remaining = converge_at.saturating_sub(n + 1);
-    if remaining == 0 {
-        return conv;
-    }
-    let delta = (0.05 * target.value.abs()).max(0.01);
-    let higher = matches!(
-        target.direction,
-        crate::run::Direction::AtLeast | crate::run::Direction::Above
-    );
-    let v = if higher {
-        target.value - delta * remaining as f64
-    } else {
-        target.value + delta * remaining as f64
-    };
-    round4(v)
-}
-
 /// Runs the preset through the real layer into `out` and checks the log.
 pub fn run(preset: &Preset, opts: &DryRun, out: &Path) -> Result<DryRunOutcome, DryRunError> {
     let [linear, attn, comm] = opts.precision.clone();
     let [tp, pp, cp, ep] = opts.parallelism;
-    let mut builder = preset
-        .apply(MllogLayer::builder())
+    let mut builder = MllogLayer::builder()
+        .preset(preset)
         .output_file(out)
         .org(opts.org.clone())
         .platform(opts.platform.clone())

@@ -6,7 +6,8 @@ use clap::builder::TypedValueParser;
 
 use crate::machine;
 use crate::progress::Progress;
-use tracing_mllog::results::{plot, summary};
+use mllog_cli::plot;
+use mllog_core::results::summary;
 
 /// Output formats of `mllog summary`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+pub use super::py::ExecError;
 use super::py::{is_integer, meta_contains, num, py_eq, py_num, py_truthy};
 use crate::keys::Benchmark;
 use crate::record::{Metadata, Value};
@@ -71,7 +72,7 @@ impl std::str::FromStr for Ruleset {
 }
 
 /// The submission division (the crate's [`crate::Division`]).
-pub use crate::Division;
+pub use crate::submission::Division;
 
 /// How many times a key must occur (`REQ`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -234,29 +235,6 @@ pub struct Line<'a> {
     pub time_ms: f64,
     /// Physical line number (1-based).
     pub lineno: usize,
-}
-
-/// Why a check could not be evaluated (the official "Failed executing CHECK code").
-#[derive(Clone, Debug, PartialEq)]
-pub enum ExecError {
-    /// A state variable was read before the key that writes it was logged.
-    NeedsState {
-        /// The state variable.
-        var: &'static str,
-        /// The key whose POST sets it.
-        key: &'static str,
-    },
-    /// A value of the wrong type or a missing field, in words.
-    Type(String),
-}
-
-impl fmt::Display for ExecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExecError::NeedsState { key, .. } => write!(f, "needs `{key}` logged first"),
-            ExecError::Type(s) => f.write_str(s),
-        }
-    }
 }
 
 /// The per-rule-file state (the official checker's `s`). Rule files never share it.

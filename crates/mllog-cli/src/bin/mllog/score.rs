@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use crate::machine;
-use tracing_mllog::compliance::Ruleset;
-use tracing_mllog::results::score::{self, BenchmarkScore};
+use mllog_core::compliance::Ruleset;
+use mllog_core::results::score::{self, BenchmarkScore};
 
 /// Output formats of `mllog score`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::progress::Progress;
 use crate::{diag, machine};
-use tracing_mllog::compliance::{check_reader, check_reader_detect, Report, Ruleset};
+use mllog_core::compliance::{check_reader, check_reader_detect, Report, Ruleset};
 
 /// Output formats of `mllog check`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

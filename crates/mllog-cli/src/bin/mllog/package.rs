@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use mllog_core::results::package::{self, PackageReport};
 use serde_json::json;
-use tracing_mllog::results::package::{self, PackageReport};
 
 use crate::machine;
 

@@ -25,13 +25,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use tracing_mllog::compliance::{check_reader, example_log, Division, Ruleset};
-use tracing_mllog::keys::Benchmark;
-use tracing_mllog::record::{Metadata, Record, Value};
+use mllog_core::compliance::{check_reader, example_log, Division, Ruleset};
+use mllog_core::keys::Benchmark;
+use mllog_core::record::{Metadata, Record, Value};
 
 const CORPUS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/tests/data/real/v5.1_HPE_llama31_8b_XD670-H200-n8_result_8.txt"
+    "/../../tests/data/real/v5.1_HPE_llama31_8b_XD670-H200-n8_result_8.txt"
 );
 
 fn env_num(name: &str, default: usize) -> usize {

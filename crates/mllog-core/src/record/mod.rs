@@ -7,7 +7,8 @@ mod float32;
 mod parse;
 mod value;
 
-pub(crate) use float32::f32_shortest;
+#[doc(hidden)]
+pub use float32::f32_shortest;
 pub use parse::{
     parse_line, parse_log, LineError, LogReader, ParsedLine, MAX_KEPT_ERRORS, MAX_LINE,
 };
@@ -130,7 +131,8 @@ pub struct Metadata {
     /// on a string, an error on `null`), so the parser keeps it too. Never set by the layer.
     pub other: Option<Box<Value>>,
     /// Buffers kept from the strings and lists of a recycled record's last use.
-    pub(crate) stash: Stash,
+    #[doc(hidden)]
+    pub stash: Stash,
 }
 
 impl Metadata {
@@ -264,9 +266,12 @@ pub struct Record {
 /// thread, so that copying a string or building a small list there allocates nothing. Part of
 /// no record's meaning: not compared, not cloned, not shown.
 #[derive(Default)]
-pub(crate) struct Stash {
-    pub(crate) strings: Vec<String>,
-    pub(crate) lists: Vec<Vec<Value>>,
+#[doc(hidden)]
+pub struct Stash {
+    #[doc(hidden)]
+    pub strings: Vec<String>,
+    #[doc(hidden)]
+    pub lists: Vec<Vec<Value>>,
 }
 
 impl Stash {

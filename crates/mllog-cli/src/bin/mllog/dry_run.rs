@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use crate::machine;
-use tracing_mllog::compliance::Ruleset;
-use tracing_mllog::presets::dry_run::{self, DryRun};
-use tracing_mllog::presets::Preset;
-use tracing_mllog::{Benchmark, Division};
+use mllog_cli::dry_run::{self, DryRun};
+use mllog_core::compliance::Ruleset;
+use mllog_core::presets::Preset;
+use mllog_core::{Benchmark, Division};
 
 fn benchmark(s: &str) -> Result<Benchmark, String> {
     Benchmark::from_name(s).ok_or_else(|| format!("unknown benchmark {s:?}"))

@@ -10,9 +10,32 @@
 //! catch it).
 
 use std::borrow::Cow;
+use std::fmt;
 
-use super::model::ExecError;
 use crate::record::{Metadata, Value};
+
+/// Why a check could not be evaluated (the official "Failed executing CHECK code").
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExecError {
+    /// A state variable was read before the key that writes it was logged.
+    NeedsState {
+        /// The state variable.
+        var: &'static str,
+        /// The key whose POST sets it.
+        key: &'static str,
+    },
+    /// A value of the wrong type or a missing field, in words.
+    Type(String),
+}
+
+impl fmt::Display for ExecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecError::NeedsState { key, .. } => write!(f, "needs `{key}` logged first"),
+            ExecError::Type(s) => f.write_str(s),
+        }
+    }
+}
 
 /// Python's type name, for messages.
 pub(crate) fn type_name(v: &Value) -> &'static str {

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tracing_mllog::compliance::{check_reader, example_log, rules, Division, Report, Ruleset};
-use tracing_mllog::record::{parse_line, EventType, Value};
+use mllog_core::compliance::{check_reader, example_log, rules, Division, Report, Ruleset};
+use mllog_core::record::{parse_line, EventType, Value};
 
 const DRIVER: &str = r#"
 import sys, io, logging, contextlib
@@ -120,7 +120,10 @@ fn ours(path: &Path, r: Ruleset) -> Report {
 }
 
 fn corpus_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/real"
+    ))
 }
 
 /// (file, ruleset, recorded official rc) from MANIFEST.tsv.
@@ -732,7 +735,7 @@ fn real_log_with_string_metadata_passes_both() {
         .lines()
         .map(|l| {
             // The keys 6.0.0 lists, and the log's own misspelling of one of them.
-            let disclosure = tracing_mllog::compliance::DISCLOSURE_KEYS
+            let disclosure = mllog_core::compliance::DISCLOSURE_KEYS
                 .iter()
                 .any(|k| l.contains(&format!("\"key\": \"{k}\"")))
                 || l.contains("\"key\": \"lowest_numerical_precision");
@@ -767,7 +770,7 @@ fn edge_cases_match_official() {
     const KNOWN_DIVERGENCES: &[&str] = &[];
     let base = example_log(
         Ruleset::V6_1_0,
-        tracing_mllog::keys::Benchmark::Llama2_70bLora,
+        mllog_core::keys::Benchmark::Llama2_70bLora,
         Division::Closed,
     )
     .unwrap();
@@ -1043,7 +1046,7 @@ fn edge_cases_match_official() {
     // `try`, so a Python error there crashes the official checker.
     let sd = example_log(
         Ruleset::V5_0_0,
-        tracing_mllog::keys::Benchmark::StableDiffusion,
+        mllog_core::keys::Benchmark::StableDiffusion,
         Division::Closed,
     )
     .unwrap();
@@ -1123,7 +1126,7 @@ fn cli_streams_its_input() {
     let tmp = tempfile::tempdir().unwrap();
     let good = example_log(
         Ruleset::V6_1_0,
-        tracing_mllog::keys::Benchmark::Llama31_8b,
+        mllog_core::keys::Benchmark::Llama31_8b,
         Division::Closed,
     )
     .unwrap();
@@ -1170,7 +1173,7 @@ fn cli_streams_its_input() {
     // Detection from standard input: a stable_diffusion log is checked under 5.0.0.
     let sd = example_log(
         Ruleset::V5_0_0,
-        tracing_mllog::keys::Benchmark::StableDiffusion,
+        mllog_core::keys::Benchmark::StableDiffusion,
         Division::Closed,
     )
     .unwrap();
@@ -1200,7 +1203,7 @@ fn cli_check_exit_codes() {
     let tmp = tempfile::tempdir().unwrap();
     let good = example_log(
         Ruleset::V6_1_0,
-        tracing_mllog::keys::Benchmark::Llama31_8b,
+        mllog_core::keys::Benchmark::Llama31_8b,
         Division::Closed,
     )
     .unwrap();
@@ -1276,7 +1279,7 @@ fn cli_check_exit_codes() {
         &sd,
         example_log(
             Ruleset::V5_0_0,
-            tracing_mllog::keys::Benchmark::StableDiffusion,
+            mllog_core::keys::Benchmark::StableDiffusion,
             Division::Closed,
         )
         .unwrap(),
