@@ -584,8 +584,14 @@ print(json.dumps(out))
     let csv = mllog_core::results::summary::render_csv(&runs);
     assert_eq!(csv.lines().count(), 26);
     let json = mllog_core::results::summary::render_json(&runs);
-    assert_eq!(json.matches("\"path\": ").count(), 25);
     assert!(!json.contains("NaN"));
+    let parsed: Vec<serde_json::Value> = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(parsed.len(), 25);
+    for (run, item) in runs.iter().zip(&parsed) {
+        assert_eq!(item["path"], run.path.as_str());
+        assert_eq!(item["num_evals"], run.evals.len());
+        assert_eq!(item["converged"], run.converged);
+    }
 }
 
 #[test]

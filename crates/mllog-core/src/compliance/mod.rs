@@ -32,6 +32,8 @@ pub use model::{
     setter_of, Bound, Check, Cmp, Custom, Division, ExecError, Interval, KeyRule, Line, Lit, Post,
     Req, RuleFile, Ruleset, Scope, State,
 };
+#[cfg(feature = "serde")]
+pub use report::ReportJson;
 pub use report::{Finding, FindingKind, Report, Severity};
 pub use rulesets::{required_value, rules, target, RuleSet, Target, DISCLOSURE_KEYS};
 

@@ -3,7 +3,6 @@
 use std::fmt::Write;
 
 use super::model::{Division, Ruleset};
-use crate::record::Value;
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,8 +76,10 @@ impl FindingKind {
     }
 }
 
-/// One problem found in a log.
+/// One problem found in a log. As JSON (feature `serde`): `{severity, kind, line, key, message,
+/// rule, source}`.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Finding {
     /// Error, warning or note.
     pub severity: Severity,
@@ -96,24 +97,37 @@ pub struct Finding {
     pub source: String,
 }
 
-impl Finding {
-    fn to_value(&self) -> Value {
-        let opt = |s: &Option<String>| s.clone().map(Value::from).unwrap_or(Value::Null);
-        Value::Object(vec![
-            ("severity".into(), self.severity.as_str().into()),
-            ("kind".into(), self.kind.as_str().into()),
-            (
-                "line".into(),
-                self.line
-                    .map(|l| Value::Int(l as i128))
-                    .unwrap_or(Value::Null),
-            ),
-            ("key".into(), opt(&self.key)),
-            ("message".into(), self.message.clone().into()),
-            ("rule".into(), self.rule.clone().into()),
-            ("source".into(), self.source.clone().into()),
-        ])
+#[cfg(feature = "serde")]
+impl serde::Serialize for Severity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A [`Report`] as the machine-readable output shows it: the report with the file it is about
+/// and whether warnings count as errors (from [`Report::json`]).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[derive(Debug, serde::Serialize)]
+pub struct ReportJson<'a> {
+    file: &'a str,
+    ruleset: &'static str,
+    werror: bool,
+    passed: bool,
+    division: Option<&'static str>,
+    benchmark: Option<&'a str>,
+    rule_files: &'a [String],
+    records: usize,
+    errors: usize,
+    warnings: usize,
+    findings: &'a [Finding],
 }
 
 /// The result of checking a log (or the part of it seen so far).
@@ -201,38 +215,30 @@ impl Report {
         out
     }
 
-    /// The report as a JSON object (one line).
-    pub fn to_value(&self, path: &str, werror: bool) -> Value {
-        let opt = |s: Option<String>| s.map(Value::from).unwrap_or(Value::Null);
-        Value::Object(vec![
-            ("file".into(), path.to_string().into()),
-            ("ruleset".into(), self.ruleset.as_str().into()),
-            ("werror".into(), Value::Bool(werror)),
-            ("passed".into(), Value::Bool(self.passed(werror))),
-            (
-                "division".into(),
-                opt(self.division.map(|d| d.as_str().to_string())),
-            ),
-            ("benchmark".into(), opt(self.benchmark.clone())),
-            (
-                "rule_files".into(),
-                Value::Array(self.rule_files.iter().map(|s| s.clone().into()).collect()),
-            ),
-            ("records".into(), Value::Int(self.records as i128)),
-            ("errors".into(), Value::Int(self.errors().count() as i128)),
-            (
-                "warnings".into(),
-                Value::Int(self.warnings().count() as i128),
-            ),
-            (
-                "findings".into(),
-                Value::Array(self.findings.iter().map(Finding::to_value).collect()),
-            ),
-        ])
+    /// The report as JSON: `{file, ruleset, werror, passed, division, benchmark, rule_files,
+    /// records, errors, warnings, findings: [...]}`, serialisable with serde.
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub fn json<'a>(&'a self, path: &'a str, werror: bool) -> ReportJson<'a> {
+        ReportJson {
+            file: path,
+            ruleset: self.ruleset.as_str(),
+            werror,
+            passed: self.passed(werror),
+            division: self.division.map(|d| d.as_str()),
+            benchmark: self.benchmark.as_deref(),
+            rule_files: &self.rule_files,
+            records: self.records,
+            errors: self.errors().count(),
+            warnings: self.warnings().count(),
+            findings: &self.findings,
+        }
     }
 
-    /// The report as JSON text (one line).
+    /// The report as JSON text (one line); see [`Report::json`].
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn render_json(&self, path: &str, werror: bool) -> String {
-        self.to_value(path, werror).to_json()
+        serde_json::to_string(&self.json(path, werror)).expect("a report serialises")
     }
 }

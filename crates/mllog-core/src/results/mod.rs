@@ -7,7 +7,7 @@
 //!   with every decision explained.
 //! - plots (eval metric vs samples, step-time distribution) are the `mllog` command's:
 //!   `mllog_cli::plot` in the `mllog-cli` package.
-//! - [`package`]: lays result files out as the package checker expects
+//! - `package` (feature `serde`): lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
 //!
 //! ```
@@ -22,6 +22,8 @@
 //! assert!(run.time_to_train_min.unwrap() > 0.0);
 //! ```
 
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod package;
 pub mod score;
 pub mod summary;
@@ -48,45 +50,4 @@ pub fn max_dropped_runs(benchmark: &str) -> usize {
     } else {
         1
     }
-}
-
-/// Formats a float for JSON: non-finite values become `null`.
-pub(crate) fn json_num(x: f64) -> String {
-    if x.is_finite() {
-        let s = format!("{x}");
-        if s.contains(['.', 'e', 'E']) {
-            s
-        } else {
-            format!("{s}.0")
-        }
-    } else {
-        "null".into()
-    }
-}
-
-/// JSON string literal.
-pub(crate) fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-pub(crate) fn json_opt_num(x: Option<f64>) -> String {
-    x.map_or_else(|| "null".into(), json_num)
-}
-
-pub(crate) fn json_opt_str(s: Option<&str>) -> String {
-    s.map_or_else(|| "null".into(), json_str)
 }

@@ -252,28 +252,28 @@ pub const SYSTEM_DESC_FIELDS: [&str; 33] = [
     "sw_notes",
 ];
 
+/// The system description template: every field MLCommons' template has, in its order,
+/// `TODO` where we know nothing.
 fn template(system: &str, division: &str, org: &str) -> String {
-    let mut out = String::from("{\n");
-    for (i, f) in SYSTEM_DESC_FIELDS.iter().enumerate() {
-        let v = match *f {
-            "submitter" => org.to_string(),
-            "division" => division.to_string(),
-            "system_name" => system.to_string(),
-            _ => "TODO".to_string(),
-        };
-        out.push_str(&format!(
-            "  {}: {}{}\n",
-            super::json_str(f),
-            super::json_str(&v),
-            if i + 1 < SYSTEM_DESC_FIELDS.len() {
-                ","
-            } else {
-                ""
-            }
-        ));
+    struct Fields<'a>(Vec<(&'static str, &'a str)>);
+    impl serde::Serialize for Fields<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_map(self.0.iter().copied())
+        }
     }
-    out.push_str("}\n");
-    out
+    let fields = SYSTEM_DESC_FIELDS
+        .iter()
+        .map(|f| {
+            let v = match *f {
+                "submitter" => org,
+                "division" => division,
+                "system_name" => system,
+                _ => "TODO",
+            };
+            (*f, v)
+        })
+        .collect();
+    serde_json::to_string_pretty(&Fields(fields)).expect("strings serialise") + "\n"
 }
 
 /// Files of one benchmark with their seeds.
@@ -390,4 +390,28 @@ pub fn package(files: &[PathBuf], opts: &PackageOptions) -> std::io::Result<Pack
 /// trailing newline matches.
 pub fn params_enable(path: &Path, word: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|t| t.split_inclusive('\n').any(|l| l == word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The template is JSON with every field in MLCommons' order, the known ones filled in
+    /// (escaped), the rest `TODO`.
+    #[test]
+    fn system_description_template() {
+        let text = template("sys\"1", "closed", "Org\\Inc\n");
+        assert!(text.starts_with("{\n  \"submitter\": ") && text.ends_with("}\n"));
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let obj = v.as_object().unwrap();
+        assert_eq!(obj.len(), SYSTEM_DESC_FIELDS.len());
+        assert_eq!(v["submitter"], "Org\\Inc\n");
+        assert_eq!(v["system_name"], "sys\"1");
+        assert_eq!(v["division"], "closed");
+        assert_eq!(v["status"], "TODO");
+        let at = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
+        for pair in SYSTEM_DESC_FIELDS.windows(2) {
+            assert!(at(pair[0]) < at(pair[1]), "{pair:?} out of order");
+        }
+    }
 }

@@ -24,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{json_num, json_opt_num, json_str, max_dropped_runs, required_runs};
+use super::{max_dropped_runs, required_runs};
 use crate::compliance::{check_reader, check_reader_detect, Ruleset};
 use crate::record::LogReader;
 
@@ -37,8 +37,10 @@ pub struct ScoreOptions {
 
 /// What happened to one result file.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunScore {
     /// The file.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
     pub file: PathBuf,
     /// Whether it passed the compliance check.
     pub compliant: bool,
@@ -54,10 +56,13 @@ pub struct RunScore {
     pub decision: String,
 }
 
-/// The score of one `<system>/<benchmark>` folder.
+/// The score of one `<system>/<benchmark>` folder. As JSON (feature `serde`): these fields,
+/// paths as text, non-finite numbers `null`.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BenchmarkScore {
     /// The benchmark folder.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
     pub folder: PathBuf,
     /// The system (the parent folder's name).
     pub system: String,
@@ -402,45 +407,23 @@ pub fn render_text(scores: &[BenchmarkScore]) -> String {
     out
 }
 
-/// One benchmark folder as a JSON object (one line).
+/// A path as JSON text, the way the text output shows it (lossy for non-UTF-8 names).
+#[cfg(feature = "serde")]
+fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&p.display())
+}
+
+/// One benchmark folder as a JSON object (one line); the shape is `BenchmarkScore`'s
+/// `Serialize`.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub fn benchmark_to_json(s: &BenchmarkScore) -> String {
-    let runs: Vec<String> = s
-        .runs
-        .iter()
-        .map(|r| {
-            format!(
-                "{{\"file\": {}, \"compliant\": {}, \"error\": {}, \"status\": {}, \
-                 \"minutes\": {}, \"counted\": {}, \"decision\": {}}}",
-                json_str(&r.file.display().to_string()),
-                r.compliant,
-                super::json_opt_str(r.error.as_deref()),
-                super::json_opt_str(r.status.as_deref()),
-                json_opt_num(r.minutes),
-                r.counted,
-                json_str(&r.decision)
-            )
-        })
-        .collect();
-    let decisions: Vec<String> = s.decisions.iter().map(|d| json_str(d)).collect();
-    format!(
-        "{{\"system\": {}, \"benchmark\": {}, \"folder\": {}, \"required_runs\": {}, \
-         \"dropped\": {}, \"max_dropped\": {}, \"olympic_mean\": {}, \
-         \"scaling_factor\": {}, \"score\": {}, \"runs\": [{}], \"decisions\": [{}]}}",
-        json_str(&s.system),
-        json_str(&s.benchmark),
-        json_str(&s.folder.display().to_string()),
-        s.required_runs.map_or("null".into(), |n| n.to_string()),
-        s.dropped,
-        s.max_dropped,
-        json_opt_num(s.olympic_mean),
-        json_num(s.scaling_factor),
-        json_opt_num(s.score),
-        runs.join(", "),
-        decisions.join(", ")
-    )
+    serde_json::to_string(s).expect("a score serialises")
 }
 
 /// JSON array, one object per benchmark folder.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub fn render_json(scores: &[BenchmarkScore]) -> String {
     let items: Vec<String> = scores.iter().map(benchmark_to_json).collect();
     format!("[\n{}\n]\n", items.join(",\n"))

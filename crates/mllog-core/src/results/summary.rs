@@ -8,7 +8,6 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::{json_num, json_opt_num, json_opt_str, json_str};
 use crate::compliance::{target, Ruleset};
 use crate::keys::Benchmark;
 use crate::record::{LogReader, Record, Value};
@@ -16,6 +15,7 @@ use crate::submission::Division;
 
 /// One evaluation.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EvalPoint {
     /// Position in training: `samples_count` of the eval record, else `epoch_num`, else
     /// `step_num` / `step` (see [`RunSummary::x_unit`]).
@@ -28,6 +28,7 @@ pub struct EvalPoint {
 
 /// The quality target of a run's benchmark.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TargetLine {
     /// The key that carries the metric (usually `eval_accuracy`).
     pub key: String,
@@ -532,69 +533,91 @@ pub fn render_text(runs: &[RunSummary]) -> String {
     out
 }
 
-/// One JSON object for a run.
+/// A run as the machine-readable output shows it: `RunSummary`'s fields with the derived ones
+/// (`num_evals`, `target_reached`, step-time statistics) and without the raw step times.
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize)]
+struct RunJson<'a> {
+    path: &'a str,
+    benchmark: Option<&'a str>,
+    division: Option<&'a str>,
+    org: Option<&'a str>,
+    status: Option<&'a str>,
+    converged: bool,
+    run_start_ms: Option<i64>,
+    run_stop_ms: Option<i64>,
+    time_to_train_min: Option<f64>,
+    init_time_s: Option<f64>,
+    global_batch_size: Option<f64>,
+    samples_to_converge: Option<f64>,
+    x_unit: &'static str,
+    num_evals: usize,
+    evals: &'a [EvalPoint],
+    target: Option<&'a TargetLine>,
+    target_reached: Option<bool>,
+    throughput: Option<f64>,
+    logged_throughput: Option<f64>,
+    num_step_times: usize,
+    steps: Option<u64>,
+    median_step_time_s: Option<f64>,
+    p90_step_time_s: Option<f64>,
+    p99_step_time_s: Option<f64>,
+    records: usize,
+    parse_errors: usize,
+}
+
+/// `{path, benchmark, division, org, status, converged, run_start_ms, run_stop_ms,
+/// time_to_train_min, init_time_s, global_batch_size, samples_to_converge, x_unit, num_evals,
+/// evals: [{x, value, time_ms}], target: {key, value, higher_is_better}, target_reached,
+/// throughput, logged_throughput, num_step_times, steps, median_step_time_s, p90_step_time_s,
+/// p99_step_time_s, records, parse_errors}`; non-finite numbers are `null`.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl serde::Serialize for RunSummary {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let st = self.step_stats();
+        RunJson {
+            path: &self.path,
+            benchmark: self.benchmark.as_deref(),
+            division: self.division.as_deref(),
+            org: self.org.as_deref(),
+            status: self.status.as_deref(),
+            converged: self.converged,
+            run_start_ms: self.run_start_ms,
+            run_stop_ms: self.run_stop_ms,
+            time_to_train_min: self.time_to_train_min,
+            init_time_s: self.init_time_s,
+            global_batch_size: self.global_batch_size,
+            samples_to_converge: self.samples_to_converge,
+            x_unit: self.x_unit,
+            num_evals: self.evals.len(),
+            evals: &self.evals,
+            target: self.target.as_ref(),
+            target_reached: self.target_reached(),
+            throughput: self.throughput,
+            logged_throughput: self.logged_throughput,
+            num_step_times: self.step_times_s.len(),
+            steps: st.and_then(|s| s.steps),
+            median_step_time_s: st.map(|s| s.median_s),
+            p90_step_time_s: st.map(|s| s.p90_s),
+            p99_step_time_s: st.map(|s| s.p99_s),
+            records: self.records,
+            parse_errors: self.parse_errors,
+        }
+        .serialize(s)
+    }
+}
+
+/// One JSON object for a run (one line); the shape is `RunSummary`'s `Serialize`.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub fn run_to_json(r: &RunSummary) -> String {
-    let evals: Vec<String> = r
-        .evals
-        .iter()
-        .map(|e| {
-            format!(
-                "{{\"x\": {}, \"value\": {}, \"time_ms\": {}}}",
-                json_opt_num(e.x),
-                json_num(e.value),
-                e.time_ms
-            )
-        })
-        .collect();
-    let target = r.target.as_ref().map_or("null".into(), |t| {
-        format!(
-            "{{\"key\": {}, \"value\": {}, \"higher_is_better\": {}}}",
-            json_str(&t.key),
-            json_num(t.value),
-            t.higher_is_better
-        )
-    });
-    let opt_i = |x: Option<i64>| x.map_or("null".into(), |v| v.to_string());
-    let st = r.step_stats();
-    format!(
-        "{{\"path\": {}, \"benchmark\": {}, \"division\": {}, \"org\": {}, \"status\": {}, \
-         \"converged\": {}, \"run_start_ms\": {}, \"run_stop_ms\": {}, \
-         \"time_to_train_min\": {}, \"init_time_s\": {}, \"global_batch_size\": {}, \
-         \"samples_to_converge\": {}, \"x_unit\": {}, \"num_evals\": {}, \"evals\": [{}], \
-         \"target\": {}, \"target_reached\": {}, \"throughput\": {}, \"logged_throughput\": {}, \
-         \"num_step_times\": {}, \"steps\": {}, \"median_step_time_s\": {}, \
-         \"p90_step_time_s\": {}, \"p99_step_time_s\": {}, \"records\": {}, \"parse_errors\": {}}}",
-        json_str(&r.path),
-        json_opt_str(r.benchmark.as_deref()),
-        json_opt_str(r.division.as_deref()),
-        json_opt_str(r.org.as_deref()),
-        json_opt_str(r.status.as_deref()),
-        r.converged,
-        opt_i(r.run_start_ms),
-        opt_i(r.run_stop_ms),
-        json_opt_num(r.time_to_train_min),
-        json_opt_num(r.init_time_s),
-        json_opt_num(r.global_batch_size),
-        json_opt_num(r.samples_to_converge),
-        json_str(r.x_unit),
-        r.evals.len(),
-        evals.join(", "),
-        target,
-        r.target_reached().map_or("null".into(), |b| b.to_string()),
-        json_opt_num(r.throughput),
-        json_opt_num(r.logged_throughput),
-        r.step_times_s.len(),
-        st.and_then(|s| s.steps)
-            .map_or("null".into(), |n| n.to_string()),
-        json_opt_num(st.map(|s| s.median_s)),
-        json_opt_num(st.map(|s| s.p90_s)),
-        json_opt_num(st.map(|s| s.p99_s)),
-        r.records,
-        r.parse_errors,
-    )
+    serde_json::to_string(r).expect("a run summary serialises")
 }
 
 /// A JSON array of runs (one object per line).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub fn render_json(runs: &[RunSummary]) -> String {
     let items: Vec<String> = runs.iter().map(run_to_json).collect();
     format!("[\n{}\n]\n", items.join(",\n"))

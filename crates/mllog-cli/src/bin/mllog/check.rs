@@ -85,10 +85,10 @@ pub fn run(a: Args) -> u8 {
         };
         let out = match a.format {
             Format::Json => {
-                items.push(machine::parse(&report.render_json(&shown, a.werror)));
+                items.push(machine::value(&report.json(&shown, a.werror)));
                 String::new()
             }
-            Format::Jsonl => machine::line(machine::parse(&report.render_json(&shown, a.werror))),
+            Format::Jsonl => machine::line(machine::value(&report.json(&shown, a.werror))),
             Format::Text if a.quiet => {
                 let text = report.render_text(&shown, a.werror);
                 let verdict = text.lines().last().unwrap_or_default();

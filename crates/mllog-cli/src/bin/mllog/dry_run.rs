@@ -106,7 +106,7 @@ pub fn run(a: Args) -> u8 {
                 Format::Json => machine::Document::new(
                     "dry-run",
                     "files",
-                    vec![machine::parse(&o.report.render_json(&shown, true))],
+                    vec![machine::value(&o.report.json(&shown, true))],
                 )
                 .with("benchmark", preset.benchmark().to_string().into())
                 .with("division", preset.division().as_str().into())

@@ -46,9 +46,9 @@ impl<'a> Document<'a> {
     }
 }
 
-/// A JSON object rendered by the library, as a value (the library writes valid JSON).
-pub fn parse(json: &str) -> Value {
-    serde_json::from_str(json).expect("the library renders valid JSON")
+/// A library result (report, run, score) as a JSON value, fields in their declared order.
+pub fn value(item: &impl Serialize) -> Value {
+    serde_json::to_value(item).expect("library results serialise")
 }
 
 /// One JSON Lines line: the item with `schema_version` first.

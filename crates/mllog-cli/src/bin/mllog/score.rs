@@ -58,15 +58,12 @@ pub fn run(a: Args) -> u8 {
         Format::Json => machine::Document::new(
             "score",
             "benchmarks",
-            scores
-                .iter()
-                .map(|s| machine::parse(&score::benchmark_to_json(s)))
-                .collect(),
+            scores.iter().map(machine::value).collect(),
         )
         .render(),
         Format::Jsonl => scores
             .iter()
-            .map(|s| machine::line(machine::parse(&score::benchmark_to_json(s))))
+            .map(|s| machine::line(machine::value(s)))
             .collect(),
         Format::Csv => csv(&scores),
         Format::Text => score::render_text(&scores),

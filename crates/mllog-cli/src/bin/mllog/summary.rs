@@ -93,14 +93,14 @@ pub fn run(a: Args) -> u8 {
             "summary",
             "files",
             runs.iter()
-                .map(|r| machine::parse(&summary::run_to_json(r)))
+                .map(machine::value)
                 .chain(unreadable.iter().cloned())
                 .collect(),
         )
         .render(),
         Format::Jsonl => runs
             .iter()
-            .map(|r| machine::parse(&summary::run_to_json(r)))
+            .map(machine::value)
             .chain(unreadable.iter().cloned())
             .map(machine::line)
             .collect(),
