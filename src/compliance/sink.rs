@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Checker, Finding, FindingKind, Report, Ruleset, Severity};
+use super::{Checker, ComplianceReport, Finding, FindingKind, Ruleset, Severity};
 use crate::keys;
 use crate::record::Record;
 use crate::run::EvalSchedule;
@@ -24,7 +24,7 @@ pub enum LivePolicy {
     #[default]
     Warn,
     /// Call a function with [`Checker::pending_at_run_start`]'s report.
-    Callback(Box<dyn Fn(&Report) + Send>),
+    Callback(Box<dyn Fn(&ComplianceReport) + Send>),
 }
 
 impl fmt::Debug for LivePolicy {
@@ -54,7 +54,7 @@ struct LiveNotes {
 }
 
 impl LiveNotes {
-    fn add_to(&self, report: &mut Report) {
+    fn add_to(&self, report: &mut ComplianceReport) {
         if !self.seed_seen.load(Ordering::Relaxed) {
             report.findings.push(missing_seed());
         }
@@ -74,14 +74,14 @@ impl ComplianceHandle {
     }
 
     /// The report of the records seen so far, as if the log ended here.
-    pub fn report(&self) -> Report {
+    pub fn report(&self) -> ComplianceReport {
         self.lock().report()
     }
 
     /// What is missing or wrong so far, ignoring keys that normally come after `run_start`.
     /// Beyond the rules, warnings for a missing `seed` (`mllog package` rejects such a log)
     /// and for every `eval_accuracy` off the evaluation schedule.
-    pub fn pending(&self) -> Report {
+    pub fn pending(&self) -> ComplianceReport {
         let mut report = self.lock().pending_at_run_start();
         self.notes.add_to(&mut report);
         report
@@ -198,7 +198,7 @@ impl ComplianceSink {
             .push(finding);
     }
 
-    fn on_run_start(&self, pending: &Report) {
+    fn on_run_start(&self, pending: &ComplianceReport) {
         match &self.policy {
             LivePolicy::Off => {}
             LivePolicy::Warn => {
@@ -273,7 +273,7 @@ mod tests {
         let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
         let s2 = Arc::clone(&seen);
         let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Callback(
-            Box::new(move |r: &Report| s2.lock().unwrap().push(r.errors().count())),
+            Box::new(move |r: &ComplianceReport| s2.lock().unwrap().push(r.errors().count())),
         ));
         let handle = sink.handle();
         let (records, errs) = crate::record::parse_log(&llama2());

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use tracing::info_span;
 use tracing_subscriber::prelude::*;
 
-use tracing_mllog::compliance::{self, Report};
+use tracing_mllog::compliance::{self, ComplianceReport};
 use tracing_mllog::keys;
 use tracing_mllog::presets::dry_run::synthetic_metric;
-use tracing_mllog::presets::{Preset, PresetError, Progress};
+use tracing_mllog::presets::{EvalProgress, Preset, PresetError};
 use tracing_mllog::{MllogLayer, SystemStatus};
 
 /// The target of the dry run's spans and events (the layer ignores this crate's own target).
@@ -89,7 +89,7 @@ pub struct DryRunOutcome {
     /// The log written.
     pub path: PathBuf,
     /// The built-in checker's report on it.
-    pub report: Report,
+    pub report: ComplianceReport,
     /// Evaluations run.
     pub evals: u64,
     /// Samples trained at the end.
@@ -176,7 +176,7 @@ pub fn run(preset: &Preset, opts: &DryRun, out: &Path) -> Result<DryRunOutcome, 
                 let _eval = info_span!(target: TARGET, "eval").entered();
                 let v = synthetic_metric(preset, n, converge_at);
                 match preset.progress() {
-                    Progress::EpochNum { samples_per_epoch } => {
+                    EvalProgress::EpochNum { samples_per_epoch } => {
                         let epoch = point as f64 / samples_per_epoch as f64;
                         emit!(key, value = v, samples_count = point, epoch_num = epoch);
                         if key != keys::EVAL_ACCURACY {
@@ -188,7 +188,7 @@ pub fn run(preset: &Preset, opts: &DryRun, out: &Path) -> Result<DryRunOutcome, 
                             );
                         }
                     }
-                    Progress::SamplesCount => {
+                    EvalProgress::SamplesCount => {
                         if key == keys::EVAL_ACCURACY {
                             // samples_count: filled in by the layer from the counted steps.
                             emit!(key, value = v);

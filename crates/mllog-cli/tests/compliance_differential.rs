@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mllog_core::compliance::{check_reader, example_log, rules, Division, Report, Ruleset};
+use mllog_core::compliance::{
+    check_reader, example_log, rules, ComplianceReport, Division, Ruleset,
+};
 use mllog_core::record::{parse_line, EventType, Value};
 
 const DRIVER: &str = r#"
@@ -114,7 +116,7 @@ fn official(dir: &Path, cases: &[(PathBuf, Ruleset)]) -> Vec<(bool, bool)> {
     v
 }
 
-fn ours(path: &Path, r: Ruleset) -> Report {
+fn ours(path: &Path, r: Ruleset) -> ComplianceReport {
     let bytes = std::fs::read(path).unwrap();
     check_reader(r, &bytes[..]).unwrap()
 }

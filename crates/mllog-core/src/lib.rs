@@ -15,6 +15,7 @@
 //! assert!(check_text(Ruleset::V6_1_0, &log).passed(true));
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod compliance;

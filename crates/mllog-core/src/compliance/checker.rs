@@ -5,8 +5,8 @@ use std::io::BufRead;
 
 use super::model::*;
 use super::py::{hash_key, meta_contains, meta_item, py_same};
-use super::report::{Finding, FindingKind, Report, Severity};
-use super::rulesets::{rules, RuleSet};
+use super::report::{ComplianceReport, Finding, FindingKind, Severity};
+use super::rulesets::{rules, RulesetFiles};
 use crate::keys::Benchmark;
 use crate::record::{LineError, LogReader, Metadata, Record, Str, Value};
 
@@ -566,10 +566,10 @@ struct HistLine {
 /// A streaming MLPerf Training compliance checker with the official checker's verdicts.
 ///
 /// Feed records in log order with [`Checker::feed`] (and malformed lines with
-/// [`Checker::feed_error`]); ask for a [`Report`] at any point.
+/// [`Checker::feed_error`]); ask for a [`ComplianceReport`] at any point.
 #[derive(Clone, Debug)]
 pub struct Checker {
-    set: &'static RuleSet,
+    set: &'static RulesetFiles,
     runs: Vec<Run>,
     /// Records of known keys, kept while a division or benchmark file may still be enqueued
     /// (an enqueued file is run over the whole log from its start, as the official checker does).
@@ -756,7 +756,7 @@ impl Checker {
     }
 
     /// The report of the log so far, as if it ended here.
-    pub fn report(&self) -> Report {
+    pub fn report(&self) -> ComplianceReport {
         let mut raws: Vec<(usize, Raw)> = Vec::new();
         for (i, run) in self.runs.iter().enumerate() {
             raws.extend(run.clone().finish().into_iter().map(|r| (i, r)));
@@ -812,7 +812,7 @@ impl Checker {
             });
         }
         findings.sort_by_key(|f| f.line.unwrap_or(usize::MAX));
-        Report {
+        ComplianceReport {
             ruleset: self.set.ruleset,
             division: self.division,
             benchmark: self.benchmark.clone(),
@@ -829,7 +829,7 @@ impl Checker {
     /// What is missing or wrong so far, for a report at `run_start`: every finding so far except
     /// missing keys that are normally logged after `run_start` (blocks, evals, `run_stop`) and
     /// unmet targets; notes when the division or benchmark rules are not known yet.
-    pub fn pending_at_run_start(&self) -> Report {
+    pub fn pending_at_run_start(&self) -> ComplianceReport {
         let mut report = self.report();
         report.findings.retain(|f| match f.kind {
             FindingKind::Missing => !f
@@ -862,12 +862,12 @@ impl Checker {
 }
 
 /// Checks a whole log held in memory.
-pub fn check_text(ruleset: Ruleset, text: &str) -> Report {
+pub fn check_text(ruleset: Ruleset, text: &str) -> ComplianceReport {
     check_reader(ruleset, text.as_bytes()).unwrap_or_else(|_| Checker::new(ruleset).report())
 }
 
 /// Checks a log from a reader (streaming; constant memory once the benchmark is known).
-pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<Report> {
+pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<ComplianceReport> {
     let (mut checkers, _) = drive(vec![Checker::new(ruleset)], false, input)?;
     Ok(checkers.remove(0).report())
 }
@@ -876,7 +876,7 @@ pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<R
 /// pass (standard input cannot be read twice): every ruleset's checker reads the log until its
 /// first `submission_benchmark` record decides, then only the chosen one goes on. Returns the
 /// report and whether the ruleset was detected (false: the default).
-pub fn check_reader_detect<R: BufRead>(input: R) -> std::io::Result<(Report, bool)> {
+pub fn check_reader_detect<R: BufRead>(input: R) -> std::io::Result<(ComplianceReport, bool)> {
     let all = Ruleset::ALL.iter().map(|&r| Checker::new(r)).collect();
     let (checkers, detected) = drive(all, true, input)?;
     let chosen = checkers

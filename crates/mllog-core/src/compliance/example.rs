@@ -1,7 +1,7 @@
 //! Compliant example logs, generated from the rule data (for tests, docs and presets).
 
 use super::model::*;
-use super::rulesets::{rules, target, RuleSet};
+use super::rulesets::{rules, target, RulesetFiles};
 use crate::keys::Benchmark;
 use crate::record::{EventType, Metadata, Record, Value};
 
@@ -72,7 +72,7 @@ pub fn example_hyperparameters(
 }
 
 fn value_for(
-    set: &RuleSet,
+    set: &RulesetFiles,
     ruleset: Ruleset,
     b: Benchmark,
     files: [&RuleFile; 2],

@@ -29,13 +29,13 @@ mod submission;
 pub use checker::{check_reader, check_reader_detect, check_text, detect_ruleset, Checker};
 pub use example::{example_batch_size, example_hyperparameters, example_log};
 pub use model::{
-    setter_of, Bound, Check, Cmp, Custom, Division, ExecError, Interval, KeyRule, Line, Lit, Post,
-    Req, RuleFile, Ruleset, Scope, State,
+    setter_of, Bound, Check, Cmp, Custom, Division, ExecError, KeyRule, Line, Lit, Post, Req,
+    RuleFile, Ruleset, Scope, State, ValueRange,
 };
 #[cfg(feature = "serde")]
-pub use report::ReportJson;
-pub use report::{Finding, FindingKind, Report, Severity};
-pub use rulesets::{required_value, rules, target, RuleSet, Target, DISCLOSURE_KEYS};
+pub use report::ComplianceReportJson;
+pub use report::{ComplianceReport, Finding, FindingKind, Severity};
+pub use rulesets::{required_value, rules, target, RuleTarget, RulesetFiles, DISCLOSURE_KEYS};
 
 #[cfg(test)]
 mod tests;

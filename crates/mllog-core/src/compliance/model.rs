@@ -132,7 +132,7 @@ impl fmt::Display for Lit {
     }
 }
 
-/// One end of an [`Interval`].
+/// One end of an [`ValueRange`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bound {
     /// The limit.
@@ -143,14 +143,14 @@ pub struct Bound {
 
 /// A numeric range; `None` ends are open.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Interval {
+pub struct ValueRange {
     /// Lower end.
     pub min: Option<Bound>,
     /// Upper end.
     pub max: Option<Bound>,
 }
 
-impl Interval {
+impl ValueRange {
     /// Whether `x` lies inside (NaN never does).
     pub fn contains(&self, x: f64) -> bool {
         let lo = self.min.is_none_or(|b| {
@@ -171,7 +171,7 @@ impl Interval {
     }
 }
 
-impl fmt::Display for Interval {
+impl fmt::Display for ValueRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.min, self.max) {
             (Some(lo), Some(hi)) => write!(
@@ -329,7 +329,7 @@ pub enum Check {
     /// `v['value'] OP x` (a non-number cannot be evaluated).
     Compare(Cmp, f64),
     /// The value lies in a range (a non-number cannot be evaluated).
-    Within(Interval),
+    Within(ValueRange),
     /// `is_integer(v['value'])`, optionally `and v['value'] >= min` (or `> min`).
     Integer(Option<Bound>),
     /// `'name' in v['metadata']`

@@ -111,12 +111,12 @@ impl serde::Serialize for FindingKind {
     }
 }
 
-/// A [`Report`] as the machine-readable output shows it: the report with the file it is about
-/// and whether warnings count as errors (from [`Report::json`]).
+/// A [`ComplianceReport`] as the machine-readable output shows it: the report with the file it is about
+/// and whether warnings count as errors (from [`ComplianceReport::json`]).
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 #[derive(Debug, serde::Serialize)]
-pub struct ReportJson<'a> {
+pub struct ComplianceReportJson<'a> {
     file: &'a str,
     ruleset: &'static str,
     werror: bool,
@@ -132,7 +132,7 @@ pub struct ReportJson<'a> {
 
 /// The result of checking a log (or the part of it seen so far).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Report {
+pub struct ComplianceReport {
     /// The ruleset checked against.
     pub ruleset: Ruleset,
     /// The division, once `submission_division` named a valid one.
@@ -147,7 +147,7 @@ pub struct Report {
     pub findings: Vec<Finding>,
 }
 
-impl Report {
+impl ComplianceReport {
     /// Whether the log complies: no error, and with `werror` no warning either (the official
     /// checker's `--werror`).
     pub fn passed(&self, werror: bool) -> bool {
@@ -219,8 +219,8 @@ impl Report {
     /// records, errors, warnings, findings: [...]}`, serialisable with serde.
     #[cfg(feature = "serde")]
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-    pub fn json<'a>(&'a self, path: &'a str, werror: bool) -> ReportJson<'a> {
-        ReportJson {
+    pub fn json<'a>(&'a self, path: &'a str, werror: bool) -> ComplianceReportJson<'a> {
+        ComplianceReportJson {
             file: path,
             ruleset: self.ruleset.as_str(),
             werror,
@@ -235,7 +235,7 @@ impl Report {
         }
     }
 
-    /// The report as JSON text (one line); see [`Report::json`].
+    /// The report as JSON text (one line); see [`ComplianceReport::json`].
     #[cfg(feature = "serde")]
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn render_json(&self, path: &str, werror: bool) -> String {

@@ -10,7 +10,7 @@ use crate::record::Value;
 
 /// All rule files of one ruleset.
 #[derive(Debug)]
-pub struct RuleSet {
+pub struct RulesetFiles {
     /// The version.
     pub ruleset: Ruleset,
     /// `common.yaml`
@@ -27,7 +27,7 @@ pub struct RuleSet {
     pub(crate) all_keys: Vec<&'static str>,
 }
 
-impl RuleSet {
+impl RulesetFiles {
     /// The benchmarks `submission_benchmark` may name (`closed_common.yaml`'s list).
     pub fn benchmarks(&self) -> Vec<Benchmark> {
         self.closed.iter().map(|(b, _)| *b).collect()
@@ -65,8 +65,8 @@ impl RuleSet {
 }
 
 /// The rules of a ruleset (built once).
-pub fn rules(ruleset: Ruleset) -> &'static RuleSet {
-    static SETS: [OnceLock<RuleSet>; 4] = [
+pub fn rules(ruleset: Ruleset) -> &'static RulesetFiles {
+    static SETS: [OnceLock<RulesetFiles>; 4] = [
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
@@ -96,28 +96,28 @@ pub fn required_value(ruleset: Ruleset, benchmark: Benchmark, key: &str) -> Opti
 
 /// The convergence target of a benchmark: which key, and the range one occurrence must reach.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Target {
+pub struct RuleTarget {
     /// Usually `eval_accuracy` (`averaged_validation_loss` for open flux1,
     /// `aggregated_eval_accuracy` for stable diffusion).
     pub key: &'static str,
     /// The range (`None` for stable diffusion, whose target is FID and CLIP together).
-    pub range: Option<Interval>,
+    pub range: Option<ValueRange>,
     /// Whether larger values are better (the range is bounded below by the target).
     pub higher_is_better: bool,
 }
 
 /// The target of `benchmark` in `division` under `ruleset`, from its `ATLEAST_ONE_CHECK`.
-pub fn target(ruleset: Ruleset, benchmark: Benchmark, division: Division) -> Option<Target> {
+pub fn target(ruleset: Ruleset, benchmark: Benchmark, division: Division) -> Option<RuleTarget> {
     let file = rules(ruleset).benchmark_file(division, benchmark)?;
     file.keys.iter().find_map(|k| {
         let c = k.atleast_one?;
         Some(match c {
-            Check::Within(iv) => Target {
+            Check::Within(iv) => RuleTarget {
                 key: k.name,
                 range: Some(iv),
                 higher_is_better: iv.min.is_some_and(|b| b.value > 0.0),
             },
-            _ => Target {
+            _ => RuleTarget {
                 key: k.name,
                 range: None,
                 higher_is_better: false,
@@ -156,7 +156,7 @@ const fn excl(value: f64) -> Option<Bound> {
     })
 }
 fn within(min: Option<Bound>, max: Option<Bound>) -> Check {
-    Check::Within(Interval { min, max })
+    Check::Within(ValueRange { min, max })
 }
 fn gt(x: f64) -> Check {
     Check::Compare(Cmp::Gt, x)
@@ -190,7 +190,7 @@ fn file(r: Ruleset, scope: Scope, keys: Vec<KeyRule>) -> RuleFile {
     }
 }
 
-fn build(r: Ruleset) -> RuleSet {
+fn build(r: Ruleset) -> RulesetFiles {
     use Benchmark as B;
     let allowed: &[Benchmark] = match r {
         Ruleset::V5_0_0 => &[
@@ -300,7 +300,7 @@ fn build(r: Ruleset) -> RuleSet {
         .iter()
         .map(|&b| (b, file(r, Scope::Benchmark(Division::Open, b), Vec::new())))
         .collect();
-    let mut set = RuleSet {
+    let mut set = RulesetFiles {
         ruleset: r,
         common: common(r),
         closed_common,

@@ -25,7 +25,7 @@ fn drop_key(log: &str, key: &str) -> String {
         .collect()
 }
 
-fn errors(r: &Report) -> Vec<String> {
+fn errors(r: &ComplianceReport) -> Vec<String> {
     r.errors().map(|f| f.message.clone()).collect()
 }
 

@@ -3,7 +3,7 @@
 //! The driver that runs a preset through the layer is `mllog dry-run` (the `mllog-cli` package).
 
 use super::Preset;
-use crate::compliance::Interval;
+use crate::compliance::ValueRange;
 use crate::run::Target;
 
 fn round4(x: f64) -> f64 {
@@ -11,7 +11,7 @@ fn round4(x: f64) -> f64 {
 }
 
 /// A metric value that reaches `target` and lies in the rules' `range`.
-pub(crate) fn converged_value(target: Target, range: Interval) -> f64 {
+pub(crate) fn converged_value(target: Target, range: ValueRange) -> f64 {
     let t = target.value;
     let higher = matches!(
         target.direction,

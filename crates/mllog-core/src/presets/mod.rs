@@ -50,7 +50,7 @@ pub use benchmarks::{
     Qwen35_397bGrpo,
 };
 
-use crate::compliance::{self, Interval, Ruleset};
+use crate::compliance::{self, Ruleset, ValueRange};
 use crate::keys::Benchmark;
 use crate::record::Value;
 use crate::run::{Direction, EvalSchedule, Target};
@@ -58,7 +58,7 @@ use crate::submission::Division;
 
 /// How evaluation records report training progress, as the benchmark's rules require.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Progress {
+pub enum EvalProgress {
     /// `samples_count` (samples trained since `run_start`): the LLMs, flux1, dlrmv4.
     SamplesCount,
     /// `epoch_num` as a fraction of an epoch of `samples_per_epoch` samples (dlrm_dcnv2), in
@@ -82,10 +82,10 @@ pub struct Preset {
     hyperparameters: Vec<(&'static str, Value)>,
     target: Target,
     target_key: &'static str,
-    target_range: Interval,
+    target_range: ValueRange,
     schedule: EvalSchedule,
     global_batch_size: u64,
-    progress: Progress,
+    progress: EvalProgress,
 }
 
 /// Why a preset cannot be built. Every message names the key (where there is one), the
@@ -338,7 +338,7 @@ impl Preset {
     }
 
     /// The range the rules accept for the target key (e.g. `(0, 0.925]`).
-    pub fn target_range(&self) -> Interval {
+    pub fn target_range(&self) -> ValueRange {
         self.target_range
     }
 
@@ -358,13 +358,13 @@ impl Preset {
     }
 
     /// How evaluation records report progress.
-    pub fn progress(&self) -> Progress {
+    pub fn progress(&self) -> EvalProgress {
         self.progress
     }
 }
 
 /// Converts the rules' target range into a [`Target`]: the bound on the good side.
-pub(crate) fn run_target(t: &compliance::Target) -> Option<(Target, Interval)> {
+pub(crate) fn run_target(t: &compliance::RuleTarget) -> Option<(Target, ValueRange)> {
     let range = t.range?;
     let (bound, dir) = if t.higher_is_better {
         let b = range.min?;

@@ -2,7 +2,7 @@
 //! logging order, with each file's state, `CHECK`s and `POST`s; then every required key; then
 //! the first evaluation points against the target key's rule (`FIRST_CHECK`, grid checks).
 
-use super::{run_target, Draft, Preset, PresetError, Progress};
+use super::{run_target, Draft, EvalProgress, Preset, PresetError};
 use crate::compliance::{self, Check, ExecError, Line, Post, Req, RuleFile, State};
 use crate::keys;
 use crate::record::{Metadata, Value};
@@ -204,11 +204,11 @@ pub(super) fn finish(
             .and_then(|(_, v)| v.as_i128())
             .filter(|v| *v > 0)
             .ok_or_else(|| schedule_err("epoch_num needs a positive `train_samples`".into()))?;
-        Progress::EpochNum {
+        EvalProgress::EpochNum {
             samples_per_epoch: train as u64,
         }
     } else {
-        Progress::SamplesCount
+        EvalProgress::SamplesCount
     };
     // The first evaluation points must satisfy the target key's rule (FIRST_CHECK, grid).
     let metric = Value::Float(super::dry_run::converged_value(target, range));
@@ -222,7 +222,7 @@ pub(super) fn finish(
         let Some(rule) = rule else { break };
         let mut md = Metadata::default();
         md.set(keys::SAMPLES_COUNT, Value::Int(point.into()));
-        if let Progress::EpochNum { samples_per_epoch } = progress {
+        if let EvalProgress::EpochNum { samples_per_epoch } = progress {
             md.set(
                 keys::EPOCH_NUM,
                 Value::Float(point as f64 / samples_per_epoch as f64),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::progress::Progress;
 use crate::{diag, machine};
-use mllog_core::compliance::{check_reader, check_reader_detect, Report, Ruleset};
+use mllog_core::compliance::{check_reader, check_reader_detect, ComplianceReport, Ruleset};
 
 /// Output formats of `mllog check`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +44,8 @@ fn check_one(
     path: &Path,
     ruleset: Option<Ruleset>,
     progress: &Progress,
-) -> std::io::Result<Report> {
-    fn go(input: impl BufRead, ruleset: Option<Ruleset>) -> std::io::Result<Report> {
+) -> std::io::Result<ComplianceReport> {
+    fn go(input: impl BufRead, ruleset: Option<Ruleset>) -> std::io::Result<ComplianceReport> {
         match ruleset {
             Some(r) => check_reader(r, input),
             None => check_reader_detect(input).map(|(report, _)| report),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use annotate_snippets::{AnnotationKind, Group, Level, Origin, Renderer, Snippet};
 use anstyle::{AnsiColor, Style};
-use mllog_core::compliance::{required_value, setter_of, FindingKind, Report, Severity};
+use mllog_core::compliance::{required_value, setter_of, ComplianceReport, FindingKind, Severity};
 use mllog_core::Benchmark;
 
 /// Longest part of a line shown (a line may be megabytes long).
@@ -115,7 +115,7 @@ fn state_setter(rule: &str) -> Option<&'static str> {
 }
 
 /// What to do about a finding, when there is something more to say than its message.
-fn help(report: &Report, f: &mllog_core::compliance::Finding) -> Option<String> {
+fn help(report: &ComplianceReport, f: &mllog_core::compliance::Finding) -> Option<String> {
     let key = f.key.as_deref();
     if let Some(i) = f.message.find("needs `") {
         let rest = &f.message[i + "needs `".len()..];
@@ -153,7 +153,7 @@ fn help(report: &Report, f: &mllog_core::compliance::Finding) -> Option<String> 
 }
 
 /// One finding after another, then the file's verdict line.
-pub fn render(report: &Report, path: &Path, shown: &str, werror: bool) -> String {
+pub fn render(report: &ComplianceReport, path: &Path, shown: &str, werror: bool) -> String {
     let wanted: Vec<usize> = report.findings.iter().filter_map(|f| f.line).collect();
     let lines = lines_of(path, &wanted);
     let renderer = Renderer::styled();
