@@ -60,12 +60,24 @@ impl Error {
             source: Box::new(source),
         }
     }
+}
 
-    pub(crate) fn env(name: &str, value: &str, reason: impl Into<String>) -> Error {
-        Error::Env {
-            name: name.to_owned(),
-            value: value.to_owned(),
-            reason: reason.into(),
+impl From<mllog_core::Error> for Error {
+    fn from(e: mllog_core::Error) -> Error {
+        match e {
+            mllog_core::Error::Env {
+                name,
+                value,
+                reason,
+            } => Error::Env {
+                name,
+                value,
+                reason,
+            },
+            mllog_core::Error::UnknownBenchmark(name) => Error::UnknownBenchmark(name),
+            mllog_core::Error::Submission(message) => Error::Submission(message),
+            // `mllog_core::Error` is non-exhaustive: a later variant keeps its message.
+            other => Error::Config(other.to_string()),
         }
     }
 }

@@ -1,27 +1,32 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The format, the rules and the results live in `mllog-core` (no `tracing`); they are
+// re-exported at the paths they always had, so `tracing_mllog::keys::...` and `crate::keys`
+// keep working.
 pub mod compliance;
 pub mod env;
 mod error;
-pub mod keys;
+pub use mllog_core::{keys, record, results};
 mod layer;
 mod log_value;
 mod pipeline;
 pub mod presets;
 #[cfg(feature = "profiling")]
+#[cfg_attr(docsrs, doc(cfg(feature = "profiling")))]
 pub mod profile;
-pub mod record;
-pub mod results;
 pub mod run;
 pub mod sink;
 mod submission;
 
 pub use compliance::Ruleset;
+pub use env::{detect_rank, RANK_VARIABLES};
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
-pub use layer::{detect_rank, filter, Builder, Interval, MllogFilter, MllogLayer, RANK_VARIABLES};
+pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer};
 #[doc(hidden)]
 pub use log_value::__private;
 pub use log_value::{log_value, Composite, LogValue};

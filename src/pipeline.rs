@@ -830,7 +830,7 @@ impl Guard {
     ///     }
     /// }
     /// ```
-    pub fn preflight(&self) -> Option<crate::compliance::Report> {
+    pub fn preflight(&self) -> Option<crate::compliance::ComplianceReport> {
         let compliance = self.inner.compliance.as_ref()?;
         // The checker is inline: a stalled isolated sink does not hold up the verdict.
         self.inner.flush(self.inner.shutdown_timeout, false);
@@ -978,7 +978,7 @@ pub struct Report {
     pub sinks: Vec<SinkReport>,
     /// The compliance checker's verdict on the records so far (the whole log after
     /// shutdown), when live checking is on.
-    pub compliance: Option<crate::compliance::Report>,
+    pub compliance: Option<crate::compliance::ComplianceReport>,
 }
 
 /// One sink's share of a [`Report`].

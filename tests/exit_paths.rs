@@ -239,8 +239,8 @@ fn converged_exit(log: &Path) -> ! {
     let preset = Llama2_70bLora::default()
         .preset(Division::Closed, Ruleset::V6_1_0)
         .expect("preset");
-    let (layer, _guard) = preset
-        .apply(MllogLayer::builder())
+    let (layer, _guard) = MllogLayer::builder()
+        .preset(&preset)
         .output_file(log)
         .system_status(SystemStatus::Research)
         .org("ExitPathsOrg")

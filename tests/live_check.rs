@@ -111,7 +111,7 @@ fn log_hyperparameters() {
     }
 }
 
-fn messages(report: &tracing_mllog::compliance::Report) -> String {
+fn messages(report: &tracing_mllog::compliance::ComplianceReport) -> String {
     report
         .findings
         .iter()

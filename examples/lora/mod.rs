@@ -70,8 +70,8 @@ pub fn preset() -> Preset {
 /// The layer's configuration: the preset's benchmark, division, ruleset, global batch size,
 /// evaluation schedule, target and hyperparameters, then the submission metadata.
 pub fn builder(preset: &Preset, output: &str, config_filename: &str) -> Builder {
-    preset
-        .apply(MllogLayer::builder())
+    MllogLayer::builder()
+        .preset(preset)
         .output_file(output)
         .system_status(SystemStatus::Research)
         .org("tracing-mllog")

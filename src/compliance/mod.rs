@@ -1,7 +1,7 @@
 //! MLPerf Training compliance, built in: the official checker's rules (mlperf-logging 4.1.68,
 //! training rulesets 5.0.0, 5.1.0, 6.0.0 and 6.1.0) as Rust data, a streaming [`Checker`] with
-//! the same verdicts, diagnostics in words (text and JSON), and a [`ComplianceSink`] that checks
-//! the record stream live.
+//! the same verdicts, diagnostics in words (text and JSON) (all from `mllog-core`), and a
+//! [`ComplianceSink`] that checks the record stream live.
 //!
 //! ```
 //! use tracing_mllog::compliance::{check_text, example_log, Division, Ruleset};
@@ -18,23 +18,7 @@
 //!
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.
 
-mod checker;
-mod example;
-mod model;
-mod py;
-mod report;
-mod rulesets;
 mod sink;
 
-pub use checker::{check_reader, check_reader_detect, check_text, detect_ruleset, Checker};
-pub use example::{example_batch_size, example_hyperparameters, example_log};
-pub use model::{
-    setter_of, Bound, Check, Cmp, Custom, Division, ExecError, Interval, KeyRule, Line, Lit, Post,
-    Req, RuleFile, Ruleset, Scope, State,
-};
-pub use report::{Finding, FindingKind, Report, Severity};
-pub use rulesets::{required_value, rules, target, RuleSet, Target, DISCLOSURE_KEYS};
+pub use mllog_core::compliance::*;
 pub use sink::{ComplianceHandle, ComplianceSink, LivePolicy};
-
-#[cfg(test)]
-mod tests;

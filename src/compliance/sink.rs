@@ -4,9 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::checker::Checker;
-use super::model::Ruleset;
-use super::report::{Finding, FindingKind, Report, Severity};
+use super::{Checker, ComplianceReport, Finding, FindingKind, Ruleset, Severity};
 use crate::keys;
 use crate::record::Record;
 use crate::run::EvalSchedule;
@@ -26,7 +24,7 @@ pub enum LivePolicy {
     #[default]
     Warn,
     /// Call a function with [`Checker::pending_at_run_start`]'s report.
-    Callback(Box<dyn Fn(&Report) + Send>),
+    Callback(Box<dyn Fn(&ComplianceReport) + Send>),
 }
 
 impl fmt::Debug for LivePolicy {
@@ -56,7 +54,7 @@ struct LiveNotes {
 }
 
 impl LiveNotes {
-    fn add_to(&self, report: &mut Report) {
+    fn add_to(&self, report: &mut ComplianceReport) {
         if !self.seed_seen.load(Ordering::Relaxed) {
             report.findings.push(missing_seed());
         }
@@ -76,14 +74,14 @@ impl ComplianceHandle {
     }
 
     /// The report of the records seen so far, as if the log ended here.
-    pub fn report(&self) -> Report {
+    pub fn report(&self) -> ComplianceReport {
         self.lock().report()
     }
 
     /// What is missing or wrong so far, ignoring keys that normally come after `run_start`.
     /// Beyond the rules, warnings for a missing `seed` (`mllog package` rejects such a log)
     /// and for every `eval_accuracy` off the evaluation schedule.
-    pub fn pending(&self) -> Report {
+    pub fn pending(&self) -> ComplianceReport {
         let mut report = self.lock().pending_at_run_start();
         self.notes.add_to(&mut report);
         report
@@ -200,7 +198,7 @@ impl ComplianceSink {
             .push(finding);
     }
 
-    fn on_run_start(&self, pending: &Report) {
+    fn on_run_start(&self, pending: &ComplianceReport) {
         match &self.policy {
             LivePolicy::Off => {}
             LivePolicy::Warn => {
@@ -251,5 +249,57 @@ impl Sink for ComplianceSink {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compliance::{example_log, Division};
+    use crate::keys::Benchmark;
+    use crate::record::{EventType, Metadata, Value};
+
+    fn rec(key: &'static str, value: Value) -> Record {
+        Record::event(key, value).at_millis(1_767_225_600_000)
+    }
+
+    fn llama2() -> String {
+        example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap()
+    }
+
+    #[test]
+    fn sink_drives_checker_and_fires_callback() {
+        use std::sync::{Arc, Mutex};
+        let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
+        let s2 = Arc::clone(&seen);
+        let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Callback(
+            Box::new(move |r: &ComplianceReport| s2.lock().unwrap().push(r.errors().count())),
+        ));
+        let handle = sink.handle();
+        let (records, errs) = crate::record::parse_log(&llama2());
+        assert!(errs.is_empty());
+        for p in &records {
+            sink.write(&p.record).unwrap();
+        }
+        assert_eq!(*seen.lock().unwrap(), vec![0]);
+        assert!(handle.report().passed(true));
+        // A sink with a bad record reports it.
+        let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Off);
+        let h = sink.handle();
+        sink.write(
+            &rec("submission_division", Value::from("closed"))
+                .with_event_type(EventType::PointInTime),
+        )
+        .unwrap();
+        sink.write(
+            &rec("submission_benchmark", Value::from("llama2_70b_lora"))
+                .with_metadata(Metadata::at("a.rs", 1)),
+        )
+        .unwrap();
+        sink.write(&rec("lora_rank", Value::Int(4))).unwrap();
+        assert!(h
+            .report()
+            .errors()
+            .any(|f| f.line == Some(3) && f.key.as_deref() == Some("lora_rank")));
     }
 }

@@ -16,7 +16,7 @@ use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
 use crate::sink::plug::{Context, LayerExtras, Options};
 use crate::sink::{Delivery, MllogFileSink, Sink};
-use crate::submission::{Division, Submission, SystemStatus};
+use crate::submission::{Division, OverlayEnv, Submission, SystemStatus};
 use crate::Error;
 
 /// The intervals the layer knows by default, each from a span of the same (configurable) name.

@@ -20,7 +20,6 @@ mod filter_check;
 mod otel;
 mod step;
 
-pub use crate::env::{detect_rank, RANK_VARIABLES};
 pub use builder::{Builder, Interval};
 pub use filter::{filter, MllogFilter};
 

@@ -1,13 +1,11 @@
 //! The run's lifecycle beyond single records: quality targets and convergence, the evaluation
-//! schedule, and the throughput / train-loss accounting that `train_step` spans drive.
+//! schedule (both from `mllog-core`), and the throughput / train-loss accounting that
+//! `train_step` spans drive.
 
-mod schedule;
 mod stats;
-mod target;
 
-pub use schedule::EvalSchedule;
+pub use mllog_core::run::*;
 pub(crate) use stats::{RunStats, Throughput};
-pub use target::{Direction, Target};
 
 use std::sync::Arc;
 

@@ -10,6 +10,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 use super::config::{Backpressure, OtelConfig, OtelError};
 use super::OtelSink;
 use crate::env::Env;
+use crate::submission::OverlayEnv as _;
 
 /// `MLLOG_OTEL=1` turns [`OtelSink::from_env`] on.
 pub const ENV_OTEL: &str = "MLLOG_OTEL";

@@ -61,13 +61,13 @@ impl Counters {
 }
 
 impl Counters {
-    pub fn error(&self, msg: String) {
+    pub(crate) fn error(&self, msg: String) {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
     }
 
     /// Counts a failed export of `signal` and keeps its message, in words: the endpoint and
     /// the cause, secrets redacted.
-    pub fn export_failed(&self, signal: Signal, error: &str, what: &str, took: Duration) {
+    pub(crate) fn export_failed(&self, signal: Signal, error: &str, what: &str, took: Duration) {
         let (count, last, endpoint) = match signal {
             Signal::Traces => (
                 &self.export_errors,
@@ -91,7 +91,7 @@ impl Counters {
     }
 
     /// The latest export failure of `signal`.
-    pub fn last_export_error(&self, signal: Signal) -> Option<String> {
+    pub(crate) fn last_export_error(&self, signal: Signal) -> Option<String> {
         let last = match signal {
             Signal::Traces => &self.last_trace_error,
             Signal::Metrics => &self.last_metric_error,
@@ -123,7 +123,7 @@ pub(crate) enum Executor {
 }
 
 impl Executor {
-    pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+    pub(crate) fn block_on<F: Future>(&self, f: F) -> F::Output {
         match self {
             Executor::Plain => futures_executor::block_on(f),
             Executor::Tokio(h) => h.block_on(f),
@@ -148,7 +148,7 @@ pub(crate) struct SpanQueue {
 
 impl SpanQueue {
     /// Queues an ended span; waits or drops by the backpressure policy, and counts a drop.
-    pub fn send(&self, span: SpanData) {
+    pub(crate) fn send(&self, span: SpanData) {
         let full = match self.backpressure {
             Backpressure::Drop => match self.tx.try_send(Msg::Span(Box::new(span))) {
                 Ok(()) => false,
@@ -179,7 +179,7 @@ pub(crate) struct Settings {
 }
 
 impl QueueProcessor {
-    pub fn start<E: SpanExporter + 'static>(
+    pub(crate) fn start<E: SpanExporter + 'static>(
         exporter: E,
         settings: Settings,
         executor: Executor,
@@ -203,7 +203,7 @@ impl QueueProcessor {
         })
     }
 
-    pub fn queue(&self) -> SpanQueue {
+    pub(crate) fn queue(&self) -> SpanQueue {
         self.queue.clone()
     }
 }

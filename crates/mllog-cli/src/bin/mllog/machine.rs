@@ -1,0 +1,76 @@
+//! Machine-readable output, one shape per command: `--format json` is one document
+//! `{"schema_version", "command", ..., "files" | "benchmarks": [...]}`; `--format jsonl` is one
+//! object per line, each with `schema_version`; `--format csv` is a header and one row per item.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Bumped when a field changes meaning or disappears (new fields do not bump it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The `--format json` document.
+#[derive(Serialize)]
+pub struct Document<'a> {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The subcommand.
+    pub command: &'a str,
+    /// Per-command summary fields (e.g. `passed`).
+    #[serde(flatten)]
+    pub summary: Map<String, Value>,
+    /// The items, under `files` or `benchmarks`.
+    #[serde(flatten)]
+    pub items: Map<String, Value>,
+}
+
+impl<'a> Document<'a> {
+    pub fn new(command: &'a str, list: &str, items: Vec<Value>) -> Document<'a> {
+        let mut m = Map::new();
+        m.insert(list.into(), Value::Array(items));
+        Document {
+            schema_version: SCHEMA_VERSION,
+            command,
+            summary: Map::new(),
+            items: m,
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.summary.insert(key.into(), value);
+        self
+    }
+
+    /// Pretty-printed, with a final newline.
+    pub fn render(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a JSON value serialises") + "\n"
+    }
+}
+
+/// A library result (report, run, score) as a JSON value, fields in their declared order.
+pub fn value(item: &impl Serialize) -> Value {
+    serde_json::to_value(item).expect("library results serialise")
+}
+
+/// One JSON Lines line: the item with `schema_version` first.
+pub fn line(item: Value) -> String {
+    let mut m = Map::new();
+    m.insert("schema_version".into(), SCHEMA_VERSION.into());
+    if let Value::Object(o) = item {
+        m.extend(o);
+    }
+    serde_json::to_string(&Value::Object(m)).expect("a JSON value serialises") + "\n"
+}
+
+/// An input that could not be read, as an item.
+pub fn unreadable(file: &str, error: &std::io::Error) -> Value {
+    serde_json::json!({ "file": file, "error": error.to_string() })
+}
+
+/// A CSV field, quoted when needed.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

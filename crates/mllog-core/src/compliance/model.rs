@@ -1,0 +1,582 @@
+//! The rule model: rule files, key rules, requirement kinds, checks and state, as data.
+//!
+//! A [`RuleFile`] mirrors one YAML file of the official checker (`common.yaml`,
+//! `closed_common.yaml`, `closed_<benchmark>.yaml`, ...). Checks are a small enum of kinds whose
+//! constants are plain data ([`Check::Equals`], [`Check::Within`], ...), so other code (presets,
+//! example logs) can read "the value the closed division requires"; the few checks that read
+//! state written by another key are [`Check::Custom`] functions.
+
+use std::fmt;
+
+pub use super::py::ExecError;
+use super::py::{is_integer, meta_contains, num, py_eq, py_num, py_truthy};
+use crate::keys::Benchmark;
+use crate::record::{Metadata, Value};
+
+/// A training ruleset version of the official checker (mlperf-logging 4.1.68).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ruleset {
+    /// `training_5.0.0`
+    V5_0_0,
+    /// `training_5.1.0`
+    V5_1_0,
+    /// `training_6.0.0`
+    V6_0_0,
+    /// `training_6.1.0` (the official checker's default)
+    V6_1_0,
+}
+
+impl Ruleset {
+    /// Every supported ruleset, oldest first.
+    pub const ALL: [Ruleset; 4] = [
+        Ruleset::V5_0_0,
+        Ruleset::V5_1_0,
+        Ruleset::V6_0_0,
+        Ruleset::V6_1_0,
+    ];
+    /// The default, as in the official checker.
+    pub const DEFAULT: Ruleset = Ruleset::V6_1_0;
+
+    /// `"6.1.0"` etc.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Ruleset::V5_0_0 => "5.0.0",
+            Ruleset::V5_1_0 => "5.1.0",
+            Ruleset::V6_0_0 => "6.0.0",
+            Ruleset::V6_1_0 => "6.1.0",
+        }
+    }
+
+    /// Parses `"6.1.0"` (also `"6.1"` and `"training_6.1.0"`).
+    pub fn from_name(name: &str) -> Option<Ruleset> {
+        let n = name.trim().trim_start_matches("training_");
+        Ruleset::ALL
+            .iter()
+            .copied()
+            .find(|r| r.as_str() == n || r.as_str().strip_suffix(".0") == Some(n))
+    }
+}
+
+impl fmt::Display for Ruleset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Ruleset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Ruleset, String> {
+        Ruleset::from_name(s)
+            .ok_or_else(|| format!("unknown ruleset {s:?} (supported: 5.0.0, 5.1.0, 6.0.0, 6.1.0)"))
+    }
+}
+
+/// The submission division (the crate's [`crate::Division`]).
+pub use crate::submission::Division;
+
+/// How many times a key must occur (`REQ`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Req {
+    /// `EXACTLY_ONE`: a duplicate with an identical value is a warning, a different value an error.
+    ExactlyOne,
+    /// `AT_LEAST_ONE`
+    AtLeastOne,
+    /// `AT_LEAST(n)`
+    AtLeast(u32),
+    /// `AT_LEAST_ONE_OR(k, ...)`: this key or one of the others must occur.
+    AtLeastOneOr(&'static [&'static str]),
+    /// `OPTIONAL`
+    Optional,
+}
+
+impl fmt::Display for Req {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Req::ExactlyOne => f.write_str("EXACTLY_ONE"),
+            Req::AtLeastOne => f.write_str("AT_LEAST_ONE"),
+            Req::AtLeast(n) => write!(f, "AT_LEAST({n})"),
+            Req::AtLeastOneOr(alts) => write!(f, "AT_LEAST_ONE_OR({})", alts.join(",")),
+            Req::Optional => f.write_str("OPTIONAL"),
+        }
+    }
+}
+
+/// A constant a check compares against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lit {
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(&'static str),
+}
+
+impl Lit {
+    /// As a log [`Value`].
+    pub fn to_value(self) -> Value {
+        match self {
+            Lit::Int(i) => Value::Int(i as i128),
+            Lit::Float(f) => Value::Float(f),
+            Lit::Str(s) => Value::from(s),
+        }
+    }
+}
+
+impl fmt::Display for Lit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lit::Str(s) => write!(f, "'{s}'"),
+            other => f.write_str(&other.to_value().to_json()),
+        }
+    }
+}
+
+/// One end of an [`ValueRange`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bound {
+    /// The limit.
+    pub value: f64,
+    /// Whether the limit itself is allowed.
+    pub inclusive: bool,
+}
+
+/// A numeric range; `None` ends are open.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ValueRange {
+    /// Lower end.
+    pub min: Option<Bound>,
+    /// Upper end.
+    pub max: Option<Bound>,
+}
+
+impl ValueRange {
+    /// Whether `x` lies inside (NaN never does).
+    pub fn contains(&self, x: f64) -> bool {
+        let lo = self.min.is_none_or(|b| {
+            if b.inclusive {
+                x >= b.value
+            } else {
+                x > b.value
+            }
+        });
+        let hi = self.max.is_none_or(|b| {
+            if b.inclusive {
+                x <= b.value
+            } else {
+                x < b.value
+            }
+        });
+        lo && hi
+    }
+}
+
+impl fmt::Display for ValueRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) => write!(
+                f,
+                "{}{}, {}{}",
+                if lo.inclusive { '[' } else { '(' },
+                lo.value,
+                hi.value,
+                if hi.inclusive { ']' } else { ')' }
+            ),
+            (Some(lo), None) => write!(f, "{} {}", if lo.inclusive { ">=" } else { ">" }, lo.value),
+            (None, Some(hi)) => write!(f, "{} {}", if hi.inclusive { "<=" } else { "<" }, hi.value),
+            (None, None) => f.write_str("any number"),
+        }
+    }
+}
+
+/// A comparison operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Cmp {
+    /// The operator's spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+    fn apply(self, a: f64, b: f64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+        }
+    }
+}
+
+/// The line a check looks at (the official checker's `v` and `ll`).
+#[derive(Clone, Copy, Debug)]
+pub struct Line<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// `v['value']`
+    pub value: &'a Value,
+    /// `v['metadata']`
+    pub metadata: &'a Metadata,
+    /// `ll.timestamp` (milliseconds, as a float).
+    pub time_ms: f64,
+    /// Physical line number (1-based).
+    pub lineno: usize,
+}
+
+/// The per-rule-file state (the official checker's `s`). Rule files never share it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    vars: Vec<(&'static str, Value)>,
+}
+
+impl State {
+    /// A state variable, if set.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+
+    /// Sets a state variable.
+    pub fn set(&mut self, name: &'static str, value: Value) {
+        match self.vars.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.vars.push((name, value)),
+        }
+    }
+
+    /// A numeric state variable, or the error of reading it before the key that sets it.
+    pub fn num(&self, name: &'static str) -> Result<f64, ExecError> {
+        match self.get(name) {
+            Some(v) => num(v),
+            None => Err(ExecError::NeedsState {
+                var: name,
+                key: setter_of(name),
+            }),
+        }
+    }
+
+    /// Python truthiness of a state variable (unset is an error).
+    pub fn truthy(&self, name: &'static str) -> Result<bool, ExecError> {
+        match self.get(name) {
+            Some(v) => Ok(py_truthy(v)),
+            None => Err(ExecError::NeedsState {
+                var: name,
+                key: setter_of(name),
+            }),
+        }
+    }
+}
+
+/// The key whose POST writes a state variable.
+pub fn setter_of(var: &'static str) -> &'static str {
+    match var {
+        "eval_interval_samples"
+        | "first_eval_samples"
+        | "lr_min"
+        | "lr_max"
+        | "learning_rate"
+        | "validation_start_samples"
+        | "next_validation_samples" => "global_batch_size",
+        "init_started" | "first_init_start" => "init_start",
+        "init_stopped" => "init_stop",
+        "run_started" => "run_start",
+        "compile_time_mins" => "submission_division",
+        other => other,
+    }
+}
+
+/// A custom check: a function over the line and the state.
+#[derive(Clone, Copy)]
+pub struct Custom {
+    /// The official checker's expression.
+    pub code: &'static str,
+    /// What it requires, in words (completes "`key` ...").
+    pub words: &'static str,
+    /// The check.
+    pub f: fn(&Line<'_>, &State) -> Result<bool, ExecError>,
+}
+
+impl fmt::Debug for Custom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Custom")
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A check on one line (`CHECK`, `FIRST_CHECK` or `ATLEAST_ONE_CHECK`).
+#[derive(Clone, Copy, Debug)]
+pub enum Check {
+    /// `v['value'] == c` (Python equality: `16 == 16.0`, `"16" != 16`).
+    Equals(Lit),
+    /// `v['value'] != ''`
+    NotEmpty,
+    /// `v['value'] in [...]`
+    OneOf(&'static [&'static str]),
+    /// `v['value'] OP x` (a non-number cannot be evaluated).
+    Compare(Cmp, f64),
+    /// The value lies in a range (a non-number cannot be evaluated).
+    Within(ValueRange),
+    /// `is_integer(v['value'])`, optionally `and v['value'] >= min` (or `> min`).
+    Integer(Option<Bound>),
+    /// `'name' in v['metadata']`
+    MetaHas(&'static str),
+    /// One of the metadata fields is present.
+    MetaHasAny(&'static [&'static str]),
+    /// `s['name'] == expected` (truthiness).
+    StateIs(&'static str, bool),
+    /// Anything else.
+    Custom(Custom),
+}
+
+impl Check {
+    /// The official checker's expression for this check.
+    pub fn code(&self) -> String {
+        match self {
+            Check::Equals(l) => format!("v['value'] == {l}"),
+            Check::NotEmpty => "v['value'] != ''".into(),
+            Check::OneOf(list) => format!(
+                "v['value'] in [{}]",
+                list.iter()
+                    .map(|s| format!("'{s}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Check::Compare(op, x) => format!("v['value'] {} {x}", op.as_str()),
+            Check::Within(iv) => format!("v['value'] in {iv}"),
+            Check::Integer(None) => "is_integer(v['value'])".into(),
+            Check::Integer(Some(b)) => format!(
+                "is_integer(v['value']) and v['value'] {} {}",
+                if b.inclusive { ">=" } else { ">" },
+                b.value
+            ),
+            Check::MetaHas(k) => format!("'{k}' in v['metadata']"),
+            Check::MetaHasAny(ks) => ks
+                .iter()
+                .map(|k| format!("('{k}' in v['metadata'])"))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            Check::StateIs(name, true) => format!("s['{name}']"),
+            Check::StateIs(name, false) => format!("not s['{name}']"),
+            Check::Custom(c) => c.code.into(),
+        }
+    }
+
+    /// What the check requires, in words, completing "`key` ...".
+    pub fn words(&self) -> String {
+        match self {
+            Check::Equals(l) => format!("must be {}", l.to_value().to_json()),
+            Check::NotEmpty => "must not be empty".into(),
+            Check::OneOf(list) => format!("must be one of {}", list.join(", ")),
+            Check::Compare(op, x) => format!("must be {} {x}", op.as_str()),
+            Check::Within(iv) => format!("must be in {iv}"),
+            Check::Integer(None) => "must be an integer".into(),
+            Check::Integer(Some(b)) => {
+                format!(
+                    "must be an integer {} {}",
+                    if b.inclusive { ">=" } else { ">" },
+                    b.value
+                )
+            }
+            Check::MetaHas(k) => format!("needs metadata `{k}`"),
+            Check::MetaHasAny(ks) => format!(
+                "needs metadata {}",
+                ks.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+            Check::StateIs(name, want) => match (*name, want) {
+                ("init_started", true) => "must come after `init_start`".into(),
+                ("init_stopped", true) => "must come after `init_stop`".into(),
+                ("init_stopped", false) => "must come before `init_stop`".into(),
+                ("run_started", true) => "must come after `run_start`".into(),
+                ("run_started", false) => "must come before `run_start`".into(),
+                (n, true) => format!("needs state `{n}` set"),
+                (n, false) => format!("needs state `{n}` unset"),
+            },
+            Check::Custom(c) => c.words.into(),
+        }
+    }
+
+    /// Whether the check reports the value it found (not for metadata/state checks).
+    pub(crate) fn shows_value(&self) -> bool {
+        !matches!(
+            self,
+            Check::MetaHas(_) | Check::MetaHasAny(_) | Check::StateIs(..)
+        )
+    }
+
+    /// Evaluates the check on a line, with Python's semantics (see `docs/compliance.md`): an
+    /// `Err` is what the official checker reports as "Failed executing CHECK code".
+    pub fn eval(&self, line: &Line<'_>, s: &State) -> Result<bool, ExecError> {
+        let v = line.value;
+        match self {
+            Check::Equals(l) => Ok(py_eq(v, &l.to_value())),
+            Check::NotEmpty => Ok(!py_eq(v, &Value::from(""))),
+            Check::OneOf(list) => Ok(list.iter().any(|x| py_eq(v, &Value::from(*x)))),
+            Check::Compare(op, x) => Ok(op.apply(num(v)?, *x)),
+            Check::Within(iv) => Ok(iv.contains(num(v)?)),
+            Check::Integer(min) => {
+                // `is_integer(v) and v >= min`: `and` does not evaluate its right side when
+                // the left one is false.
+                Ok(is_integer(v)?
+                    && min.is_none_or(|b| {
+                        let x = py_num(v).unwrap_or(f64::NAN);
+                        if b.inclusive {
+                            x >= b.value
+                        } else {
+                            x > b.value
+                        }
+                    }))
+            }
+            Check::MetaHas(k) => meta_contains(line.metadata, k),
+            // `(a in md) | (b in md)`: both sides are evaluated.
+            Check::MetaHasAny(ks) => {
+                let mut any = false;
+                for k in *ks {
+                    any |= meta_contains(line.metadata, k)?;
+                }
+                Ok(any)
+            }
+            Check::StateIs(name, want) => Ok(s.truthy(name)? == *want),
+            Check::Custom(c) => (c.f)(line, s),
+        }
+    }
+}
+
+/// A `POST` action.
+#[derive(Clone, Copy, Debug)]
+pub enum Post {
+    /// `s[name] = v['value']`
+    Store(&'static str),
+    /// `s[name] = True`
+    SetTrue(&'static str),
+    /// `s[name] = min(s[name], ll.timestamp)`
+    MinTimestamp(&'static str),
+    /// `submission_division`: enqueue `<division>_common.yaml` and set the init time limit
+    /// (`compile_time_mins`: 240 open, 30 otherwise).
+    EnqueueDivision,
+    /// `submission_benchmark`: enqueue `<division>_<benchmark>.yaml`.
+    EnqueueBenchmark,
+    /// Anything else.
+    Custom(fn(&Line<'_>, &mut State) -> Result<(), ExecError>),
+}
+
+/// The rule for one key (a `KEY` record).
+#[derive(Clone, Debug)]
+pub struct KeyRule {
+    /// `NAME`
+    pub name: &'static str,
+    /// `REQ` (none: occurrences not counted)
+    pub req: Option<Req>,
+    /// `CHECK` (every occurrence; first only for `submission_*` keys)
+    pub checks: Vec<Check>,
+    /// `POST` (run after `CHECK`, same occurrences)
+    pub post: Vec<Post>,
+    /// `FIRST_CHECK` (first occurrence only)
+    pub first_check: Vec<Check>,
+    /// `ATLEAST_ONE_CHECK` (must hold for at least one occurrence)
+    pub atleast_one: Option<Check>,
+}
+
+impl KeyRule {
+    /// A rule without requirement or checks.
+    pub fn new(name: &'static str) -> KeyRule {
+        KeyRule {
+            name,
+            req: None,
+            checks: Vec::new(),
+            post: Vec::new(),
+            first_check: Vec::new(),
+            atleast_one: None,
+        }
+    }
+    /// Sets `REQ`.
+    pub fn req(mut self, req: Req) -> KeyRule {
+        self.req = Some(req);
+        self
+    }
+    /// Adds a `CHECK`.
+    pub fn check(mut self, c: Check) -> KeyRule {
+        self.checks.push(c);
+        self
+    }
+    /// Adds a `POST` action.
+    pub fn post(mut self, p: Post) -> KeyRule {
+        self.post.push(p);
+        self
+    }
+    /// Adds a `FIRST_CHECK`.
+    pub fn first(mut self, c: Check) -> KeyRule {
+        self.first_check.push(c);
+        self
+    }
+    /// Sets `ATLEAST_ONE_CHECK`.
+    pub fn atleast(mut self, c: Check) -> KeyRule {
+        self.atleast_one = Some(c);
+        self
+    }
+}
+
+/// Which file of a ruleset a [`RuleFile`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `common.yaml`
+    Common,
+    /// `closed_common.yaml` / `open_common.yaml`
+    Division(Division),
+    /// `<division>_<benchmark>.yaml`
+    Benchmark(Division, Benchmark),
+}
+
+/// One rule file (one YAML file of the official checker).
+#[derive(Clone, Debug)]
+pub struct RuleFile {
+    /// The official file name, e.g. `training_6.1.0/closed_llama2_70b_lora.yaml`.
+    pub name: String,
+    /// Which file this is.
+    pub scope: Scope,
+    /// `BEGIN`: initial state.
+    pub begin: Vec<(&'static str, Value)>,
+    /// The key rules, in file order.
+    pub keys: Vec<KeyRule>,
+    /// Stable diffusion (5.0.0): `BEGIN` aggregates `eval_accuracy` lines that carry a `metric`
+    /// into one `aggregated_eval_accuracy` line per `samples_count`, checked at the end of the log.
+    pub aggregate_eval: bool,
+}
+
+impl RuleFile {
+    /// The rule for `key`, if this file has one.
+    pub fn rule(&self, key: &str) -> Option<&KeyRule> {
+        self.keys.iter().find(|k| k.name == key)
+    }
+
+    /// The short name used in reports: `common`, `closed_common`, `closed_llama2_70b_lora`.
+    pub fn short_name(&self) -> &str {
+        let base = self.name.rsplit('/').next().unwrap_or(&self.name);
+        base.strip_suffix(".yaml").unwrap_or(base)
+    }
+
+    /// " in the closed division" etc., for messages.
+    pub(crate) fn context(&self) -> String {
+        match self.scope {
+            Scope::Common => String::new(),
+            Scope::Division(d) => format!(" in the {} division", d.as_str()),
+            Scope::Benchmark(d, b) => format!(" in the {} division ({b})", d.as_str()),
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Findings and reports, with text (compiler-diagnostic style) and JSON output.
+
+use std::fmt::Write;
+
+use super::model::{Division, Ruleset};
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// Fails the check.
+    Error,
+    /// Passes, but fails under `--werror` (e.g. an `EXACTLY_ONE` key repeated with the same value).
+    Warning,
+    /// Information only (never fails), e.g. "division not logged yet" in a live report.
+    Note,
+}
+
+impl Severity {
+    /// `"error"`, `"warning"`, `"note"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Note => "note",
+        }
+    }
+}
+
+/// What kind of rule a finding comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FindingKind {
+    /// A `CHECK` was false.
+    Check,
+    /// A `FIRST_CHECK` was false.
+    FirstCheck,
+    /// A check could not be evaluated (wrong type, or state read before it was written):
+    /// the official "Failed executing CHECK code".
+    Exec,
+    /// A `POST` action failed.
+    Post,
+    /// A required key is missing (`REQ`).
+    Missing,
+    /// An `EXACTLY_ONE` key occurs more than once.
+    Duplicate,
+    /// No occurrence passed the `ATLEAST_ONE_CHECK` (usually: target not reached).
+    Target,
+    /// None of the alternatives of `AT_LEAST_ONE_OR` occurs.
+    Alternatives,
+    /// A line holding `:::MLLOG ` is not a valid record.
+    Parse,
+    /// The log has no MLLOG lines.
+    NoLines,
+    /// The official checker crashes here (traceback, rc 1); we report it as an error.
+    Fatal,
+    /// Information (live reports).
+    Info,
+}
+
+impl FindingKind {
+    /// A short identifier, used in JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::Check => "check",
+            FindingKind::FirstCheck => "first_check",
+            FindingKind::Exec => "exec",
+            FindingKind::Post => "post",
+            FindingKind::Missing => "missing",
+            FindingKind::Duplicate => "duplicate",
+            FindingKind::Target => "target",
+            FindingKind::Alternatives => "alternatives",
+            FindingKind::Parse => "parse",
+            FindingKind::NoLines => "no_lines",
+            FindingKind::Fatal => "fatal",
+            FindingKind::Info => "info",
+        }
+    }
+}
+
+/// One problem found in a log. As JSON (feature `serde`): `{severity, kind, line, key, message,
+/// rule, source}`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Finding {
+    /// Error, warning or note.
+    pub severity: Severity,
+    /// What kind of rule.
+    pub kind: FindingKind,
+    /// Physical line number (1-based), when the finding is about one line.
+    pub line: Option<usize>,
+    /// The key concerned.
+    pub key: Option<String>,
+    /// The rule in words, with what was found.
+    pub message: String,
+    /// The official rule text (e.g. `CHECK v['value'] == 16`, `REQ EXACTLY_ONE`).
+    pub rule: String,
+    /// The rule file, e.g. `training_6.1.0/closed_llama2_70b_lora.yaml`.
+    pub source: String,
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Severity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A [`ComplianceReport`] as the machine-readable output shows it: the report with the file it is about
+/// and whether warnings count as errors (from [`ComplianceReport::json`]).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[derive(Debug, serde::Serialize)]
+pub struct ComplianceReportJson<'a> {
+    file: &'a str,
+    ruleset: &'static str,
+    werror: bool,
+    passed: bool,
+    division: Option<&'static str>,
+    benchmark: Option<&'a str>,
+    rule_files: &'a [String],
+    records: usize,
+    errors: usize,
+    warnings: usize,
+    findings: &'a [Finding],
+}
+
+/// The result of checking a log (or the part of it seen so far).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComplianceReport {
+    /// The ruleset checked against.
+    pub ruleset: Ruleset,
+    /// The division, once `submission_division` named a valid one.
+    pub division: Option<Division>,
+    /// The benchmark named by `submission_benchmark` (even if not allowed).
+    pub benchmark: Option<String>,
+    /// The rule files applied, in order (`common`, `closed_common`, `closed_llama2_70b_lora`).
+    pub rule_files: Vec<String>,
+    /// MLLOG records checked.
+    pub records: usize,
+    /// The findings, in line order (findings without a line last).
+    pub findings: Vec<Finding>,
+}
+
+impl ComplianceReport {
+    /// Whether the log complies: no error, and with `werror` no warning either (the official
+    /// checker's `--werror`).
+    pub fn passed(&self, werror: bool) -> bool {
+        !self
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Error || (werror && f.severity == Severity::Warning))
+    }
+
+    /// The errors.
+    pub fn errors(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+    }
+
+    /// The warnings.
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+    }
+
+    /// Compiler-diagnostic style text: one block per finding, then a summary line. `path` names
+    /// the log in `-->` lines; under `werror` warnings are shown as errors.
+    pub fn render_text(&self, path: &str, werror: bool) -> String {
+        let mut out = String::new();
+        for f in &self.findings {
+            let sev = if werror && f.severity == Severity::Warning {
+                "error"
+            } else {
+                f.severity.as_str()
+            };
+            let _ = writeln!(out, "{sev}: {}", f.message);
+            match f.line {
+                Some(l) => {
+                    let _ = writeln!(out, "  --> {path}:{l}");
+                }
+                None => {
+                    let _ = writeln!(out, "  --> {path}");
+                }
+            }
+            if !f.rule.is_empty() || !f.source.is_empty() {
+                let _ = writeln!(out, "   = rule: {} ({})", f.rule, f.source);
+            }
+            out.push('\n');
+        }
+        let errors = self.errors().count();
+        let warnings = self.warnings().count();
+        let verdict = if self.passed(werror) {
+            "COMPLIANT"
+        } else {
+            "NOT COMPLIANT"
+        };
+        let _ = writeln!(
+            out,
+            "{path}: {verdict} ({errors} error{}, {warnings} warning{}{}) — ruleset {}, {} records, checks: {}",
+            if errors == 1 { "" } else { "s" },
+            if warnings == 1 { "" } else { "s" },
+            if werror && warnings > 0 { ", warnings are errors" } else { "" },
+            self.ruleset,
+            self.records,
+            if self.rule_files.is_empty() { "-".to_string() } else { self.rule_files.join(", ") },
+        );
+        out
+    }
+
+    /// The report as JSON: `{file, ruleset, werror, passed, division, benchmark, rule_files,
+    /// records, errors, warnings, findings: [...]}`, serialisable with serde.
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub fn json<'a>(&'a self, path: &'a str, werror: bool) -> ComplianceReportJson<'a> {
+        ComplianceReportJson {
+            file: path,
+            ruleset: self.ruleset.as_str(),
+            werror,
+            passed: self.passed(werror),
+            division: self.division.map(|d| d.as_str()),
+            benchmark: self.benchmark.as_deref(),
+            rule_files: &self.rule_files,
+            records: self.records,
+            errors: self.errors().count(),
+            warnings: self.warnings().count(),
+            findings: &self.findings,
+        }
+    }
+
+    /// The report as JSON text (one line); see [`ComplianceReport::json`].
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub fn render_json(&self, path: &str, werror: bool) -> String {
+        serde_json::to_string(&self.json(path, werror)).expect("a report serialises")
+    }
+}

@@ -1,0 +1,32 @@
+/// What the core types reject: an unknown benchmark name, submission metadata the rules reject,
+/// a submission variable with a value that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A variable has a value we cannot use.
+    #[error("environment variable {name}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// A benchmark name that no ruleset knows.
+    #[error("unknown benchmark {0:?}")]
+    UnknownBenchmark(String),
+    /// Submission metadata that the rules reject or that a closed submission lacks.
+    #[error("submission metadata: {0}")]
+    Submission(String),
+}
+
+impl Error {
+    pub(crate) fn env(name: &str, value: &str, reason: impl Into<String>) -> Error {
+        Error::Env {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}

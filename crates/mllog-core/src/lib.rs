@@ -1,0 +1,35 @@
+//! The parts of tracing-mllog that need no `tracing`: MLLOG records (values, the
+//! Python-parity encoder, the parser), the MLPerf Training keys and benchmarks, submission
+//! metadata, the compliance rules and the built-in checker, the benchmark presets, and the
+//! results computations (run summaries, scores, submission packages).
+//!
+//! The `tracing-mllog` layer and the `mllog` command-line tool both build on this crate;
+//! `tracing-mllog` re-exports every module at the same path (`tracing_mllog::compliance`, ...).
+//! Nothing here starts a thread or reads the process environment.
+//!
+//! ```
+//! use mllog_core::compliance::{check_text, example_log, Division, Ruleset};
+//! use mllog_core::keys::Benchmark;
+//!
+//! let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+//! assert!(check_text(Ruleset::V6_1_0, &log).passed(true));
+//! ```
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod compliance;
+mod error;
+pub mod keys;
+pub mod presets;
+pub mod record;
+pub mod results;
+pub mod run;
+pub mod submission;
+
+pub use compliance::Ruleset;
+pub use error::Error;
+pub use keys::Benchmark;
+pub use record::{EventType, Record, Value};
+pub use run::{Direction, EvalSchedule, Target};
+pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};

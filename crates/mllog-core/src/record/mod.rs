@@ -1,0 +1,415 @@
+//! The one vocabulary every part of the crate shares: [`Record`], its [`Value`]s and
+//! [`Metadata`], the `:::MLLOG` encoder ([`Record::encode`]) and the parser ([`parse_line`],
+//! [`LogReader`]).
+
+mod encode;
+mod float32;
+mod parse;
+mod value;
+
+#[doc(hidden)]
+pub use float32::f32_shortest;
+pub use parse::{
+    parse_line, parse_log, LineError, LogReader, ParsedLine, MAX_KEPT_ERRORS, MAX_LINE,
+};
+pub use value::Value;
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+/// The token that starts every MLLOG record, trailing space included (the checker requires it).
+pub const MLLOG_TOKEN: &str = ":::MLLOG ";
+
+/// `INTERVAL_START`, `INTERVAL_END` or `POINT_IN_TIME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// An interval opened (`init_start`, `run_start`, ...).
+    IntervalStart,
+    /// An interval closed (`init_stop`, `run_stop`, ...).
+    IntervalEnd,
+    /// A single event (hyperparameters, `eval_accuracy`, ...).
+    PointInTime,
+}
+
+impl EventType {
+    /// The spelling used in logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventType::IntervalStart => "INTERVAL_START",
+            EventType::IntervalEnd => "INTERVAL_END",
+            EventType::PointInTime => "POINT_IN_TIME",
+        }
+    }
+
+    /// Parses the log spelling.
+    pub fn from_name(name: &str) -> Option<EventType> {
+        match name {
+            "INTERVAL_START" => Some(EventType::IntervalStart),
+            "INTERVAL_END" => Some(EventType::IntervalEnd),
+            "POINT_IN_TIME" => Some(EventType::PointInTime),
+            _ => None,
+        }
+    }
+}
+
+/// When a record happened.
+///
+/// `wall_ns` is the wall clock (nanoseconds since the Unix epoch) from which `time_ms` is
+/// derived; `mono_ns` is `CLOCK_MONOTONIC`, which RPD profiles use. A record parsed from a log
+/// has only the wall clock (`mono_ns == 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp {
+    /// Wall clock, nanoseconds since the Unix epoch.
+    pub wall_ns: i64,
+    /// `CLOCK_MONOTONIC` in nanoseconds, or 0 when unknown.
+    pub mono_ns: u64,
+}
+
+impl Timestamp {
+    /// Now: one read of `CLOCK_MONOTONIC`; the wall clock is derived from it with an offset
+    /// taken once per process. One clock read on the hot path instead of two, and durations
+    /// between records (time to train) cannot be skewed by a wall-clock step during the run.
+    pub fn now() -> Timestamp {
+        static OFFSET: OnceLock<i64> = OnceLock::new();
+        let mono_ns = clock_ns(libc::CLOCK_MONOTONIC);
+        let offset = *OFFSET.get_or_init(|| {
+            clock_ns(libc::CLOCK_REALTIME) as i64 - clock_ns(libc::CLOCK_MONOTONIC) as i64
+        });
+        Timestamp {
+            wall_ns: mono_ns as i64 + offset,
+            mono_ns,
+        }
+    }
+
+    /// `CLOCK_MONOTONIC` now, in nanoseconds (for durations: one clock read).
+    pub fn mono_now() -> u64 {
+        clock_ns(libc::CLOCK_MONOTONIC)
+    }
+
+    /// A timestamp from integer milliseconds since the epoch (as logs carry it).
+    pub const fn from_millis(ms: i64) -> Timestamp {
+        Timestamp {
+            wall_ns: ms.saturating_mul(1_000_000),
+            mono_ns: 0,
+        }
+    }
+
+    /// `time_ms` as `mlperf_logging` writes it: `int(time.time() * 1e3)`, i.e. truncated.
+    pub const fn millis(self) -> i64 {
+        // Truncation towards zero, as Python's int() does.
+        self.wall_ns / 1_000_000
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and both clock ids exist on every Unix we
+    // build for; clock_gettime cannot fail for them.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A key or name that is usually a `'static` constant and only sometimes owned.
+pub type Str = Cow<'static, str>;
+
+/// Ordered metadata. `file` and `lineno` (the caller's source location) always come first when
+/// present, then the other fields in insertion order, as `mlperf_logging` writes them.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Metadata {
+    /// Source file of the call site (relative to the configured root).
+    pub file: Option<Str>,
+    /// Source line of the call site.
+    pub lineno: Option<u32>,
+    /// The remaining fields in order.
+    pub fields: smallvec::SmallVec<[(Str, Value); 3]>,
+    /// Metadata that is not a JSON object (`""`, `null`, a number, a list), as a parsed log
+    /// carried it; `file`, `lineno` and `fields` are then empty. The official checker keeps such
+    /// a record and evaluates `'x' in metadata` on it with Python's semantics (a substring test
+    /// on a string, an error on `null`), so the parser keeps it too. Never set by the layer.
+    pub other: Option<Box<Value>>,
+    /// Buffers kept from the strings and lists of a recycled record's last use.
+    #[doc(hidden)]
+    pub stash: Stash,
+}
+
+impl Metadata {
+    /// Metadata with a source location and no other fields.
+    pub fn at(file: impl Into<Str>, lineno: u32) -> Metadata {
+        Metadata {
+            file: Some(file.into()),
+            lineno: Some(lineno),
+            fields: smallvec::SmallVec::new(),
+            other: None,
+            ..Metadata::default()
+        }
+    }
+
+    /// Sets `name` to `value`, replacing an earlier value in place (keeping its position).
+    pub fn set(&mut self, name: impl Into<Str>, value: impl Into<Value>) {
+        let name = name.into();
+        let value = value.into();
+        match self.fields.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.fields.push((name, value)),
+        }
+    }
+
+    /// Adds `name` = `value` (builder style).
+    pub fn with(mut self, name: impl Into<Str>, value: impl Into<Value>) -> Metadata {
+        self.set(name, value);
+        self
+    }
+
+    /// The value of a field other than `file`/`lineno`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// Whether there is no field at all (not even a location).
+    pub fn is_empty(&self) -> bool {
+        self.file.is_none()
+            && self.lineno.is_none()
+            && self.fields.is_empty()
+            && self.other.is_none()
+    }
+}
+
+/// The pairing of an interval record: its own id and its enclosing interval's id, so that sinks
+/// that need pairing (OpenTelemetry, RPD) do not have to re-derive it from keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IntervalIds {
+    /// Unique per interval within one process; the start and end records share it.
+    pub id: u64,
+    /// The enclosing interval (e.g. `run` for a `block`), if any.
+    pub parent: Option<u64>,
+}
+
+/// The fields of a parsed record that are not of the type the layer writes, exactly as the log
+/// carried them. The official parser keeps such a record (it checks no types), so ours does too;
+/// the compliance checker reads these through Python's semantics.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Loose {
+    /// `key` when it is not a string (a number, `null`, a list, ...). [`Record::key`] then holds
+    /// its JSON text, which names no rule, as the original matches no rule.
+    pub key: Option<Value>,
+    /// `time_ms` as the official parser reads it (`float(time_ms)`) when [`Record::time`] cannot
+    /// hold it exactly: a fraction, a numeric string, NaN, an infinity, a huge integer.
+    pub time_ms: Option<f64>,
+}
+
+/// An OpenTelemetry span an interval continues, as plain data (W3C trace-context ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TraceParent {
+    /// Trace id (16 bytes, big-endian as in `traceparent`).
+    pub trace_id: [u8; 16],
+    /// Span id of the parent span.
+    pub span_id: [u8; 8],
+    /// Whether the parent was sampled.
+    pub sampled: bool,
+}
+
+/// OpenTelemetry details of an interval span, for the OTel sink (filled by the layer with
+/// feature `otel`; never part of an MLLOG line): the `otel.*` span fields, and the span of
+/// the application (tracing-opentelemetry) that encloses an interval with no enclosing
+/// interval.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct OtelFields {
+    /// The application's enclosing span.
+    pub parent: Option<TraceParent>,
+    /// `otel.name`: the span's name instead of the interval's.
+    pub name: Option<Str>,
+    /// `otel.kind`: `server`, `client`, `producer`, `consumer` or `internal`.
+    pub kind: Option<Str>,
+    /// `otel.status_code`: `ok` or `error`.
+    pub status_code: Option<Str>,
+    /// `otel.status_description`.
+    pub status_description: Option<Str>,
+}
+
+/// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// `namespace` (default `""`; no checker reads it).
+    pub namespace: Str,
+    /// When it happened.
+    pub time: Timestamp,
+    /// Interval start/end or point in time.
+    pub event_type: EventType,
+    /// The MLLOG key, e.g. `run_start` or `global_batch_size`.
+    pub key: Str,
+    /// The value (`null` for interval records without one).
+    pub value: Value,
+    /// `file`, `lineno` and the other metadata fields.
+    pub metadata: Metadata,
+    /// Interval pairing, for interval records made by the layer.
+    pub interval: Option<IntervalIds>,
+    /// The innermost interval open around this record on its thread (for a point record: the
+    /// interval it happened in; for an interval record: the same as `interval.parent`).
+    pub scope: Option<u64>,
+    /// A record for tracing sinks only (OTel, RPD), not an MLLOG line: e.g. a sampled
+    /// `train_step` interval. The MLLOG file and the compliance checker skip it.
+    pub trace_only: bool,
+    /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
+    pub tid: u32,
+    /// For a parsed record: the fields whose JSON type is not the usual one, as logged (see
+    /// [`Loose`]). `None` for every record the layer makes.
+    pub loose: Option<Box<Loose>>,
+    /// OpenTelemetry details of an interval record (see [`OtelFields`]); boxed, and `None`
+    /// unless the span had any.
+    pub otel: Option<Box<OtelFields>>,
+}
+
+/// Cleared buffers a recycled record keeps for the next event filled into it on the training
+/// thread, so that copying a string or building a small list there allocates nothing. Part of
+/// no record's meaning: not compared, not cloned, not shown.
+#[derive(Default)]
+#[doc(hidden)]
+pub struct Stash {
+    #[doc(hidden)]
+    pub strings: Vec<String>,
+    #[doc(hidden)]
+    pub lists: Vec<Vec<Value>>,
+}
+
+impl Stash {
+    /// At most this many buffers of at most this many bytes (elements) each are kept.
+    const MAX: usize = 6;
+    const MAX_CAPACITY: usize = 1024;
+    const MAX_LISTS: usize = 2;
+    const MAX_LIST_CAPACITY: usize = 64;
+
+    /// Keeps `v`'s buffer if it is an owned string or a list and there is room.
+    fn keep(&mut self, v: Value) {
+        match v {
+            Value::Str(Cow::Owned(mut s))
+                if self.strings.len() < Self::MAX && s.capacity() <= Self::MAX_CAPACITY =>
+            {
+                s.clear();
+                self.strings.push(s);
+            }
+            Value::Array(mut items)
+                if self.lists.len() < Self::MAX_LISTS
+                    && items.capacity() <= Self::MAX_LIST_CAPACITY =>
+            {
+                items.clear();
+                self.lists.push(items);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Clone for Stash {
+    fn clone(&self) -> Stash {
+        Stash::default()
+    }
+}
+
+impl PartialEq for Stash {
+    fn eq(&self, _: &Stash) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Stash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stash")
+    }
+}
+
+impl Record {
+    /// A point-in-time record stamped now, without metadata.
+    pub fn event(key: impl Into<Str>, value: impl Into<Value>) -> Record {
+        Record {
+            namespace: Cow::Borrowed(""),
+            time: Timestamp::now(),
+            event_type: EventType::PointInTime,
+            key: key.into(),
+            value: value.into(),
+            metadata: Metadata::default(),
+            interval: None,
+            scope: None,
+            trace_only: false,
+            tid: 0,
+            loose: None,
+            otel: None,
+        }
+    }
+
+    /// A record with every field empty (`null` value, empty key and metadata).
+    pub fn empty() -> Record {
+        Record {
+            namespace: Cow::Borrowed(""),
+            time: Timestamp::default(),
+            event_type: EventType::PointInTime,
+            key: Cow::Borrowed(""),
+            value: Value::Null,
+            metadata: Metadata::default(),
+            interval: None,
+            scope: None,
+            trace_only: false,
+            tid: 0,
+            loose: None,
+            otel: None,
+        }
+    }
+
+    /// Empties the record, keeping the metadata's capacity, and the buffers of its strings,
+    /// for reuse.
+    pub fn clear(&mut self) {
+        self.namespace = Cow::Borrowed("");
+        self.key = Cow::Borrowed("");
+        let md = &mut self.metadata;
+        md.stash.keep(std::mem::take(&mut self.value));
+        md.file = None;
+        md.lineno = None;
+        for (_, v) in md.fields.drain(..) {
+            md.stash.keep(v);
+        }
+        md.other = None;
+        self.interval = None;
+        self.scope = None;
+        self.trace_only = false;
+        self.loose = None;
+        self.otel = None;
+    }
+
+    /// Replaces the timestamp (builder style).
+    pub fn at_millis(mut self, ms: i64) -> Record {
+        self.time = Timestamp::from_millis(ms);
+        self
+    }
+
+    /// Replaces the metadata (builder style).
+    pub fn with_metadata(mut self, metadata: Metadata) -> Record {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Replaces the event type (builder style).
+    pub fn with_event_type(mut self, event_type: EventType) -> Record {
+        self.event_type = event_type;
+        self
+    }
+
+    /// `time_ms` as written in the log.
+    pub fn time_ms(&self) -> i64 {
+        self.time.millis()
+    }
+
+    /// The `:::MLLOG {...}` line without its newline, byte-identical to `mlperf_logging`.
+    pub fn to_line(&self) -> String {
+        let mut s = String::with_capacity(192);
+        self.encode(&mut s);
+        s
+    }
+}
+
+impl std::fmt::Display for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_line())
+    }
+}

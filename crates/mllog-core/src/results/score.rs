@@ -1,0 +1,430 @@
+//! Benchmark scores the way MLCommons' `result_summarizer` (mlperf-logging 4.1.68) computes
+//! them, with every decision explained.
+//!
+//! For each `results/<system>/<benchmark>/` folder (`_compute_strong_score_standalone`):
+//! 1. every `result_*.txt` is checked for compliance (not `--werror`); a file that fails, or
+//!    lacks `run_start` / `run_stop`, is **dropped** (this is also how an unconverged run goes:
+//!    its eval never meets the target, which the checker rejects);
+//! 2. a kept file scores `(run_stop − run_start) / 60 / 1000` minutes (`run_start` and
+//!    `run_stop` as in [`super::summary`]);
+//! 3. more than `max_dropped` dropped files (1; 4 for unet3d) → no score ("Too many
+//!    non-converging runs"); otherwise the sorted scores lose the `max_dropped` fastest and
+//!    `max_dropped − dropped` slowest (a dropped file stands in for a slowest run) and the
+//!    rest are averaged (`_compute_olympic_average`); nothing left → no score;
+//! 4. the mean is multiplied by `scaling_factor` from `scaling.json` in the benchmark folder
+//!    when there is one (the package checker's RCP step writes it).
+//!
+//! `result_summarizer` does not check the number of files; the package checker wants exactly
+//! [`super::required_runs`] of them. The score reports the count as a note, without letting it
+//! change the number.
+//!
+//! Differences: the official `result_summarizer` also skips a system without a
+//! `systems/<system>.json`, and for the closed division runs the RCP checker after scoring;
+//! neither changes the score it prints. This module needs neither.
+
+use std::path::{Path, PathBuf};
+
+use super::{max_dropped_runs, required_runs};
+use crate::compliance::{check_reader, check_reader_detect, Ruleset};
+use crate::record::LogReader;
+
+/// Options for scoring.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScoreOptions {
+    /// The ruleset for the compliance check; `None` detects it from each file.
+    pub ruleset: Option<Ruleset>,
+}
+
+/// What happened to one result file.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RunScore {
+    /// The file.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
+    pub file: PathBuf,
+    /// Whether it passed the compliance check.
+    pub compliant: bool,
+    /// The first compliance error, when it failed.
+    pub error: Option<String>,
+    /// `run_stop` status.
+    pub status: Option<String>,
+    /// Minutes from `run_start` to `run_stop`, for a kept (compliant) run.
+    pub minutes: Option<f64>,
+    /// Whether the minutes entered the olympic mean.
+    pub counted: bool,
+    /// Why it was counted, dropped or trimmed.
+    pub decision: String,
+}
+
+/// The score of one `<system>/<benchmark>` folder. As JSON (feature `serde`): these fields,
+/// paths as text, non-finite numbers `null`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct BenchmarkScore {
+    /// The benchmark folder.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
+    pub folder: PathBuf,
+    /// The system (the parent folder's name).
+    pub system: String,
+    /// The benchmark (the folder's name; `mask` is read as `maskrcnn`).
+    pub benchmark: String,
+    /// Each `result_*.txt`, sorted by name.
+    pub runs: Vec<RunScore>,
+    /// Files the package checker wants for this benchmark.
+    pub required_runs: Option<usize>,
+    /// Files dropped (not compliant).
+    pub dropped: usize,
+    /// Most files olympic scoring may drop.
+    pub max_dropped: usize,
+    /// The olympic mean in minutes, before scaling.
+    pub olympic_mean: Option<f64>,
+    /// `scaling.json`'s `scaling_factor`, else 1.0.
+    pub scaling_factor: f64,
+    /// The score in minutes (`olympic_mean × scaling_factor`), or `None` when invalid.
+    pub score: Option<f64>,
+    /// The decisions, in order, in words.
+    pub decisions: Vec<String>,
+}
+
+/// `_compute_olympic_average`: sorts `scores`, drops `max_dropped` from the low end and
+/// `max_dropped − dropped` from the high end, and averages the rest (summed in ascending
+/// order, as Python's `sum` does). `None` when nothing is left.
+pub fn olympic_mean(scores: &mut [f64], dropped: usize, max_dropped: usize) -> Option<f64> {
+    scores.sort_by(f64::total_cmp);
+    let hi = scores
+        .len()
+        .saturating_sub(max_dropped.saturating_sub(dropped));
+    let kept = scores.get(max_dropped.min(hi)..hi)?;
+    if kept.is_empty() {
+        return None;
+    }
+    let sum: f64 = kept.iter().sum();
+    Some(sum * 1.0 / kept.len() as f64)
+}
+
+/// `run_start` and `run_stop` time_ms as `result_summarizer._query_run_start_stop` finds them.
+pub fn run_start_stop(text: &str) -> (Option<i64>, Option<i64>) {
+    run_start_stop_reader(text.as_bytes()).expect("reading memory cannot fail")
+}
+
+/// [`run_start_stop`] of a log read from `input`, streamed.
+pub fn run_start_stop_reader<R: std::io::BufRead>(
+    input: R,
+) -> std::io::Result<(Option<i64>, Option<i64>)> {
+    let (mut start, mut stop) = (None, None);
+    let mut reader = LogReader::new(input);
+    for line in reader.by_ref().flatten() {
+        match &*line.record.key {
+            "run_start" => start = Some(line.record.time_ms()),
+            "run_stop" => stop = Some(line.record.time_ms()),
+            _ => continue,
+        }
+        if start.is_some() && stop.is_some() {
+            break;
+        }
+    }
+    if let Some(e) = reader.io_error() {
+        return Err(std::io::Error::new(e.kind(), e.to_string()));
+    }
+    Ok((start, stop))
+}
+
+/// Reads `scaling.json` in `folder`: `Ok(1.0)` when absent.
+pub fn scaling_factor(folder: &Path) -> Result<f64, String> {
+    let p = folder.join("scaling.json");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        return Ok(1.0);
+    };
+    // A tiny reader for `{"scaling_factor": <number>}`.
+    let rest = text
+        .split_once("\"scaling_factor\"")
+        .map(|(_, r)| r)
+        .ok_or_else(|| format!("{}: no scaling_factor", p.display()))?;
+    let rest = rest
+        .trim_start()
+        .strip_prefix(':')
+        .unwrap_or(rest)
+        .trim_start();
+    let num: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+        .collect();
+    num.parse::<f64>()
+        .map_err(|e| format!("{}: bad scaling_factor: {e}", p.display()))
+}
+
+/// The `result_*.txt` files of a folder, sorted by name.
+pub fn result_files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(folder)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
+                && p.is_file()
+        })
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Scores one benchmark folder (`.../<system>/<benchmark>`).
+pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<BenchmarkScore> {
+    let mut benchmark = name(folder);
+    if benchmark == "mask" {
+        benchmark = "maskrcnn".into();
+    }
+    let system = folder.parent().map(name).unwrap_or_default();
+    let max_dropped = max_dropped_runs(&benchmark);
+    let required = required_runs(&benchmark);
+    let mut runs = Vec::new();
+    let mut decisions = Vec::new();
+    for file in result_files(folder)? {
+        // Streamed, three passes: a result file of any size is read in bounded memory.
+        let open = || -> std::io::Result<_> {
+            Ok(std::io::BufReader::with_capacity(
+                1 << 16,
+                std::fs::File::open(&file)?,
+            ))
+        };
+        let report = match opts.ruleset {
+            Some(r) => check_reader(r, open()?)?,
+            None => check_reader_detect(open()?)?.0,
+        };
+        let ruleset = report.ruleset;
+        let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
+        let (start, stop) = run_start_stop_reader(open()?)?;
+        let mut run = RunScore {
+            file: file.clone(),
+            compliant: report.passed(false),
+            error: report.errors().next().map(|f| f.message.clone()),
+            status: summary.status.clone(),
+            minutes: None,
+            counted: false,
+            decision: String::new(),
+        };
+        if !run.compliant {
+            run.decision = format!(
+                "dropped: fails the compliance check (ruleset {ruleset}): {}",
+                run.error.as_deref().unwrap_or("?")
+            );
+        } else if let (Some(a), Some(b)) = (start, stop) {
+            run.minutes = Some((b - a) as f64 / 60.0 / 1000.0);
+        } else {
+            run.compliant = false;
+            run.decision = "dropped: run_start or run_stop not recorded".into();
+        }
+        runs.push(run);
+    }
+    let dropped = runs.iter().filter(|r| r.minutes.is_none()).count();
+    let n = runs.len();
+    decisions.push(format!(
+        "{n} result file(s); {} compliant, {dropped} dropped",
+        n - dropped
+    ));
+    match required {
+        Some(req) if req != n => decisions.push(format!(
+            "note: the package checker wants exactly {req} result files for {benchmark}, \
+             found {n} (result_summarizer scores them anyway)"
+        )),
+        Some(req) => decisions.push(format!("{benchmark} needs {req} runs: present")),
+        None => decisions.push(format!(
+            "note: {benchmark} is not a known training benchmark"
+        )),
+    }
+    let scale = scaling_factor(folder).map_err(std::io::Error::other)?;
+    let mut olympic = None;
+    if dropped > max_dropped {
+        for r in runs.iter_mut().filter(|r| r.minutes.is_some()) {
+            r.decision = "not scored: too many dropped runs in this folder".into();
+        }
+        decisions.push(format!(
+            "INVALID: {dropped} runs did not converge or failed compliance; olympic scoring \
+             tolerates at most {max_dropped} (result_summarizer: \"Too many non-converging runs\")"
+        ));
+    } else {
+        // Which runs are trimmed: ascending order, ties by file name.
+        let mut order: Vec<usize> = (0..n).filter(|&i| runs[i].minutes.is_some()).collect();
+        order.sort_by(|&a, &b| {
+            runs[a]
+                .minutes
+                .unwrap()
+                .total_cmp(&runs[b].minutes.unwrap())
+                .then(a.cmp(&b))
+        });
+        let hi_drop = max_dropped - dropped;
+        let hi = order.len().saturating_sub(hi_drop);
+        let lo = max_dropped.min(hi);
+        for (rank, &i) in order.iter().enumerate() {
+            let r = &mut runs[i];
+            if rank < lo {
+                r.decision =
+                    "trimmed: among the fastest (olympic scoring drops the fastest)".into();
+            } else if rank >= hi {
+                r.decision =
+                    "trimmed: among the slowest (olympic scoring drops the slowest)".into();
+            } else {
+                r.counted = true;
+                r.decision = "counted".into();
+            }
+        }
+        if dropped > 0 {
+            decisions.push(format!(
+                "{dropped} dropped run(s) stand in for the slowest; drop the {max_dropped} \
+                 fastest and {hi_drop} more slowest"
+            ));
+        } else {
+            decisions.push(format!(
+                "all runs kept: drop the {max_dropped} fastest and the {max_dropped} slowest"
+            ));
+        }
+        let mut scores: Vec<f64> = runs.iter().filter_map(|r| r.minutes).collect();
+        olympic = olympic_mean(&mut scores, dropped, max_dropped);
+        match olympic {
+            Some(m) => decisions.push(format!(
+                "olympic mean of {} run(s): {m:.6} min",
+                runs.iter().filter(|r| r.counted).count()
+            )),
+            None => decisions.push("INVALID: no run left after olympic trimming".into()),
+        }
+    }
+    if scale != 1.0 {
+        decisions.push(format!(
+            "scaling.json: scaling_factor {scale} (RCP normalization) multiplies the mean"
+        ));
+    }
+    let score = olympic.map(|m| m * scale);
+    if let Some(s) = score {
+        decisions.push(format!("score: {s:.6} min"));
+    }
+    Ok(BenchmarkScore {
+        folder: folder.to_path_buf(),
+        system,
+        benchmark,
+        runs,
+        required_runs: required,
+        dropped,
+        max_dropped,
+        olympic_mean: olympic,
+        scaling_factor: scale,
+        score,
+        decisions,
+    })
+}
+
+fn subdirs(p: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(p)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Finds the benchmark folders under `dir`: a submission (`dir/results/<system>/<benchmark>`),
+/// a `results` folder, one system's folder, or one benchmark folder (holding `result_*.txt`).
+pub fn benchmark_folders(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    if !result_files(dir)?.is_empty() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let results = dir.join("results");
+    let root = if results.is_dir() {
+        results
+    } else {
+        dir.to_path_buf()
+    };
+    let mut out = Vec::new();
+    for a in subdirs(&root)? {
+        if !result_files(&a)?.is_empty() {
+            out.push(a);
+            continue;
+        }
+        for b in subdirs(&a)? {
+            if !result_files(&b)?.is_empty() {
+                out.push(b);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Scores every benchmark folder under `dir` (see [`benchmark_folders`]).
+pub fn score_dir(dir: &Path, opts: ScoreOptions) -> std::io::Result<Vec<BenchmarkScore>> {
+    benchmark_folders(dir)?
+        .iter()
+        .map(|f| score_benchmark(f, opts))
+        .collect()
+}
+
+/// Text report: per benchmark, each file's verdict and the decisions.
+pub fn render_text(scores: &[BenchmarkScore]) -> String {
+    let mut out = String::new();
+    for s in scores {
+        out.push_str(&format!(
+            "{}/{}  ({})\n",
+            s.system,
+            s.benchmark,
+            s.folder.display()
+        ));
+        let w = s
+            .runs
+            .iter()
+            .map(|r| name(&r.file).len())
+            .max()
+            .unwrap_or(0);
+        for r in &s.runs {
+            out.push_str(&format!(
+                "  {:w$}  {:>12}  {:<9}  {}\n",
+                name(&r.file),
+                r.minutes
+                    .map_or_else(|| "-".into(), |m| format!("{m:.4} min")),
+                r.status.as_deref().unwrap_or("no stop"),
+                r.decision,
+            ));
+        }
+        for d in &s.decisions {
+            out.push_str(&format!("  - {d}\n"));
+        }
+        match s.score {
+            Some(v) => out.push_str(&format!(
+                "  SCORE {}/{}: {v:.4} min\n\n",
+                s.system, s.benchmark
+            )),
+            None => out.push_str(&format!(
+                "  SCORE {}/{}: none (invalid)\n\n",
+                s.system, s.benchmark
+            )),
+        }
+    }
+    out
+}
+
+/// A path as JSON text, the way the text output shows it (lossy for non-UTF-8 names).
+#[cfg(feature = "serde")]
+fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&p.display())
+}
+
+/// One benchmark folder as a JSON object (one line); the shape is `BenchmarkScore`'s
+/// `Serialize`.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub fn benchmark_to_json(s: &BenchmarkScore) -> String {
+    serde_json::to_string(s).expect("a score serialises")
+}
+
+/// JSON array, one object per benchmark folder.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub fn render_json(scores: &[BenchmarkScore]) -> String {
+    let items: Vec<String> = scores.iter().map(benchmark_to_json).collect();
+    format!("[\n{}\n]\n", items.join(",\n"))
+}
