@@ -246,7 +246,7 @@ impl Env {
     /// variables, any variable named like a credential, OTLP header values), longest first:
     /// what redaction masks.
     pub(crate) fn secrets(&self) -> Vec<String> {
-        let mut secrets = crate::sink::redact::secrets_from_vars(self.vars.iter().map(|(k, v)| {
+        let mut secrets = crate::redact::secrets_from_vars(self.vars.iter().map(|(k, v)| {
             (
                 OsString::from(k),
                 v.clone().map_or_else(|v| v, OsString::from),
@@ -255,8 +255,8 @@ impl Env {
         for (k, v) in self.vars() {
             // Any variable named like a credential (`*_TOKEN`, `*_PASSWORD`, ...), not only the
             // providers' own: its value must not surface through another variable.
-            if crate::sink::redact::is_secret_name(k) {
-                crate::sink::redact::secret_parts(k, v, &mut secrets);
+            if crate::redact::is_secret_name(k) {
+                crate::redact::secret_parts(k, v, &mut secrets);
             }
             if k.starts_with("OTEL_EXPORTER_OTLP_") && k.ends_with("HEADERS") {
                 for pair in v.split(',') {
@@ -269,18 +269,18 @@ impl Env {
                 }
             }
         }
-        crate::sink::redact::normalize(&mut secrets);
+        crate::redact::normalize(&mut secrets);
         secrets
     }
 
     /// `text` with this environment's secrets masked.
     pub(crate) fn redact(&self, text: &str) -> String {
-        crate::sink::redact::redact(text, &self.secrets())
+        crate::redact::redact(text, &self.secrets())
     }
 
     fn redact_value(&self, name: &str, value: &str) -> String {
-        if crate::sink::redact::is_secret_name(name) && !value.trim().is_empty() {
-            return crate::sink::redact::MASK.to_owned();
+        if crate::redact::is_secret_name(name) && !value.trim().is_empty() {
+            return crate::redact::MASK.to_owned();
         }
         self.redact(value)
     }

@@ -17,6 +17,8 @@ pub mod presets;
 #[cfg(feature = "profiling")]
 #[cfg_attr(docsrs, doc(cfg(feature = "profiling")))]
 pub mod profile;
+mod redact;
+mod registry;
 pub mod run;
 pub mod sink;
 mod submission;

@@ -1046,7 +1046,7 @@ impl crate::Guard {
     }
 }
 
-/// The registration (see `crate::sink::FACTORIES`): the profiler given to
+/// The registration (see `crate::registry::FACTORIES`): the profiler given to
 /// [`crate::Builder::profiler`], else the one `PROFILER` asks for, on the writing rank only;
 /// not a sink but a span hook of the layer.
 pub(crate) fn plug(

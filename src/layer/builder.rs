@@ -567,7 +567,7 @@ impl Builder {
             // Right after the MLLOG output: it checks exactly the lines written.
             sinks.insert(0, (Box::new(sink), Delivery::Inline));
         }
-        // The optional sinks, each from its registration (see `crate::sink::FACTORIES`).
+        // The optional sinks, each from its registration (see `crate::registry::FACTORIES`).
         let mut extras = LayerExtras {
             trace_steps: self.trace_steps,
             ..LayerExtras::default()
@@ -584,7 +584,7 @@ impl Builder {
             sink_names: &sink_names,
             extras: &mut extras,
         };
-        for factory in crate::sink::FACTORIES {
+        for factory in crate::registry::FACTORIES {
             let Some(plugged) = factory(&mut cx)? else {
                 continue;
             };

@@ -36,9 +36,10 @@ use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
-use crate::pipeline::{on_worker_thread, Pipeline};
+use crate::pipeline::{Ending, OpenIntervals, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
+use crate::sink::accounting::on_worker_thread;
 use callsite::{Class, MAPPED_FIELDS};
 use fields::{EventFields, Fields, Role as FieldRole, KEY_FIELD, STATUS_FIELD};
 use step::{OpenSteps, Slot, StepFields, StepFrame, StepVisitor, SHARDS};
@@ -389,16 +390,6 @@ pub(crate) struct OpenInterval {
     otel: Option<Box<crate::record::OtelFields>>,
 }
 
-/// How an interval comes to its end.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Ending {
-    /// Its span closed, or the process exits normally with it open: `run_stop`'s status
-    /// follows the usual rule (an explicit `status`, else the target, else `aborted`).
-    Closed,
-    /// The run was cut short (a signal, the guard dropped while the run is open): `aborted`.
-    Aborted,
-}
-
 /// Turns our spans and events into records.
 pub(crate) struct Core {
     shared: Arc<Shared>,
@@ -718,11 +709,13 @@ impl Shared {
         }
         self.pipeline.push(end);
     }
+}
 
+impl OpenIntervals for Shared {
     /// Ends every interval still open, innermost first, as the process or the pipeline goes
     /// away while spans are open (their own close will find nothing left to end). Returns the
     /// end keys written, in order.
-    pub(crate) fn end_open_intervals(&self, ending: Ending) -> Vec<Str> {
+    fn end_open_intervals(&self, ending: Ending) -> Vec<Str> {
         let open = std::mem::take(&mut *self.open_intervals());
         let mut written = Vec::with_capacity(open.len());
         for o in open.into_iter().rev() {

@@ -120,7 +120,7 @@ pub(super) fn open_traced<S>(
     if !shared.state.run_open.load(Ordering::Relaxed)
         || !shared.traced_spans.matches(meta.name())
         || super::is_foreign_target(meta)
-        || crate::pipeline::on_worker_thread()
+        || crate::sink::accounting::on_worker_thread()
     {
         return;
     }

@@ -14,8 +14,8 @@ use crossbeam_channel::{
     bounded, select, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError,
 };
 
+use super::accounting::{DropCause, SinkCounters};
 use super::{Sink, SinkError};
-use crate::pipeline::{DropCause, SinkCounters};
 use crate::record::Record;
 
 /// How the pipeline's worker hands records to one sink: the per-sink policy that decides
@@ -270,7 +270,7 @@ fn run(
     control: &Receiver<Control>,
     state: &State,
 ) {
-    crate::pipeline::mark_worker_thread();
+    super::accounting::mark_worker_thread();
     let sink = &mut sink;
     loop {
         select! {

@@ -3,6 +3,7 @@
 //! [`Delivery`] policy: on the worker itself (the MLLOG file, the live checker), or on its own
 //! thread behind its own bounded queue, so that it cannot hold up the MLLOG file.
 
+pub(crate) mod accounting;
 pub(crate) mod isolated;
 mod memory;
 mod mllog_file;
@@ -11,12 +12,22 @@ mod nvtx;
 #[cfg(feature = "otel-sdk")]
 mod otel;
 pub(crate) mod plug;
-pub(crate) mod redact;
 #[cfg(feature = "rpd")]
 mod rpd;
 #[cfg(feature = "object-store")]
 mod upload;
 
+// Each optional sink's registration, listed in `crate::registry`.
+#[cfg(feature = "nvtx")]
+pub(crate) use nvtx::plug as nvtx_plug;
+#[cfg(feature = "otel-sdk")]
+pub(crate) use otel::plug as otel_plug;
+#[cfg(feature = "rpd")]
+pub(crate) use rpd::plug as rpd_plug;
+#[cfg(feature = "object-store")]
+pub(crate) use upload::plug as upload_plug;
+
+pub use accounting::SinkReport;
 pub use isolated::Delivery;
 pub use memory::{MemoryHandle, MemorySink};
 pub use mllog_file::MllogFileSink;
@@ -44,23 +55,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::record::Record;
-
-/// The optional sinks (and the segment profiler), each registered once, under its feature:
-/// `Builder::build` calls them in this order. Adding a sink is a module with a
-/// [`plug::Factory`] and one line here.
-pub(crate) const FACTORIES: &[plug::Factory] = &[
-    // First: an RPD profiler may have to export variables before any thread starts.
-    #[cfg(feature = "profiling")]
-    crate::profile::plug,
-    #[cfg(feature = "object-store")]
-    upload::plug,
-    #[cfg(feature = "rpd")]
-    rpd::plug,
-    #[cfg(feature = "nvtx")]
-    nvtx::plug,
-    #[cfg(feature = "otel-sdk")]
-    otel::plug,
-];
 
 /// A sink's own report (an `UploadReport`, an `OtelReport`, a profiler's report, ...),
 /// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or

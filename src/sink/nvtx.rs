@@ -258,7 +258,7 @@ impl NvtxSink {
     }
 }
 
-/// The registration (see `crate::sink::FACTORIES`): on the writing rank, once, also when
+/// The registration (see `crate::registry::FACTORIES`): on the writing rank, once, also when
 /// `Builder::sink` added one (two would draw every range twice).
 pub(crate) fn plug(
     cx: &mut super::plug::Context<'_>,

@@ -1,5 +1,5 @@
 //! How an optional sink gets into a layer: one registration per sink (see
-//! [`super::FACTORIES`]), one function each, called by `Builder::build` in the order
+//! `crate::registry::FACTORIES`), one function each, called by `Builder::build` in the order
 //! registered. A factory reads its variables from the build's [`Env`], takes what the builder
 //! was given for it, and returns its sink (or nothing); the core path never names a sink.
 //!

@@ -21,9 +21,9 @@ use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload, R
 use tokio::sync::Notify;
 use url::Url;
 
-use super::redact::{self, redact};
 use super::{saturating_deadline, Sink, SinkError};
 use crate::record::Record;
+use crate::redact::{self, redact};
 
 /// The variable naming the upload URL (`s3://bucket/run/mllog.log`, `gs://…`, `az://…`,
 /// `abfs://…`, `file:///…`, `memory:///…`). Unset: no upload.
@@ -849,7 +849,7 @@ impl super::SinkStatus for UploadHandle {
     }
 }
 
-/// The registration (see `crate::sink::FACTORIES`): `MLLOG_UPLOAD_URL`, else
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_UPLOAD_URL`, else
 /// [`crate::Builder::upload`], on the writing rank, right after the MLLOG file (it uploads
 /// what that sink has just flushed).
 pub(crate) fn plug(

@@ -310,10 +310,7 @@ impl OtelSink {
         // credentials; the exporter's messages can quote them.
         #[cfg(any(feature = "otel-grpc", feature = "otel-http"))]
         let exp_err = |e: opentelemetry_otlp::ExporterBuildError| {
-            OtelError::Exporter(crate::sink::redact::redact(
-                &e.to_string(),
-                &export_env.secrets,
-            ))
+            OtelError::Exporter(crate::redact::redact(&e.to_string(), &export_env.secrets))
         };
         #[cfg(not(any(feature = "otel-grpc", feature = "otel-http")))]
         {

@@ -49,7 +49,7 @@ pub(crate) fn describe(
         Signal::Metrics => "metrics",
     };
     let to = endpoint.map(|e| format!(" to {e}")).unwrap_or_default();
-    let mut detail = crate::sink::redact::redact(error, &env.secrets);
+    let mut detail = crate::redact::redact(error, &env.secrets);
     if detail.len() > MAX_DETAIL {
         let mut end = MAX_DETAIL;
         while !detail.is_char_boundary(end) {

@@ -864,7 +864,7 @@ impl super::SinkStatus for OtelHandle {
     }
 }
 
-/// The registration (see `crate::sink::FACTORIES`): `MLLOG_OTEL=1`, on every rank (the
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_OTEL=1`, on every rank (the
 /// collector should see the whole job). With it, `MLLOG_OTEL_STEP_EVERY` traces steps (the
 /// sink keeps one in N) and `MLLOG_OTEL_SPANS` names other spans to export.
 pub(crate) fn plug(

@@ -710,7 +710,7 @@ impl crate::Builder {
     }
 }
 
-/// The registration (see `crate::sink::FACTORIES`): `MLLOG_RPD_FILE`, else
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_RPD_FILE`, else
 /// [`crate::Builder::rpd`], on the writing rank.
 pub(crate) fn plug(
     cx: &mut super::plug::Context<'_>,
