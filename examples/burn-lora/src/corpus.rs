@@ -99,7 +99,11 @@ fn example(register: Register, rng: &mut Rng) -> String {
     match register {
         Register::Narrative => match rng.below(3) {
             0 => format!("the {animal} is in the {place}.\n"),
-            1 => format!("the {animal} {} the {}.\n", rng.pick(&VERBS), rng.pick(&ANIMALS)),
+            1 => format!(
+                "the {animal} {} the {}.\n",
+                rng.pick(&VERBS),
+                rng.pick(&ANIMALS)
+            ),
             _ => format!("the {} {animal} sleeps.\n", rng.pick(&ADJECTIVES)),
         },
         Register::QuestionAnswer => {

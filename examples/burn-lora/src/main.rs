@@ -43,9 +43,9 @@ mod model;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use burn::grad_clipping::GradientClippingConfig;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::grad_clipping::GradientClippingConfig;
 use burn::prelude::*;
 use tracing::{field::Empty, info_span};
 use tracing_mllog::presets::{Llama2_70bLora, Preset};
@@ -139,7 +139,10 @@ fn main() -> ExitCode {
     drop(init);
     if let Some(verdict) = guard.preflight() {
         if !verdict.passed(true) {
-            eprint!("{}", verdict.render_text("MLLOG output (before run_start)", true));
+            eprint!(
+                "{}",
+                verdict.render_text("MLLOG output (before run_start)", true)
+            );
             eprintln!("burn-lora: the set-up is not compliant; not starting the run");
             return ExitCode::from(1);
         }
@@ -186,7 +189,10 @@ fn main() -> ExitCode {
         let _eval = info_span!("eval").entered();
         let eval_loss = eval_loss(&model, &eval, &device);
         mllog!(keys::EVAL_ACCURACY, eval_loss);
-        eprintln!("burn-lora: {} samples: eval loss {eval_loss:.4}", run.samples());
+        eprintln!(
+            "burn-lora: {} samples: eval loss {eval_loss:.4}",
+            run.samples()
+        );
         evals.push(eval_loss);
     }
     drop(run_span);
@@ -306,11 +312,7 @@ where
 
 /// The base model: every weight trained on the narrative corpus.
 fn pretrain(device: &Device, rng: &mut Rng) -> LanguageModel {
-    let corpus = Corpus::generate(
-        Register::Narrative,
-        PRETRAIN_STEPS * PRETRAIN_BATCH,
-        rng,
-    );
+    let corpus = Corpus::generate(Register::Narrative, PRETRAIN_STEPS * PRETRAIN_BATCH, rng);
     let mut model = LanguageModel::new(corpus::vocab_size(), device);
     let mut optimizer = AdamWConfig::new().init();
     let order: Vec<usize> = (0..corpus.len()).collect();

@@ -4,7 +4,9 @@
 use burn::module::{Lora, ParamGroup};
 use burn::nn::attention::generate_autoregressive_mask;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
-use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput};
+use burn::nn::transformer::{
+    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
+};
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::prelude::*;
 
@@ -83,10 +85,9 @@ impl LanguageModel {
     /// gradients. A backward pass therefore yields gradients for the adapters alone, which the
     /// training loop checks on its first step.
     pub fn with_lora(self, rank: usize, alpha: f64) -> LanguageModel {
-        let attention = ParamGroup::from_regex(
-            r"^blocks\.layers\.\d+\.mha\.(query|key|value|output)\.weight$",
-        )
-        .expect("a valid regex");
+        let attention =
+            ParamGroup::from_regex(r"^blocks\.layers\.\d+\.mha\.(query|key|value|output)\.weight$")
+                .expect("a valid regex");
         self.freeze()
             .apply_lora(Lora::new(rank, alpha).set_param_group(attention))
     }

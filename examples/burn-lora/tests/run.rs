@@ -52,7 +52,9 @@ fn run_example(dir: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
     for var in tracing_mllog::SUBMISSION_VARIABLES {
         cmd.env_remove(var);
     }
-    cmd.env_remove("BURN_LORA_TRACE").env_remove("MLLOG_OTEL").env_remove("MLLOG_RPD_FILE");
+    cmd.env_remove("BURN_LORA_TRACE")
+        .env_remove("MLLOG_OTEL")
+        .env_remove("MLLOG_RPD_FILE");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -82,7 +84,12 @@ fn official_check(log: &Path) -> (bool, String) {
     );
     let dir = TempDir::new();
     let out = Command::new(python)
-        .args(["-m", "mlperf_logging.compliance_checker", "--usage", "training"])
+        .args([
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--usage",
+            "training",
+        ])
         .args(["--ruleset", "6.1.0", "--werror", "--log_output"])
         .arg(dir.path().join("checker.log"))
         .arg(log)
@@ -111,7 +118,13 @@ fn the_run_converges_and_its_log_passes_the_official_checker() {
         stop.metadata.get("status").and_then(|v| v.as_str()),
         Some("success")
     );
-    for key in ["seed", "lora_rank", "lora_alpha", "global_batch_size", "train_loss"] {
+    for key in [
+        "seed",
+        "lora_rank",
+        "lora_alpha",
+        "global_batch_size",
+        "train_loss",
+    ] {
         assert!(records.iter().any(|r| r.key == key), "no {key}");
     }
     // A real curve: it starts above the target, falls, and only the last point reaches it.
@@ -140,7 +153,10 @@ fn the_run_converges_and_its_log_passes_the_official_checker() {
         .collect();
     std::fs::write(&broken, without).unwrap();
     let (ok, output) = official_check(&broken);
-    assert!(!ok, "the checker accepted a log without lora_rank:\n{output}");
+    assert!(
+        !ok,
+        "the checker accepted a log without lora_rank:\n{output}"
+    );
 }
 
 /// What a record says, less what depends on the clock: its key, value and metadata, with the
@@ -196,7 +212,10 @@ fn burns_own_tracing_output_does_not_change_the_mllog_records() {
     // Same seed, same records: the trace layer added none, removed none, changed none.
     assert_eq!(clockless(&plain), clockless(&traced));
     let (ok, output) = official_check(&traced_log);
-    assert!(ok, "official checker rejected the traced run's log:\n{output}");
+    assert!(
+        ok,
+        "official checker rejected the traced run's log:\n{output}"
+    );
 }
 
 fn free_port() -> u16 {
@@ -292,7 +311,10 @@ fn rpd_and_otel_export_the_run() {
         ],
     );
     let (ok, output) = official_check(&log);
-    assert!(ok, "official checker rejected the exporting run's log:\n{output}");
+    assert!(
+        ok,
+        "official checker rejected the exporting run's log:\n{output}"
+    );
 
     let conn = rusqlite::Connection::open(&rpd).unwrap();
     let labels: Vec<String> = conn
