@@ -130,7 +130,40 @@ enum Target {
 /// Where and how to upload: URL, interval, important keys, retries, store options, extra
 /// artefacts and the final-upload deadline.
 ///
-/// `Debug` shows option keys but never option values.
+/// Give it to [`crate::Builder::upload`] (or set `MLLOG_UPLOAD_URL`): the layer then keeps a
+/// copy of its MLLOG file in object storage, re-uploaded in the background and a last time
+/// at shutdown, when it is read back and compared; [`crate::Guard::upload_report`] says how
+/// that went. Credentials come from the provider's usual variables or
+/// [`UploadConfig::option`]s and are never printed: `Debug` shows option keys but never
+/// option values, and URLs are shown without credentials or query string.
+///
+/// A `file://` URL is the same path through the same code as a bucket, which is how this
+/// example checks what reached the "remote" copy:
+///
+/// ```
+/// use std::time::Duration;
+/// use tracing_mllog::sink::UploadConfig;
+/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let dir = tempfile::tempdir()?;
+/// let local = dir.path().join("result_0.txt");
+/// let remote = dir.path().join("bucket/run-42/result_0.txt");
+/// let url = format!("file://{}", remote.display());
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .output_file(&local)
+///     .upload(UploadConfig::new(&url)?.interval(Duration::from_secs(60)))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!(keys::SEED, 7);
+/// });
+/// guard.shutdown(); // the final upload, read back and compared
+/// let upload = guard.upload_report().expect("an uploader");
+/// assert_eq!(upload.final_remote_matches_local, Some(true), "{upload}");
+/// assert_eq!(std::fs::read(&remote)?, std::fs::read(&local)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct UploadConfig {
     target: Target,
     interval: Option<Duration>,
