@@ -39,6 +39,26 @@ pub struct TargetLine {
 }
 
 /// Summary of one run (one `result_*.txt`).
+///
+/// Made by [`summarize_text`], [`summarize_reader`] or [`summarize_file`] (streaming; a
+/// [`SummaryBuilder`] fed record by record underneath), rendered by [`render_text`],
+/// [`render_json`] and [`render_csv`] for several runs side by side. Times are read the way
+/// the RCP checker reads them, so the numbers match what reviewers see. See the
+/// [`results`](super) module example for a whole log; the eval curve and step timings:
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::summary::{render_csv, summarize_text};
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let run = summarize_text("result_0.txt", &log);
+/// assert_eq!(run.status.as_deref(), Some("success"));
+/// assert_eq!(run.target_reached(), Some(true));
+/// assert!(!run.evals.is_empty() && run.x_unit == "samples");
+/// assert!(run.samples_to_converge.unwrap() > 0.0);
+/// assert!(render_csv(&[run]).lines().nth(1).unwrap().starts_with("result_0.txt,"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct RunSummary {
     /// The path (or label) of the log.
