@@ -74,6 +74,12 @@ pub enum EvalProgress {
 ///
 /// Build one from a typed struct ([`Llama31_8b::preset`], ...) or [`Preset::for_benchmark`];
 /// feed it to the layer with `tracing_mllog::Builder::preset`.
+///
+/// Building is the validation: a preset that exists complies with the closed (or open)
+/// rules of its ruleset, so a training script that logs [`Preset::hyperparameters`] in order
+/// cannot get a hyperparameter wrong. Its [`Preset::target`] and [`Preset::eval_schedule`]
+/// come from the same rules and drive convergence and evaluation in the layer. See the
+/// [module example](self) for building, rejected values and the by-name entry point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preset {
     benchmark: Benchmark,

@@ -74,6 +74,11 @@ use std::sync::OnceLock;
 pub const MLLOG_TOKEN: &str = ":::MLLOG ";
 
 /// `INTERVAL_START`, `INTERVAL_END` or `POINT_IN_TIME`.
+///
+/// The layer writes `INTERVAL_START`/`INTERVAL_END` for spans ([`Record::event`] and
+/// [`Record::with_event_type`] for records built by hand) and `POINT_IN_TIME` for events;
+/// [`EventType::as_str`] and [`EventType::from_name`] convert to and from the logged name
+/// (see the [module examples](self#examples)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// An interval opened (`init_start`, `run_start`, ...).
@@ -283,6 +288,13 @@ pub struct OtelFields {
 }
 
 /// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
+///
+/// [`Record::event`] makes a point-in-time record stamped now; [`Record::at_millis`],
+/// [`Record::with_metadata`] and [`Record::with_event_type`] adjust it; [`Record::to_line`]
+/// encodes it exactly as the official `mlperf_logging` package would, and [`parse_line`]
+/// reads it back. The fields past `metadata` carry what the layer knows beyond the line
+/// (interval ids, the thread, OpenTelemetry data) for the sinks; they are not written. See
+/// the [module examples](self#examples).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     /// `namespace` (default `""`; no checker reads it).
