@@ -30,6 +30,28 @@ impl Default for Backpressure {
 }
 
 /// Settings of an [`super::OtelSink`]. Builder style: `OtelConfig::new().rank(3).world_size(8)`.
+///
+/// It decides what is exported (which `train_step`s are sampled, which other spans inside
+/// `run`), how the span queue behaves when the collector falls behind ([`Backpressure`]),
+/// the resource that describes the run (service name, rank, host, submission), and which
+/// trace the run joins ([`OtelConfig::traceparent`]). [`super::OtelSink::from_env`] fills it
+/// from the `MLLOG_OTEL_*` and `OTEL_*` variables instead; a malformed setting is an
+/// [`super::OtelError`] naming it. See the [`super::OtelSink`] example for the whole path.
+///
+/// ```
+/// use tracing_mllog::sink::OtelConfig;
+/// use tracing_mllog::Benchmark;
+///
+/// let config = OtelConfig::new()
+///     .benchmark(Benchmark::Llama2_70bLora)
+///     .rank(3)
+///     .world_size(8)
+///     .train_step_every(100) // one traced step in a hundred
+///     .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None)?;
+/// assert_eq!(config.effective_service_name(), "llama2_70b_lora"); // unless OTEL_SERVICE_NAME
+/// assert!(OtelConfig::new().traceparent("not-a-traceparent", None).is_err());
+/// # Ok::<(), tracing_mllog::sink::OtelError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct OtelConfig {
     pub(crate) service_name: Option<String>,
