@@ -16,6 +16,38 @@ use crate::sink::{Sink, SinkError};
 /// The policy runs on the pipeline's worker, after `run_start` is written: it reports, it
 /// cannot keep the clock from starting. To decide before `run` opens, call
 /// [`crate::Guard::preflight`] between `init` and `run`.
+///
+/// Set it with [`crate::Builder::live_check`]. [`LivePolicy::Warn`] (the default) suits an
+/// interactive run; [`LivePolicy::Callback`] lets a launcher act on the report (alert,
+/// record, stop the job); [`LivePolicy::Off`] for tests and benchmarks of the layer itself.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use tracing_mllog::compliance::LivePolicy;
+/// use tracing_mllog::{Benchmark, Division, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let problems = Arc::new(Mutex::new(Vec::new()));
+/// let seen = problems.clone();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .benchmark(Benchmark::Llama2_70bLora)
+///     .division(Division::Open) // a closed one without an org would not even build
+///     .live_check(LivePolicy::Callback(Box::new(move |report| {
+///         let mut seen = seen.lock().unwrap();
+///         seen.extend(report.errors().map(|f| f.message.clone()));
+///     })))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     drop(tracing::info_span!("init").entered()); // no hyperparameters logged
+///     let _run = tracing::info_span!("run").entered(); // the callback fires here
+/// });
+/// guard.shutdown();
+/// let problems = problems.lock().unwrap();
+/// assert!(problems.iter().any(|m| m.contains("submission_org")), "{problems:?}");
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Default)]
 pub enum LivePolicy {
     /// Nothing.
