@@ -69,7 +69,8 @@ impl fmt::Debug for LivePolicy {
     }
 }
 
-/// A cloneable view of a [`ComplianceSink`]'s checker, usable from any thread.
+/// A cloneable view of a [`ComplianceSink`]'s checker, usable from any thread (see the
+/// [`ComplianceSink`] example).
 #[derive(Clone, Debug)]
 pub struct ComplianceHandle {
     inner: Arc<Mutex<Checker>>,
@@ -138,6 +139,27 @@ fn missing_seed() -> Finding {
 
 /// A [`Sink`] that feeds every record to a [`Checker`] and applies a [`LivePolicy`] at the
 /// first `run_start`. Records are numbered 1, 2, ... as the lines of the MLLOG file they form.
+///
+/// The layer adds one on the writing rank on its own ([`crate::Builder::live_check`] sets its
+/// policy; [`crate::Guard::preflight`] and the final [`crate::Report`] read it). Build one
+/// yourself only to check a record stream outside the layer, e.g. records replayed from
+/// another source; [`ComplianceSink::handle`] reads its verdict from any thread.
+///
+/// ```
+/// use tracing_mllog::compliance::{ComplianceSink, LivePolicy, Ruleset};
+/// use tracing_mllog::record::parse_log;
+/// use tracing_mllog::sink::Sink;
+///
+/// let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Off);
+/// let handle = sink.handle();
+/// let log = ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"INTERVAL_START\", \
+///            \"key\": \"init_start\", \"value\": null, \"metadata\": {}}";
+/// for line in parse_log(log).0 {
+///     sink.write(&line.record)?;
+/// }
+/// assert!(!handle.report().passed(false)); // nearly everything is still missing
+/// # Ok::<(), tracing_mllog::sink::SinkError>(())
+/// ```
 #[derive(Debug)]
 pub struct ComplianceSink {
     inner: Arc<Mutex<Checker>>,

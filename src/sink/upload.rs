@@ -89,7 +89,8 @@ pub enum UploadError {
 
 /// Retries of one upload: exponential backoff from `initial_backoff`, doubling up to
 /// `max_backoff`, at most `max_attempts` attempts in all (the final upload also stops at its
-/// deadline).
+/// deadline). Set it with [`UploadConfig::retry`]; failures after the last attempt are
+/// counted in the [`UploadReport`], never raised to the training code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts per upload, the first included (at least 1).
@@ -651,7 +652,9 @@ fn install_crypto_provider() {
     }
 }
 
-/// What the uploader did. `final_remote_matches_local` is `None` until the final upload ran,
+/// What the uploader did (read it with [`crate::Guard::upload_report`] or
+/// [`UploadHandle::report`]; the [`UploadConfig`] example checks it after shutdown).
+/// `final_remote_matches_local` is `None` until the final upload ran,
 /// then `Some(true)` only when the remote object was read back byte-identical to the local
 /// file (`Some(false)`: the final upload failed, timed out or the read-back differed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -753,6 +756,11 @@ impl UploadHandle {
 }
 
 /// The sink that keeps a remote copy of the MLLOG file current. Put it after the file sink.
+///
+/// Usually built by the layer from [`UploadConfig`] ([`crate::Builder::upload`] or
+/// `MLLOG_UPLOAD_URL`), which places it right after the MLLOG file sink on the writing rank;
+/// see the [`UploadConfig`] example. [`UploadSink::start`] builds one by hand, for a file the
+/// layer does not write. Its [`UploadHandle`] reads the [`UploadReport`] from any thread.
 pub struct UploadSink {
     shared: Arc<Shared>,
     important: HashSet<String>,

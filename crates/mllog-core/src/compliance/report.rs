@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use super::model::{Division, Ruleset};
 
-/// How bad a finding is.
+/// How bad a finding is. Only [`Severity::Error`] fails a check, and [`Severity::Warning`]
+/// under `werror` ([`ComplianceReport::passed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Severity {
     /// Fails the check.
@@ -78,6 +79,11 @@ impl FindingKind {
 
 /// One problem found in a log. As JSON (feature `serde`): `{severity, kind, line, key, message,
 /// rule, source}`.
+///
+/// `message` is meant for people (what the rule requires and what was found), `rule` quotes
+/// the official rule so the verdict can be traced to the YAML files, and `line` points into
+/// the log. Findings of a finished check come in line order; see the [`ComplianceReport`]
+/// example.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Finding {
