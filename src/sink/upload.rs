@@ -50,6 +50,10 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 
 /// Why upload configuration or start-up failed. Messages never contain option values or
 /// credentials.
+///
+/// Returned by [`UploadConfig::new`] (a URL it cannot use) and [`UploadSink::start`]; through
+/// the layer it is the source of [`crate::Error::Start`]. Upload failures during the run are
+/// not errors: they are retried and counted in the [`UploadReport`].
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     /// The URL does not parse or names an unsupported scheme.
@@ -727,7 +731,8 @@ impl Shared {
     }
 }
 
-/// Reads an [`UploadSink`]'s progress from any thread.
+/// Reads an [`UploadSink`]'s progress from any thread. Through the layer,
+/// [`crate::Guard::upload_report`] gives the same report.
 #[derive(Clone)]
 pub struct UploadHandle {
     shared: Arc<Shared>,

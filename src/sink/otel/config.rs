@@ -89,6 +89,17 @@ pub(crate) struct Endpoints {
 }
 
 /// Names of other spans to export (`MLLOG_OTEL_SPANS`): exact names or `prefix*`.
+///
+/// Set through [`OtelConfig::export_spans`]; a span inside `run` whose name matches is
+/// exported like an interval.
+///
+/// ```
+/// use tracing_mllog::sink::SpanPatterns;
+///
+/// let p = SpanPatterns::parse("data_load, checkpoint*");
+/// assert!(p.matches("data_load") && p.matches("checkpoint_save"));
+/// assert!(!p.matches("data") && !SpanPatterns::parse("").matches("x"));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpanPatterns(pub(crate) Vec<String>);
 
@@ -413,6 +424,10 @@ pub(crate) fn hostname() -> Option<String> {
 }
 
 /// Why an OpenTelemetry sink could not be built.
+///
+/// Returned by [`super::OtelSink`]'s constructors and [`OtelConfig::traceparent`]; through the
+/// layer it is the source of [`crate::Error::Start`] (downcast it to match on it). Nothing
+/// after start-up is an error: export failures are counted in the [`super::OtelReport`].
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
     /// An environment variable has an unusable value.

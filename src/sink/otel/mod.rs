@@ -39,7 +39,9 @@ use crate::record::{EventType, OtelFields, Record, TraceParent, Value};
 /// Name of the instrumentation scope of every span and metric.
 pub const OTEL_SCOPE: &str = "tracing-mllog";
 
-/// What the sink did, from [`OtelHandle::report`].
+/// What the sink did, from [`OtelHandle::report`] (also in the sink's [`crate::SinkReport`]
+/// detail). Every span or event that did not reach the exporter is counted here with its
+/// cause; the [`OtelSink`] example reads `spans_exported`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OtelReport {
     /// Spans started (intervals, kept `train_step`s and standalone `mllog.point` spans).
@@ -86,7 +88,8 @@ pub struct OtelReport {
 }
 
 /// A cloneable view of an [`OtelSink`]'s counters, usable after the sink moved into the
-/// pipeline.
+/// pipeline. Take it with [`OtelSink::handle`] before handing the sink to the builder (see the
+/// [`OtelSink`] example).
 #[derive(Clone, Debug)]
 pub struct OtelHandle {
     counters: Arc<Counters>,

@@ -110,6 +110,10 @@ impl std::fmt::Display for RpdSchema {
 }
 
 /// Why an RPD file could not be opened or written.
+///
+/// Opening ([`RpdConfig::open`], [`RpdSink::create`]) fails early with the path and the
+/// reason; through the layer it is the source of [`crate::Error::Start`]. Write failures
+/// later in the run are counted in the sink's [`crate::SinkReport`], never raised.
 #[derive(Debug, thiserror::Error)]
 pub enum RpdError {
     /// An environment variable has a value that cannot be used.
