@@ -201,6 +201,30 @@ pub struct StepStats {
 }
 
 /// Builds a summary incrementally from records (what [`summarize_reader`] does).
+///
+/// Use it where the records arrive one by one (a sink, a log being tailed): [`push`] each
+/// record in log order, then [`finish`]. Memory stays proportional to the evaluations and
+/// steps, not to the log.
+///
+/// [`push`]: SummaryBuilder::push
+/// [`finish`]: SummaryBuilder::finish
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::results::summary::SummaryBuilder;
+/// use mllog_core::{EventType, Value};
+///
+/// let mut b = SummaryBuilder::new("live");
+/// b.push(&Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(0));
+/// b.push(&Record::event("eval_accuracy", 0.8).at_millis(60_000)
+///     .with_metadata(Metadata::default().with("samples_count", 512u64)));
+/// b.push(&Record::event("run_stop", Value::Null).with_event_type(EventType::IntervalEnd).at_millis(120_000)
+///     .with_metadata(Metadata::default().with("status", "success")));
+/// let run = b.finish();
+/// assert_eq!(run.time_to_train_min, Some(2.0));
+/// assert!(run.converged);
+/// assert_eq!(run.samples_to_converge, Some(512.0));
+/// ```
 #[derive(Debug, Default)]
 pub struct SummaryBuilder {
     s: RunSummary,
