@@ -64,7 +64,8 @@ pub(crate) const FACTORIES: &[plug::Factory] = &[
 
 /// A sink's own report (an `UploadReport`, an `OtelReport`, a profiler's report, ...),
 /// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or
-/// [`crate::Guard::detail`].
+/// [`crate::Guard::detail`]. A custom sink makes one through [`SinkStatus`] (see its
+/// example).
 #[derive(Clone)]
 pub struct Detail(Arc<dyn DetailValue>);
 
@@ -107,6 +108,58 @@ impl Eq for Detail {}
 
 /// A live view of a sink's own account, read from any thread whenever a report is taken
 /// (the sink itself lives on the worker or its own thread).
+///
+/// A sink that keeps its own report (bytes sent, retries, ...) returns one from
+/// [`Sink::status`]; the pipeline asks it for a [`Detail`] whenever a [`crate::Report`] is
+/// taken, and [`crate::Guard::detail`] finds it by type:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use tracing_mllog::sink::{Detail, Sink, SinkError, SinkStatus};
+/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_subscriber::prelude::*;
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Bytes(u64);
+///
+/// struct Counting(Arc<AtomicU64>);
+/// struct CountingStatus(Arc<AtomicU64>);
+///
+/// impl SinkStatus for CountingStatus {
+///     fn detail(&self) -> Detail {
+///         Detail::new(Bytes(self.0.load(Ordering::Relaxed)))
+///     }
+/// }
+///
+/// impl Sink for Counting {
+///     fn name(&self) -> &str {
+///         "counting"
+///     }
+///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///         self.0.fetch_add(record.to_line().len() as u64, Ordering::Relaxed);
+///         Ok(())
+///     }
+///     fn status(&self) -> Option<Arc<dyn SinkStatus>> {
+///         Some(Arc::new(CountingStatus(self.0.clone())))
+///     }
+/// }
+///
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(Counting(Arc::new(AtomicU64::new(0))))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!("seed", 1);
+/// });
+/// let report = guard.shutdown();
+/// let Bytes(n) = guard.detail::<Bytes>().expect("the sink's own report");
+/// assert!(n > ":::MLLOG {}".len() as u64);
+/// let mine = report.sinks.iter().find(|s| s.name == "counting").unwrap();
+/// assert_eq!(mine.detail.as_ref().and_then(|d| d.get::<Bytes>()), Some(&Bytes(n)));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 pub trait SinkStatus: Send + Sync + 'static {
     /// The sink's report as it stands.
     fn detail(&self) -> Detail;
