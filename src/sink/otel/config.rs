@@ -13,6 +13,11 @@ use crate::submission::Submission;
 pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 
 /// What the span queue does when the exporter falls behind (see `docs/otel.md`).
+///
+/// Set it with [`OtelConfig::backpressure`] or `MLLOG_OTEL_BACKPRESSURE`. Either way the
+/// training thread never waits for a collector; the choice is between losing fewer spans in a
+/// burst ([`Backpressure::Wait`]) and never delaying the pipeline's worker
+/// ([`Backpressure::Drop`]). Dropped spans are counted in the [`super::OtelReport`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backpressure {
     /// Wait up to this long for room in the queue, then drop the span (counted). The wait

@@ -175,6 +175,20 @@ pub type Str = Cow<'static, str>;
 
 /// Ordered metadata. `file` and `lineno` (the caller's source location) always come first when
 /// present, then the other fields in insertion order, as `mlperf_logging` writes them.
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::Value;
+///
+/// let mut meta = Metadata::at("train.py", 7).with("epoch_num", 2u64);
+/// meta.set("samples_count", 4096u64);
+/// meta.set("epoch_num", 3u64); // replaces, keeps its place
+/// assert_eq!(meta.get("epoch_num"), Some(&Value::from(3u64)));
+/// let line = Record::event("eval_accuracy", 0.5).with_metadata(meta).to_line();
+/// assert!(line.ends_with(
+///     r#""metadata": {"file": "train.py", "lineno": 7, "epoch_num": 3, "samples_count": 4096}}"#
+/// ));
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Metadata {
     /// Source file of the call site (relative to the configured root).
