@@ -49,6 +49,17 @@ const LABEL_CACHE_MAX: usize = 1 << 16;
 /// [`RpdSchema::V2`] when the file must be read by an older rocmProfileData checkout (whose
 /// `rpd2tracing.py` mis-labels v3 markers) or shared with an older tracer. An existing file
 /// keeps its own version.
+///
+/// ```
+/// use tracing_mllog::sink::RpdSchema;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("trace.rpd");
+/// assert_eq!(RpdSchema::default().ensure_file(&path)?, RpdSchema::V3); // created
+/// assert_eq!(RpdSchema::V2.ensure_file(&path)?, RpdSchema::V3); // existing: its own version
+/// assert_eq!("2".parse::<RpdSchema>()?.version(), 2); // as `MLLOG_RPD_SCHEMA=2`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum RpdSchema {
     /// Schema v2: all strings, marker text included, in `rocpd_string`.

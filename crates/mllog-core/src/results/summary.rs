@@ -13,7 +13,8 @@ use crate::keys::Benchmark;
 use crate::record::{LogReader, Record, Value};
 use crate::submission::Division;
 
-/// One evaluation.
+/// One evaluation: a point of [`RunSummary::evals`], the curve `mllog summary` prints and
+/// `mllog plot` draws.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EvalPoint {
@@ -26,7 +27,8 @@ pub struct EvalPoint {
     pub time_ms: i64,
 }
 
-/// The quality target of a run's benchmark.
+/// The quality target of a run's benchmark, from [`target_line`]: what
+/// [`RunSummary::target_reached`] compares the evaluations with.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TargetLine {
