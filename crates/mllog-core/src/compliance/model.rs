@@ -557,7 +557,8 @@ pub enum Scope {
     Benchmark(Division, Benchmark),
 }
 
-/// One rule file (one YAML file of the official checker).
+/// One rule file (one YAML file of the official checker); see the [`RulesetFiles`](super::RulesetFiles)
+/// example.
 #[derive(Clone, Debug)]
 pub struct RuleFile {
     /// The official file name, e.g. `training_6.1.0/closed_llama2_70b_lora.yaml`.
