@@ -27,7 +27,8 @@ impl Severity {
     }
 }
 
-/// What kind of rule a finding comes from.
+/// What kind of rule a finding comes from ([`Finding::kind`]): lets a tool group findings,
+/// e.g. every missing key ([`FindingKind::Missing`]) apart from every failed check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FindingKind {
     /// A `CHECK` was false.

@@ -28,14 +28,16 @@ use super::{max_dropped_runs, required_runs};
 use crate::compliance::{check_reader, check_reader_detect, Ruleset};
 use crate::record::LogReader;
 
-/// Options for scoring.
+/// Options for scoring: [`ScoreOptions::default`] detects each file's ruleset, as
+/// `mllog score` does without `--ruleset` (see the [`BenchmarkScore`] example).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScoreOptions {
     /// The ruleset for the compliance check; `None` detects it from each file.
     pub ruleset: Option<Ruleset>,
 }
 
-/// What happened to one result file.
+/// What happened to one result file: one entry of [`BenchmarkScore::runs`], with the reason
+/// it was counted, dropped or trimmed in words.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunScore {
