@@ -7,6 +7,36 @@
 //! everywhere. Values are parsed here, by one boolean parser and one number parser, and a bad
 //! value is an [`EnvError`] naming the variable. Values shown in errors go through the crate's
 //! redaction: a credential (or anything a credential variable holds) is never printed.
+//!
+//! # Examples
+//!
+//! Reading typed values from a map, as the layer and the sinks do (a map in code is what
+//! [`crate::Builder::environment`] gives them; [`Env::process`] is the default):
+//!
+//! ```
+//! use tracing_mllog::env::{Env, EnvError};
+//!
+//! let env = Env::from_map([
+//!     ("MLLOG_APPEND", "Yes"),
+//!     ("MLLOG_NAMESPACE", "  "),
+//!     ("SLURM_PROCID", "3"),
+//!     ("MLLOG_CHANNEL_CAPACITY", "lots"),
+//! ]);
+//! assert!(!env.is_process());
+//! assert_eq!(env.flag("MLLOG_APPEND"), Ok(Some(true))); // 1/0, true/false, yes/no, on/off
+//! assert_eq!(env.string("MLLOG_NAMESPACE"), Ok(None)); // blank counts as unset
+//! assert_eq!(env.raw("MLLOG_NAMESPACE"), Ok(Some("  ")));
+//! // The rank comes from the first launcher variable that is set.
+//! assert_eq!(env.rank(), Ok(Some((3, "SLURM_PROCID"))));
+//! assert_eq!(env.world_size(), Ok(None));
+//!
+//! // A value that does not parse is an error naming the variable, never a silent default.
+//! let err = env
+//!     .number::<usize>("MLLOG_CHANNEL_CAPACITY", 1, 1 << 24, "a whole number of records")
+//!     .unwrap_err();
+//! assert_eq!(err.name(), "MLLOG_CHANNEL_CAPACITY");
+//! assert!(matches!(err, EnvError::Invalid { ref value, .. } if value == "lots"));
+//! ```
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -29,6 +59,10 @@ pub const WORLD_SIZE_VARIABLES: [&str; 4] = [
 const FLAG_WORDS: &str = "expected 1/0, true/false, yes/no or on/off";
 
 /// A variable with a value the crate cannot use.
+///
+/// Returned by the [`Env`] parsers; [`crate::Builder::build`] turns it into
+/// [`crate::Error::Env`]. [`EnvError::name`] says which variable to fix; see the
+/// [module example](self).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EnvError {
@@ -82,6 +116,12 @@ impl From<EnvError> for crate::Error {
 
 /// A set of environment variables: a snapshot of the process environment ([`Env::process`])
 /// or a map of your own ([`Env::from_map`], what [`crate::Builder::environment`] gives).
+///
+/// Every read goes through one of its parsers: [`Env::string`] (trimmed, blank is unset),
+/// [`Env::flag`], [`Env::number`] (with a range) or [`Env::parse`], so every variable accepts
+/// the same spellings and every bad value is an [`EnvError`] that names it. A value that is
+/// not UTF-8 is an error only when that variable is read. The [module
+/// example](self#examples) shows each parser.
 #[derive(Clone, Default)]
 pub struct Env {
     /// `Err` holds a value that is not UTF-8 (an error only when the variable is read).

@@ -2,6 +2,32 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong while configuring the layer. Logging itself never returns
 /// errors to the training code: failures after start-up are counted in the [`crate::Report`].
+///
+/// [`crate::Builder::build`] returns it. Each variant names what to fix: the path, the
+/// environment variable, the benchmark or the setting; the sink-specific start errors are kept
+/// as the [`Error::Start`] source, typed, for callers that match on them. The enum is
+/// `#[non_exhaustive]`: match the variants you handle and keep a `_` arm.
+///
+/// ```
+/// use tracing_mllog::{Error, MllogLayer};
+///
+/// let dir = tempfile::tempdir()?;
+/// let blocker = dir.path().join("not-a-dir");
+/// std::fs::write(&blocker, "")?;
+/// // The log cannot go under a regular file: the error names the path.
+/// let err = MllogLayer::builder()
+///     .output_file(blocker.join("mllog.txt"))
+///     .environment(Vec::<(String, String)>::new())
+///     .build::<tracing_subscriber::Registry>()
+///     .err()
+///     .expect("cannot be created");
+/// match &err {
+///     Error::Output { path, .. } => assert_eq!(path, &blocker.join("mllog.txt")),
+///     other => panic!("unexpected: {other}"),
+/// }
+/// assert!(err.to_string().starts_with("cannot write the MLLOG output"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

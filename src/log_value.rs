@@ -41,8 +41,25 @@ use crate::record::{f32_shortest, Value};
 ///     }
 /// }
 ///
-/// mllog!("opt_adam_betas", Betas(0.9, 0.95)); // "value": [0.9, 0.95]
+/// # use tracing_subscriber::prelude::*;
+/// # let (sink, records) = tracing_mllog::sink::MemorySink::new();
+/// # let (layer, mut guard) = tracing_mllog::MllogLayer::builder()
+/// #     .no_output()
+/// #     .sink(sink)
+/// #     .environment(Vec::<(String, String)>::new())
+/// #     .build()
+/// #     .unwrap();
+/// # tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+/// mllog!("opt_adam_betas", Betas(0.9, 0.95), shape = (4, "x"), skip = None::<u32>);
+/// # });
+/// # guard.shutdown();
+/// let line = &records.lines()[0];
+/// assert!(line.contains(r#""value": [0.9, 0.95]"#), "{line}");
+/// assert!(line.contains(r#""shape": [4, "x"], "skip": null"#), "{line}");
 /// ```
+///
+/// (The hidden lines set up a layer that writes to a [`MemorySink`](crate::sink::MemorySink)
+/// whose `records` handle is read here; see [`crate::Builder`].)
 pub trait LogValue {
     /// What `mllog!` hands to `tracing` for this value.
     type Field<'a>: tracing::Value
@@ -77,6 +94,11 @@ pub fn log_value<T: LogValue + ?Sized>(v: &T) -> T::Field<'_> {
 
 /// A composite value on its way to the layer: `Debug`, which is the only way `tracing` lets it
 /// through. The MLLOG layer receives its [`Value`]; other layers see its JSON text.
+///
+/// You meet it only when implementing [`LogValue`] for a type of your own that is not a
+/// number, a bool or a string: its [`LogValue::log_field`] returns [`Composite::field`] and
+/// its [`LogValue::to_value`] builds the [`Value`] (see the [`LogValue`] example). The
+/// layer never formats or parses text for it, so a list or object costs no JSON round trip.
 pub struct Composite<'a, T: ?Sized>(&'a T);
 
 impl<'a, T: LogValue + ?Sized> Composite<'a, T> {

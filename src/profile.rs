@@ -15,6 +15,48 @@
 //! `docs/nvidia.md`.
 //!
 //! Nothing here needs ROCm or CUDA at build time; without `PROFILER` nothing is loaded.
+//!
+//! # Examples
+//!
+//! In code, the profiler goes to [`crate::Builder::profiler`]; the same settings come from
+//! `PROFILER`, `PROFILE_SEGMENT` and `PROFILE_REPEAT`, parsed as below. A library that cannot
+//! be loaded is an error at start-up, never a silent run without the profile:
+//!
+//! ```
+//! use tracing_mllog::profile::{ProfileError, ProfilerKind, Repeat, Segment, SegmentProfiler};
+//!
+//! // `PROFILE_SEGMENT=train_step:100`: the 100th training step of the timed run.
+//! let segment: Segment = "train_step:100".parse()?;
+//! assert_eq!((segment.span_name(), segment.nth()), ("train_step", 100));
+//! assert!(segment.in_run_only()); // warmup steps do not count
+//! assert_eq!("data_load:2".parse::<Segment>()?, Segment::Span { name: "data_load".into(), nth: 2 });
+//! assert!("eval:0".parse::<Segment>().is_err()); // occurrences count from 1
+//! assert_eq!("all".parse::<Repeat>()?, Repeat::Always);
+//!
+//! let err = SegmentProfiler::builder()
+//!     .profiler(ProfilerKind::Cuda)
+//!     .segment(segment)
+//!     .library("/nonexistent/libcudart.so")
+//!     .build()
+//!     .unwrap_err();
+//! assert!(matches!(err, ProfileError::Library { profiler: ProfilerKind::Cuda, .. }), "{err}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! With a profiler that loads, the wiring is one builder call:
+//!
+//! ```no_run
+//! use tracing_mllog::profile::{ProfilerKind, Segment, SegmentProfiler};
+//!
+//! // Under `nsys profile --capture-range=cudaProfilerApi`: record the first eval only.
+//! let profiler = SegmentProfiler::builder()
+//!     .profiler(ProfilerKind::Cuda)
+//!     .segment(Segment::Eval(1))
+//!     .build()?; // needs libcudart
+//! let (layer, guard) = tracing_mllog::MllogLayer::builder().profiler(profiler).build()?;
+//! # let _: (tracing_mllog::MllogLayer<tracing_subscriber::Registry>, _) = (layer, guard);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #[cfg(feature = "rpd")]
 use std::ffi::OsString;

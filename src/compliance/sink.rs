@@ -16,6 +16,38 @@ use crate::sink::{Sink, SinkError};
 /// The policy runs on the pipeline's worker, after `run_start` is written: it reports, it
 /// cannot keep the clock from starting. To decide before `run` opens, call
 /// [`crate::Guard::preflight`] between `init` and `run`.
+///
+/// Set it with [`crate::Builder::live_check`]. [`LivePolicy::Warn`] (the default) suits an
+/// interactive run; [`LivePolicy::Callback`] lets a launcher act on the report (alert,
+/// record, stop the job); [`LivePolicy::Off`] for tests and benchmarks of the layer itself.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use tracing_mllog::compliance::LivePolicy;
+/// use tracing_mllog::{Benchmark, Division, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let problems = Arc::new(Mutex::new(Vec::new()));
+/// let seen = problems.clone();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .benchmark(Benchmark::Llama2_70bLora)
+///     .division(Division::Open) // a closed one without an org would not even build
+///     .live_check(LivePolicy::Callback(Box::new(move |report| {
+///         let mut seen = seen.lock().unwrap();
+///         seen.extend(report.errors().map(|f| f.message.clone()));
+///     })))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     drop(tracing::info_span!("init").entered()); // no hyperparameters logged
+///     let _run = tracing::info_span!("run").entered(); // the callback fires here
+/// });
+/// guard.shutdown();
+/// let problems = problems.lock().unwrap();
+/// assert!(problems.iter().any(|m| m.contains("submission_org")), "{problems:?}");
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Default)]
 pub enum LivePolicy {
     /// Nothing.
@@ -37,7 +69,8 @@ impl fmt::Debug for LivePolicy {
     }
 }
 
-/// A cloneable view of a [`ComplianceSink`]'s checker, usable from any thread.
+/// A cloneable view of a [`ComplianceSink`]'s checker, usable from any thread (see the
+/// [`ComplianceSink`] example).
 #[derive(Clone, Debug)]
 pub struct ComplianceHandle {
     inner: Arc<Mutex<Checker>>,
@@ -106,6 +139,27 @@ fn missing_seed() -> Finding {
 
 /// A [`Sink`] that feeds every record to a [`Checker`] and applies a [`LivePolicy`] at the
 /// first `run_start`. Records are numbered 1, 2, ... as the lines of the MLLOG file they form.
+///
+/// The layer adds one on the writing rank on its own ([`crate::Builder::live_check`] sets its
+/// policy; [`crate::Guard::preflight`] and the final [`crate::Report`] read it). Build one
+/// yourself only to check a record stream outside the layer, e.g. records replayed from
+/// another source; [`ComplianceSink::handle`] reads its verdict from any thread.
+///
+/// ```
+/// use tracing_mllog::compliance::{ComplianceSink, LivePolicy, Ruleset};
+/// use tracing_mllog::record::parse_log;
+/// use tracing_mllog::sink::Sink;
+///
+/// let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Off);
+/// let handle = sink.handle();
+/// let log = ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"INTERVAL_START\", \
+///            \"key\": \"init_start\", \"value\": null, \"metadata\": {}}";
+/// for line in parse_log(log).0 {
+///     sink.write(&line.record)?;
+/// }
+/// assert!(!handle.report().passed(false)); // nearly everything is still missing
+/// # Ok::<(), tracing_mllog::sink::SinkError>(())
+/// ```
 #[derive(Debug)]
 pub struct ComplianceSink {
     inner: Arc<Mutex<Checker>>,

@@ -20,6 +20,33 @@ use crate::submission::{Division, OverlayEnv, Submission, SystemStatus};
 use crate::Error;
 
 /// The intervals the layer knows by default, each from a span of the same (configurable) name.
+///
+/// Opening a span of that name logs the interval's `*_start` record, closing it the
+/// `*_stop` record (`INTERVAL_START` / `INTERVAL_END` in the log); fields of the span such as
+/// `samples_count` or `epoch_num` become the records' metadata. [`Builder::span_name`] renames
+/// the span that maps to an interval, for code whose spans already have other names, and
+/// [`Builder::interval`] adds an interval of any other name ([`Interval::Custom`]).
+///
+/// ```
+/// use tracing_mllog::{sink::MemorySink, Interval, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (memory, records) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(memory)
+///     .cache_clear(false)
+///     .span_name(Interval::Epoch, "pass") // `pass` spans are epochs
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _pass = tracing::info_span!("pass", epoch_num = 1u64).entered();
+/// });
+/// guard.shutdown();
+/// assert_eq!(records.keys(), ["epoch_start", "epoch_stop"]);
+/// assert!(records.lines()[0].contains(r#""epoch_num": 1"#));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Interval {
     /// span `init` → `init_start` / `init_stop` (and `cache_clear` first, when enabled)
@@ -67,8 +94,72 @@ enum Output {
 
 /// Configures and builds an [`MllogLayer`] and its [`Guard`].
 ///
+/// Start from [`MllogLayer::builder`], choose where the log goes ([`Builder::output_file`],
+/// [`Builder::stdout`] (the default), [`Builder::writer`] or [`Builder::no_output`]), describe
+/// the submission ([`Builder::benchmark`], [`Builder::org`], [`Builder::division`], ...), add
+/// extra [`Sink`]s, then call [`Builder::build`]. It returns the layer, to add to a
+/// `tracing_subscriber::Registry`, and a [`Guard`] that owns the worker thread: keep it alive
+/// for the whole run and call [`Guard::shutdown`] (or drop it) at the end, so every record
+/// reaches the file.
+///
 /// Every setting has an `MLLOG_*` environment variable that overrides it at [`Builder::build`]
 /// time (see the README's table), so operators can redirect a run without recompiling.
+/// [`Builder::environment`] replaces the process environment with a fixed map, which keeps
+/// tests and examples independent of the shell they run in.
+///
+/// Settings are checked at [`Builder::build`], not when they are set: an unusable value
+/// (a contradictory setting, an `MLLOG_*` variable that does not parse, a file that cannot be
+/// created, submission metadata the ruleset rejects) is an [`Error`], and a failed build
+/// never truncates the previous run's log.
+///
+/// # Examples
+///
+/// Spans named `init`, `run`, `block`, `epoch` and `eval` become `*_start`/`*_stop` records
+/// ([`Interval`]), and every [`mllog!`](crate::mllog) a `POINT_IN_TIME` record:
+///
+/// ```
+/// use tracing_mllog::{keys, mllog, sink::MemorySink, Benchmark, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("result_0.txt");
+/// let (memory, records) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .output_file(&path)
+///     .benchmark(Benchmark::Llama2_70bLora)
+///     .org("ExampleOrg")
+///     .sink(memory) // every record, in-process, besides the file
+///     .environment([("MLLOG_NAMESPACE", "worker0")]) // instead of the process's
+///     .build()?;
+///
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _init = tracing::info_span!("init").entered();
+///     mllog!(keys::GLOBAL_BATCH_SIZE, 8);
+/// });
+/// let report = guard.shutdown(); // flushes the file and stops the worker
+/// assert!(report.is_clean(), "{report}");
+///
+/// let log = std::fs::read_to_string(&path)?;
+/// assert!(log.lines().all(|l| l.starts_with(":::MLLOG {")));
+/// assert!(log.contains(r#""key": "global_batch_size", "value": 8"#));
+/// assert!(log.contains(r#""namespace": "worker0""#));
+/// assert_eq!(records.keys()[..2], ["cache_clear", "init_start"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// An unusable environment value fails the build with an error that names the variable:
+///
+/// ```
+/// use tracing_mllog::{Error, MllogLayer};
+///
+/// let err = MllogLayer::builder()
+///     .no_output()
+///     .environment([("MLLOG_APPEND", "perhaps")])
+///     .build::<tracing_subscriber::Registry>()
+///     .err()
+///     .expect("not a boolean");
+/// assert!(matches!(&err, Error::Env { name, .. } if name == "MLLOG_APPEND"), "{err}");
+/// ```
 pub struct Builder {
     output: Option<Output>,
     append: bool,

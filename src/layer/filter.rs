@@ -57,6 +57,37 @@ pub fn filter<F>(inner: F) -> MllogFilter<F> {
 
 /// The filter returned by [`filter`]: a [`Layer`] that forwards everything to the filter it
 /// wraps, but enables the MLLOG spans and events itself.
+///
+/// Without it, `RUST_LOG=warn` (or any `EnvFilter` that does not name this crate's spans)
+/// silently empties the MLLOG log: the filter disables `init`, `run` and every `mllog!` for
+/// every layer. With it, the wrapped filter still decides for everything else, including
+/// what the `fmt` layer prints:
+///
+/// ```
+/// use tracing_mllog::{keys, mllog, sink::MemorySink, MllogLayer};
+/// use tracing_subscriber::{prelude::*, EnvFilter};
+///
+/// let (memory, records) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(memory)
+///     .cache_clear(false)
+///     .span_name(tracing_mllog::Interval::Eval, "validate")
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// let subscriber = tracing_subscriber::registry()
+///     // a renamed interval span must be named here too
+///     .with(tracing_mllog::filter(EnvFilter::new("warn")).span("validate"))
+///     .with(layer);
+/// tracing::subscriber::with_default(subscriber, || {
+///     let _eval = tracing::info_span!("validate").entered();
+///     mllog!(keys::EVAL_ACCURACY, 0.5);
+///     tracing::info!("filtered out, as `warn` says");
+/// });
+/// guard.shutdown();
+/// assert_eq!(records.keys(), ["eval_start", "eval_accuracy", "eval_stop"]);
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct MllogFilter<F> {
     inner: F,

@@ -12,14 +12,38 @@ use std::sync::Arc;
 /// Reads the run's state from the training loop: whether the target was reached, how many
 /// samples were trained. Cheap to clone; get it from [`crate::MllogLayer::run_handle`].
 ///
-/// ```no_run
-/// # let (layer, _guard) = tracing_mllog::MllogLayer::builder().build().unwrap();
-/// # let _: &tracing_mllog::MllogLayer<tracing_subscriber::Registry> = &layer;
+/// The layer updates it on its own from what is logged: `train_step` spans count steps and
+/// samples (their `samples` field, or [`crate::Builder::global_batch_size`] per step),
+/// `eval_accuracy` records are compared with the [`Target`] given to
+/// [`crate::Builder::target`] (or the benchmark's preset). The training loop only reads it,
+/// typically to stop once [`RunHandle::converged`] (the `run` span then ends with status
+/// `success`) or [`RunHandle::diverged`]. Reads are lock-free and safe from any thread.
+///
+/// ```
+/// use tracing_mllog::{keys, mllog, train_step, MllogLayer, Target};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .global_batch_size(8)
+///     .target(Target::at_least(0.75))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
 /// let run = layer.run_handle();
-/// // ... after logging eval_accuracy:
-/// if run.converged() {
-///     // stop training; run_stop will say `success`
-/// }
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _run = tracing::info_span!("run").entered();
+///     for step in 0..4u64 {
+///         let _s = train_step!(step).entered();
+///     }
+///     mllog!(keys::EVAL_ACCURACY, 0.6, samples_count = 32);
+///     assert!(!run.converged());
+///     mllog!(keys::EVAL_ACCURACY, 0.8, samples_count = 32);
+/// });
+/// guard.shutdown();
+/// assert!(run.converged() && !run.diverged());
+/// assert_eq!((run.steps(), run.samples(), run.evals()), (4, 32, 2));
+/// assert_eq!(run.last_eval(), Some(0.8));
+/// # Ok::<(), tracing_mllog::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct RunHandle {

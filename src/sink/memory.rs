@@ -4,11 +4,37 @@ use super::{Sink, SinkError};
 use crate::record::Record;
 
 /// Keeps every record in memory; for tests and in-process use (summaries, dashboards).
+///
+/// [`MemorySink::new`] returns the sink, to give to [`crate::Builder::sink`], and a
+/// [`MemoryHandle`] that reads what it received from any thread, as [`Record`]s, keys or
+/// `:::MLLOG` lines. Records are kept until the handle and the sink are dropped: meant for
+/// tests and short runs, not for a week of training steps.
+///
+/// ```
+/// use tracing_mllog::{keys, mllog, sink::MemorySink, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (sink, handle) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!(keys::SEED, 42);
+/// });
+/// guard.shutdown(); // everything received is in the handle
+/// assert_eq!(handle.keys(), ["seed"]);
+/// assert_eq!(handle.records()[0].value.as_i128(), Some(42));
+/// assert!(handle.lines()[0].starts_with(":::MLLOG {"));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 pub struct MemorySink {
     records: Arc<Mutex<Vec<Record>>>,
 }
 
-/// Reads what a [`MemorySink`] received, from any thread.
+/// Reads what a [`MemorySink`] received, from any thread (it is `Clone`; see the
+/// [`MemorySink`] example). Each call returns a copy of the records so far.
 #[derive(Clone)]
 pub struct MemoryHandle {
     records: Arc<Mutex<Vec<Record>>>,

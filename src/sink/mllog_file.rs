@@ -7,6 +7,26 @@ use crate::record::Record;
 
 /// Writes `:::MLLOG` lines to a file, stdout or any writer, one record per line.
 ///
+/// It is the sink behind [`crate::Builder::output_file`], [`crate::Builder::stdout`] and
+/// [`crate::Builder::writer`]; build one yourself for a second copy of the log (add it with
+/// [`crate::Builder::sink`]) or to write [`Record`]s that did not come from `tracing`:
+///
+/// ```
+/// use tracing_mllog::sink::{MllogFileSink, Sink};
+/// use tracing_mllog::Record;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("logs/copy.txt"); // parent directories are created
+/// let mut sink = MllogFileSink::create(&path, false)?;
+/// sink.write(&Record::event("seed", 42).at_millis(1_700_000_000_000))?;
+/// sink.flush()?;
+/// let text = std::fs::read_to_string(&path)?;
+/// assert!(text.starts_with(r#":::MLLOG {"namespace": "", "time_ms": 1700000000000"#));
+/// assert!(text.contains(r#""key": "seed", "value": 42"#));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+///
 /// Each line goes to the operating system with its own `write(2)` calls before
 /// [`Sink::write`] returns, so the pipeline's "written" count is the number of lines the OS
 /// has taken (the file is current for `tail -f` and the object-store uploader, and a crash

@@ -58,7 +58,8 @@ use crate::record::Record;
 
 /// A sink's own report (an `UploadReport`, an `OtelReport`, a profiler's report, ...),
 /// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or
-/// [`crate::Guard::detail`].
+/// [`crate::Guard::detail`]. A custom sink makes one through [`SinkStatus`] (see its
+/// example).
 #[derive(Clone)]
 pub struct Detail(Arc<dyn DetailValue>);
 
@@ -101,6 +102,58 @@ impl Eq for Detail {}
 
 /// A live view of a sink's own account, read from any thread whenever a report is taken
 /// (the sink itself lives on the worker or its own thread).
+///
+/// A sink that keeps its own report (bytes sent, retries, ...) returns one from
+/// [`Sink::status`]; the pipeline asks it for a [`Detail`] whenever a [`crate::Report`] is
+/// taken, and [`crate::Guard::detail`] finds it by type:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use tracing_mllog::sink::{Detail, Sink, SinkError, SinkStatus};
+/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_subscriber::prelude::*;
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Bytes(u64);
+///
+/// struct Counting(Arc<AtomicU64>);
+/// struct CountingStatus(Arc<AtomicU64>);
+///
+/// impl SinkStatus for CountingStatus {
+///     fn detail(&self) -> Detail {
+///         Detail::new(Bytes(self.0.load(Ordering::Relaxed)))
+///     }
+/// }
+///
+/// impl Sink for Counting {
+///     fn name(&self) -> &str {
+///         "counting"
+///     }
+///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///         self.0.fetch_add(record.to_line().len() as u64, Ordering::Relaxed);
+///         Ok(())
+///     }
+///     fn status(&self) -> Option<Arc<dyn SinkStatus>> {
+///         Some(Arc::new(CountingStatus(self.0.clone())))
+///     }
+/// }
+///
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(Counting(Arc::new(AtomicU64::new(0))))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!("seed", 1);
+/// });
+/// let report = guard.shutdown();
+/// let Bytes(n) = guard.detail::<Bytes>().expect("the sink's own report");
+/// assert!(n > ":::MLLOG {}".len() as u64);
+/// let mine = report.sinks.iter().find(|s| s.name == "counting").unwrap();
+/// assert_eq!(mine.detail.as_ref().and_then(|d| d.get::<Bytes>()), Some(&Bytes(n)));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 pub trait SinkStatus: Send + Sync + 'static {
     /// The sink's report as it stands.
     fn detail(&self) -> Detail;
@@ -124,6 +177,12 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 }
 
 /// Why a sink could not take a record (counted and reported by the pipeline).
+///
+/// Returned by [`Sink::write`], [`Sink::flush`] and [`Sink::close`]. The pipeline never
+/// propagates it to the training code: it counts it in the sink's [`crate::SinkReport`]
+/// (`errors`) and keeps its message as `last_error`; the sink keeps receiving later records.
+/// `?` converts an [`std::io::Error`]; anything else is [`SinkError::Other`] in words (see
+/// the [`Sink`] example).
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     /// An I/O error (file, socket, ...).
@@ -140,6 +199,56 @@ pub enum SinkError {
 /// [`Delivery`]), on the sink's own thread, in the same order. A sink that fails keeps
 /// receiving later records; each failure is counted in the [`crate::Report`] with its latest
 /// message.
+///
+/// Implement it to send the records somewhere of your own (a metrics store, a message bus, a
+/// dashboard) and add it with [`crate::Builder::sink`] (isolated on its own thread) or
+/// [`crate::Builder::sink_with`] (choosing its [`Delivery`]). A sink sees every [`Record`]
+/// the MLLOG file gets, in the same order, already encoded-ready: [`Record::to_line`] gives
+/// the exact `:::MLLOG` line. Only [`Sink::name`] and [`Sink::write`] are required; override
+/// [`Sink::flush`] and [`Sink::close`] when the sink buffers.
+///
+/// A sink must not panic or block for long: an [`Delivery::Inline`] sink holds up the MLLOG
+/// file behind it; an isolated one loses the records that no longer fit its queue.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use tracing_mllog::sink::{Delivery, Sink, SinkError};
+/// use tracing_mllog::{keys, mllog, MllogLayer, Record};
+/// use tracing_subscriber::prelude::*;
+///
+/// /// Keeps the latest evaluation accuracy; refuses records without a value.
+/// struct LastAccuracy(Arc<Mutex<Option<f64>>>);
+///
+/// impl Sink for LastAccuracy {
+///     fn name(&self) -> &str {
+///         "last-accuracy"
+///     }
+///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///         if &*record.key == keys::EVAL_ACCURACY {
+///             let v = record.value.as_f64().ok_or_else(|| SinkError::Other("no number".into()))?;
+///             *self.0.lock().unwrap() = Some(v);
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let accuracy = Arc::new(Mutex::new(None));
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink_with(LastAccuracy(accuracy.clone()), Delivery::Inline)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!(keys::EVAL_ACCURACY, 0.71, samples_count = 512);
+///     mllog!(keys::EVAL_ACCURACY, 0.93, samples_count = 1024);
+///     mllog!(keys::EVAL_ACCURACY, "n/a"); // counted as an error of this sink
+/// });
+/// let report = guard.shutdown();
+/// assert_eq!(*accuracy.lock().unwrap(), Some(0.93));
+/// let mine = report.sinks.iter().find(|s| s.name == "last-accuracy").unwrap();
+/// assert_eq!((mine.errors, mine.last_error.as_deref()), (1, Some("no number")));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 pub trait Sink: Send + 'static {
     /// A short name for reports (`"mllog-file"`, `"memory"`, ...).
     fn name(&self) -> &str;

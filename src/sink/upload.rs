@@ -50,6 +50,10 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 
 /// Why upload configuration or start-up failed. Messages never contain option values or
 /// credentials.
+///
+/// Returned by [`UploadConfig::new`] (a URL it cannot use) and [`UploadSink::start`]; through
+/// the layer it is the source of [`crate::Error::Start`]. Upload failures during the run are
+/// not errors: they are retried and counted in the [`UploadReport`].
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     /// The URL does not parse or names an unsupported scheme.
@@ -89,7 +93,8 @@ pub enum UploadError {
 
 /// Retries of one upload: exponential backoff from `initial_backoff`, doubling up to
 /// `max_backoff`, at most `max_attempts` attempts in all (the final upload also stops at its
-/// deadline).
+/// deadline). Set it with [`UploadConfig::retry`]; failures after the last attempt are
+/// counted in the [`UploadReport`], never raised to the training code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts per upload, the first included (at least 1).
@@ -130,7 +135,40 @@ enum Target {
 /// Where and how to upload: URL, interval, important keys, retries, store options, extra
 /// artefacts and the final-upload deadline.
 ///
-/// `Debug` shows option keys but never option values.
+/// Give it to [`crate::Builder::upload`] (or set `MLLOG_UPLOAD_URL`): the layer then keeps a
+/// copy of its MLLOG file in object storage, re-uploaded in the background and a last time
+/// at shutdown, when it is read back and compared; [`crate::Guard::upload_report`] says how
+/// that went. Credentials come from the provider's usual variables or
+/// [`UploadConfig::option`]s and are never printed: `Debug` shows option keys but never
+/// option values, and URLs are shown without credentials or query string.
+///
+/// A `file://` URL is the same path through the same code as a bucket, which is how this
+/// example checks what reached the "remote" copy:
+///
+/// ```
+/// use std::time::Duration;
+/// use tracing_mllog::sink::UploadConfig;
+/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let dir = tempfile::tempdir()?;
+/// let local = dir.path().join("result_0.txt");
+/// let remote = dir.path().join("bucket/run-42/result_0.txt");
+/// let url = format!("file://{}", remote.display());
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .output_file(&local)
+///     .upload(UploadConfig::new(&url)?.interval(Duration::from_secs(60)))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!(keys::SEED, 7);
+/// });
+/// guard.shutdown(); // the final upload, read back and compared
+/// let upload = guard.upload_report().expect("an uploader");
+/// assert_eq!(upload.final_remote_matches_local, Some(true), "{upload}");
+/// assert_eq!(std::fs::read(&remote)?, std::fs::read(&local)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct UploadConfig {
     target: Target,
     interval: Option<Duration>,
@@ -618,7 +656,9 @@ fn install_crypto_provider() {
     }
 }
 
-/// What the uploader did. `final_remote_matches_local` is `None` until the final upload ran,
+/// What the uploader did (read it with [`crate::Guard::upload_report`] or
+/// [`UploadHandle::report`]; the [`UploadConfig`] example checks it after shutdown).
+/// `final_remote_matches_local` is `None` until the final upload ran,
 /// then `Some(true)` only when the remote object was read back byte-identical to the local
 /// file (`Some(false)`: the final upload failed, timed out or the read-back differed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -691,7 +731,8 @@ impl Shared {
     }
 }
 
-/// Reads an [`UploadSink`]'s progress from any thread.
+/// Reads an [`UploadSink`]'s progress from any thread. Through the layer,
+/// [`crate::Guard::upload_report`] gives the same report.
 #[derive(Clone)]
 pub struct UploadHandle {
     shared: Arc<Shared>,
@@ -720,6 +761,11 @@ impl UploadHandle {
 }
 
 /// The sink that keeps a remote copy of the MLLOG file current. Put it after the file sink.
+///
+/// Usually built by the layer from [`UploadConfig`] ([`crate::Builder::upload`] or
+/// `MLLOG_UPLOAD_URL`), which places it right after the MLLOG file sink on the writing rank;
+/// see the [`UploadConfig`] example. [`UploadSink::start`] builds one by hand, for a file the
+/// layer does not write. Its [`UploadHandle`] reads the [`UploadReport`] from any thread.
 pub struct UploadSink {
     shared: Arc<Shared>,
     important: HashSet<String>,

@@ -2,7 +2,7 @@
 //! writes the complete log a real run of that configuration would produce, then checks it with
 //! the built-in checker. This is what `mllog dry-run` runs.
 //!
-//! ```no_run
+//! ```
 //! use mllog_cli::dry_run::{self, DryRun};
 //! use tracing_mllog::presets::Preset;
 //! use tracing_mllog::{Benchmark, Division, Ruleset};
@@ -10,8 +10,11 @@
 //! let preset = Preset::for_benchmark(Ruleset::V6_1_0, Benchmark::Llama2_70bLora,
 //!                                    Division::Closed, None).unwrap();
 //! let opts = DryRun::new("MyOrg", "1xNode-8xGPU", "config_1x8.sh");
-//! let out = dry_run::run(&preset, &opts, "llama2.log".as_ref()).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let log = dir.path().join("llama2.log");
+//! let out = dry_run::run(&preset, &opts, &log).unwrap();
 //! assert!(out.report.passed(true));
+//! assert!(std::fs::read_to_string(&log).unwrap().contains(r#""key": "run_stop""#));
 //! ```
 
 use std::fmt;

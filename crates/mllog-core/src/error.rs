@@ -1,5 +1,8 @@
 /// What the core types reject: an unknown benchmark name, submission metadata the rules reject,
 /// a submission variable with a value that cannot be used.
+///
+/// Returned by `Benchmark`'s `FromStr` and [`crate::Submission::overlay_variables`] (see their
+/// examples); `tracing-mllog` converts it into its own `Error` with the same variants.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -597,6 +597,24 @@ pub fn intern(key: &str) -> Option<&'static str> {
 
 /// A benchmark name, typed. [`Benchmark::as_str`] gives the string logged as
 /// `submission_benchmark`; [`Benchmark::from_name`] parses one.
+///
+/// It covers every benchmark of the supported training rulesets, current and retired; which
+/// ones a given ruleset still accepts is the compliance rules' business (a retired one is
+/// checked under the newest ruleset that has it). `FromStr` is [`Benchmark::from_name`] with
+/// an error naming the unknown benchmark, for command lines and environment variables. The
+/// enum is `#[non_exhaustive]`: new rulesets add benchmarks.
+///
+/// ```
+/// use mllog_core::Benchmark;
+///
+/// let b: Benchmark = "llama2_70b_lora".parse().unwrap();
+/// assert_eq!(b, Benchmark::Llama2_70bLora);
+/// assert_eq!(b.as_str(), "llama2_70b_lora");
+/// assert_eq!(b.to_string(), "llama2_70b_lora");
+/// assert_eq!(Benchmark::from_name("gpt5"), None);
+/// let err = "gpt5".parse::<Benchmark>().unwrap_err();
+/// assert_eq!(err.to_string(), r#"unknown benchmark "gpt5""#);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Benchmark {

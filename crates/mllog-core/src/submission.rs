@@ -6,7 +6,8 @@ use crate::keys::{self, Benchmark};
 use crate::record::{Str, Value};
 use crate::Error;
 
-/// `submission_division`.
+/// `submission_division`: `closed` (the reference model and fixed hyperparameters) or `open`.
+/// See the [`Submission`] example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Division {
     /// `closed`: the reference model and the rules' fixed hyperparameters.
@@ -34,7 +35,7 @@ impl Division {
     }
 }
 
-/// `submission_status`: where the system is available.
+/// `submission_status`: where the system is available. See the [`Submission`] example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SystemStatus {
     /// `onprem`
@@ -69,6 +70,38 @@ impl SystemStatus {
 /// The `submission_*` keys (and `config_filename`). Every field is optional; the layer logs
 /// the ones that are set, in this order, right after `init_start`. Nothing has a default:
 /// organisation, platform and benchmark come from the caller or the environment, never from us.
+///
+/// The layer's builder sets these fields one by one (`Builder::org`, `Builder::division`,
+/// ...) or all at once (`Builder::submission`), and then overlays the
+/// [`SUBMISSION_VARIABLES`] from the environment, so a launcher script can fill in what the
+/// code leaves open. [`Division`] and [`SystemStatus`] are the two closed vocabularies.
+///
+/// ```
+/// use mllog_core::keys::Benchmark;
+/// use mllog_core::{Division, Submission, SystemStatus};
+///
+/// let mut s = Submission {
+///     benchmark: Some(Benchmark::Llama2_70bLora),
+///     division: Some(Division::Closed),
+///     ..Default::default()
+/// };
+/// // The launcher's variables win over what the code set.
+/// let env = |name: &str| match name {
+///     "MLLOG_SUBMISSION_ORG" => Some("ExampleOrg".to_string()),
+///     "MLLOG_SUBMISSION_STATUS" => Some("cloud".to_string()),
+///     "MLLOG_SUBMISSION_DIVISION" => Some("open".to_string()),
+///     _ => None,
+/// };
+/// s.overlay_variables(&env).unwrap();
+/// assert_eq!(s.org.as_deref(), Some("ExampleOrg"));
+/// assert_eq!((s.division, s.status), (Some(Division::Open), Some(SystemStatus::Cloud)));
+///
+/// // An empty value is an error naming the variable (the checker rejects empty values).
+/// let err = s.overlay_variables(&|n: &str| (n == "MLLOG_SUBMISSION_ORG").then(String::new));
+/// assert!(err.unwrap_err().to_string().contains("MLLOG_SUBMISSION_ORG"));
+/// assert_eq!(Division::from_name("closed").map(Division::as_str), Some("closed"));
+/// assert_eq!(SystemStatus::from_name("onprem"), Some(SystemStatus::Onprem));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Submission {
     /// `submission_benchmark`

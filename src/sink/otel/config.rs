@@ -13,6 +13,11 @@ use crate::submission::Submission;
 pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 
 /// What the span queue does when the exporter falls behind (see `docs/otel.md`).
+///
+/// Set it with [`OtelConfig::backpressure`] or `MLLOG_OTEL_BACKPRESSURE`. Either way the
+/// training thread never waits for a collector; the choice is between losing fewer spans in a
+/// burst ([`Backpressure::Wait`]) and never delaying the pipeline's worker
+/// ([`Backpressure::Drop`]). Dropped spans are counted in the [`super::OtelReport`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backpressure {
     /// Wait up to this long for room in the queue, then drop the span (counted). The wait
@@ -30,6 +35,28 @@ impl Default for Backpressure {
 }
 
 /// Settings of an [`super::OtelSink`]. Builder style: `OtelConfig::new().rank(3).world_size(8)`.
+///
+/// It decides what is exported (which `train_step`s are sampled, which other spans inside
+/// `run`), how the span queue behaves when the collector falls behind ([`Backpressure`]),
+/// the resource that describes the run (service name, rank, host, submission), and which
+/// trace the run joins ([`OtelConfig::traceparent`]). [`super::OtelSink::from_env`] fills it
+/// from the `MLLOG_OTEL_*` and `OTEL_*` variables instead; a malformed setting is an
+/// [`super::OtelError`] naming it. See the [`super::OtelSink`] example for the whole path.
+///
+/// ```
+/// use tracing_mllog::sink::OtelConfig;
+/// use tracing_mllog::Benchmark;
+///
+/// let config = OtelConfig::new()
+///     .benchmark(Benchmark::Llama2_70bLora)
+///     .rank(3)
+///     .world_size(8)
+///     .train_step_every(100) // one traced step in a hundred
+///     .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None)?;
+/// assert_eq!(config.effective_service_name(), "llama2_70b_lora"); // unless OTEL_SERVICE_NAME
+/// assert!(OtelConfig::new().traceparent("not-a-traceparent", None).is_err());
+/// # Ok::<(), tracing_mllog::sink::OtelError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct OtelConfig {
     pub(crate) service_name: Option<String>,
@@ -67,6 +94,17 @@ pub(crate) struct Endpoints {
 }
 
 /// Names of other spans to export (`MLLOG_OTEL_SPANS`): exact names or `prefix*`.
+///
+/// Set through [`OtelConfig::export_spans`]; a span inside `run` whose name matches is
+/// exported like an interval.
+///
+/// ```
+/// use tracing_mllog::sink::SpanPatterns;
+///
+/// let p = SpanPatterns::parse("data_load, checkpoint*");
+/// assert!(p.matches("data_load") && p.matches("checkpoint_save"));
+/// assert!(!p.matches("data") && !SpanPatterns::parse("").matches("x"));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpanPatterns(pub(crate) Vec<String>);
 
@@ -391,6 +429,10 @@ pub(crate) fn hostname() -> Option<String> {
 }
 
 /// Why an OpenTelemetry sink could not be built.
+///
+/// Returned by [`super::OtelSink`]'s constructors and [`OtelConfig::traceparent`]; through the
+/// layer it is the source of [`crate::Error::Start`] (downcast it to match on it). Nothing
+/// after start-up is an error: export failures are counted in the [`super::OtelReport`].
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
     /// An environment variable has an unusable value.

@@ -39,7 +39,9 @@ use crate::record::{EventType, OtelFields, Record, TraceParent, Value};
 /// Name of the instrumentation scope of every span and metric.
 pub const OTEL_SCOPE: &str = "tracing-mllog";
 
-/// What the sink did, from [`OtelHandle::report`].
+/// What the sink did, from [`OtelHandle::report`] (also in the sink's [`crate::SinkReport`]
+/// detail). Every span or event that did not reach the exporter is counted here with its
+/// cause; the [`OtelSink`] example reads `spans_exported`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OtelReport {
     /// Spans started (intervals, kept `train_step`s and standalone `mllog.point` spans).
@@ -86,7 +88,8 @@ pub struct OtelReport {
 }
 
 /// A cloneable view of an [`OtelSink`]'s counters, usable after the sink moved into the
-/// pipeline.
+/// pipeline. Take it with [`OtelSink::handle`] before handing the sink to the builder (see the
+/// [`OtelSink`] example).
 #[derive(Clone, Debug)]
 pub struct OtelHandle {
     counters: Arc<Counters>,
@@ -194,6 +197,52 @@ impl OpenIntervals {
 /// exporter, through the sink's own counting queue) or [`OtelSink::with_providers`] (your own
 /// SDK providers), then hand it to [`crate::Builder::sink`]. Keep an [`OtelHandle`] from
 /// [`OtelSink::handle`] to read the [`OtelReport`].
+///
+/// Every MLLOG interval (`run`, `block`, `epoch`, `eval`, sampled `train_step`s) becomes a
+/// span with the interval's metadata as attributes, and every point record an event on the
+/// innermost open span; the run's trace can join an application's trace
+/// ([`OtelConfig::traceparent`]). Export happens on the sink's own threads; a collector that
+/// is down or slow costs dropped spans (counted in the [`OtelReport`]), never a stalled
+/// training step.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use opentelemetry_sdk::error::OTelSdkResult;
+/// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+/// use tracing_mllog::sink::{OtelConfig, OtelSink};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_subscriber::prelude::*;
+///
+/// /// Keeps the names of the spans it is given (a real one sends them to a collector).
+/// #[derive(Clone, Debug, Default)]
+/// struct Names(Arc<Mutex<Vec<String>>>);
+///
+/// impl SpanExporter for Names {
+///     fn export(&self, batch: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+///         self.0.lock().unwrap().extend(batch.into_iter().map(|s| s.name.into_owned()));
+///         std::future::ready(Ok(()))
+///     }
+/// }
+///
+/// let names = Names::default();
+/// let sink = OtelSink::with_span_exporter(names.clone(), OtelConfig::new().service_name("demo"))?;
+/// let otel = sink.handle();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _run = tracing::info_span!("run").entered();
+///     let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();
+/// });
+/// guard.shutdown(); // ends the spans and flushes the exporter
+/// let mut exported = names.0.lock().unwrap().clone();
+/// exported.sort();
+/// assert_eq!(exported, ["epoch", "run"]);
+/// assert_eq!(otel.report().spans_exported, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct OtelSink {
     name: String,
     spans: Spans,

@@ -49,6 +49,17 @@ const LABEL_CACHE_MAX: usize = 1 << 16;
 /// [`RpdSchema::V2`] when the file must be read by an older rocmProfileData checkout (whose
 /// `rpd2tracing.py` mis-labels v3 markers) or shared with an older tracer. An existing file
 /// keeps its own version.
+///
+/// ```
+/// use tracing_mllog::sink::RpdSchema;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("trace.rpd");
+/// assert_eq!(RpdSchema::default().ensure_file(&path)?, RpdSchema::V3); // created
+/// assert_eq!(RpdSchema::V2.ensure_file(&path)?, RpdSchema::V3); // existing: its own version
+/// assert_eq!("2".parse::<RpdSchema>()?.version(), 2); // as `MLLOG_RPD_SCHEMA=2`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum RpdSchema {
     /// Schema v2: all strings, marker text included, in `rocpd_string`.
@@ -110,6 +121,10 @@ impl std::fmt::Display for RpdSchema {
 }
 
 /// Why an RPD file could not be opened or written.
+///
+/// Opening ([`RpdConfig::open`], [`RpdSink::create`]) fails early with the path and the
+/// reason; through the layer it is the source of [`crate::Error::Start`]. Write failures
+/// later in the run are counted in the sink's [`crate::SinkReport`], never raised.
 #[derive(Debug, thiserror::Error)]
 pub enum RpdError {
     /// An environment variable has a value that cannot be used.
@@ -187,6 +202,36 @@ impl RpdError {
 }
 
 /// How to open an [`RpdSink`].
+///
+/// Give it to [`crate::Builder::rpd`] to have the layer write the file on the writing rank
+/// (`MLLOG_RPD_FILE` does the same from the environment), or open a sink yourself with
+/// [`RpdConfig::open`]. The defaults fit a file shared with `rpd_tracer`: schema v3 for a new
+/// file, a 10 s SQLite busy timeout, a commit every 4096 rows and on every flush.
+///
+/// ```
+/// use tracing_mllog::sink::{RpdConfig, RpdSchema, RpdSink};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_subscriber::prelude::*;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("trace.rpd");
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .rpd(RpdConfig::new(&path).schema(RpdSchema::V2).batch_rows(256))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();
+/// });
+/// let report = guard.shutdown();
+/// let rpd = report.sinks.iter().find(|s| s.name == "rpd").expect("the RPD sink");
+/// assert_eq!((rpd.written, rpd.errors), (2, 0)); // epoch_start, epoch_stop
+///
+/// // The file keeps its v2 schema; the layer's sink had session 0, the next writer gets 1.
+/// let next = RpdSink::create(&path)?;
+/// assert_eq!((next.schema(), next.session()), (RpdSchema::V2, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct RpdConfig {
     path: PathBuf,
@@ -301,6 +346,11 @@ struct ApiRow {
 /// `session << 32`: it can append to a file that a tracer or other ranks are writing. Rows are
 /// buffered and committed in one transaction per [`Sink::flush`] (and every
 /// [`RpdConfig::batch_rows`] rows), on the pipeline's worker thread.
+///
+/// Each interval becomes one marker row spanning its start and stop, labelled with its name
+/// and the [`DEFAULT_LABEL_FIELDS`] found in its metadata; each point is a marker labelled
+/// `key=value`. Viewers of RPD files (`rpd2tracing.py`, Perfetto) then show training phases on the
+/// same timeline as the GPU kernels. See [`RpdConfig`] for an example through the layer.
 pub struct RpdSink {
     conn: Connection,
     path: PathBuf,

@@ -567,6 +567,35 @@ struct HistLine {
 ///
 /// Feed records in log order with [`Checker::feed`] (and malformed lines with
 /// [`Checker::feed_error`]); ask for a [`ComplianceReport`] at any point.
+///
+/// [`check_text`] and [`check_reader`] drive one for a whole log; use a `Checker` yourself
+/// to check records as they are produced (the layer's live check does) or to read a log
+/// that arrives piece by piece. Memory stays bounded once the benchmark is known: only what
+/// the rules still need is kept. A report taken before the end says what is missing so far
+/// (`run_stop` not logged yet is an error until it is).
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Checker, Division, Ruleset};
+/// use mllog_core::keys::Benchmark;
+/// use mllog_core::record::LogReader;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let mut checker = Checker::new(Ruleset::V6_1_0);
+/// let mut reader = LogReader::new(log.as_bytes());
+/// for line in reader.by_ref().take(5) {
+///     let line = line.unwrap();
+///     checker.feed(line.lineno, &line.record);
+/// }
+/// assert!(!checker.report().passed(false)); // the run has not even started
+/// for line in reader {
+///     let line = line.unwrap();
+///     checker.feed(line.lineno, &line.record);
+/// }
+/// assert!(checker.run_started());
+/// assert_eq!(checker.division(), Some(Division::Closed));
+/// let report = checker.report();
+/// assert!(report.passed(true), "{}", report.render_text("example", true));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Checker {
     set: &'static RulesetFiles,

@@ -14,6 +14,20 @@ use crate::keys::Benchmark;
 use crate::record::{Metadata, Value};
 
 /// A training ruleset version of the official checker (mlperf-logging 4.1.68).
+///
+/// Each version has its own rule files: which benchmarks exist, which keys each must log and
+/// with which values. [`Ruleset::DEFAULT`] is the official checker's default; a log for a
+/// benchmark the default no longer has is checked under [`detect_ruleset`](super::detect_ruleset)'s
+/// choice.
+///
+/// ```
+/// use mllog_core::compliance::Ruleset;
+///
+/// assert_eq!(Ruleset::from_name("training_6.0.0"), Some(Ruleset::V6_0_0));
+/// assert_eq!(Ruleset::from_name("6.1"), Some(Ruleset::DEFAULT));
+/// assert_eq!(Ruleset::V5_1_0.as_str(), "5.1.0");
+/// assert!(Ruleset::ALL.windows(2).all(|w| w[0] < w[1])); // oldest first
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ruleset {
     /// `training_5.0.0`
@@ -543,7 +557,8 @@ pub enum Scope {
     Benchmark(Division, Benchmark),
 }
 
-/// One rule file (one YAML file of the official checker).
+/// One rule file (one YAML file of the official checker); see the [`RulesetFiles`](super::RulesetFiles)
+/// example.
 #[derive(Clone, Debug)]
 pub struct RuleFile {
     /// The official file name, e.g. `training_6.1.0/closed_llama2_70b_lora.yaml`.

@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use super::model::{Division, Ruleset};
 
-/// How bad a finding is.
+/// How bad a finding is. Only [`Severity::Error`] fails a check, and [`Severity::Warning`]
+/// under `werror` ([`ComplianceReport::passed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Severity {
     /// Fails the check.
@@ -26,7 +27,8 @@ impl Severity {
     }
 }
 
-/// What kind of rule a finding comes from.
+/// What kind of rule a finding comes from ([`Finding::kind`]): lets a tool group findings,
+/// e.g. every missing key ([`FindingKind::Missing`]) apart from every failed check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FindingKind {
     /// A `CHECK` was false.
@@ -78,6 +80,11 @@ impl FindingKind {
 
 /// One problem found in a log. As JSON (feature `serde`): `{severity, kind, line, key, message,
 /// rule, source}`.
+///
+/// `message` is meant for people (what the rule requires and what was found), `rule` quotes
+/// the official rule so the verdict can be traced to the YAML files, and `line` points into
+/// the log. Findings of a finished check come in line order; see the [`ComplianceReport`]
+/// example.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Finding {
@@ -131,6 +138,28 @@ pub struct ComplianceReportJson<'a> {
 }
 
 /// The result of checking a log (or the part of it seen so far).
+///
+/// Returned by [`check_text`](super::check_text), [`check_reader`](super::check_reader) and
+/// [`Checker::report`](super::Checker::report). [`ComplianceReport::passed`] is the verdict
+/// (with `werror`, as the official checker's `--werror`, warnings fail too); the
+/// [`Finding`]s say what is wrong and where, in words, and render as compiler-style text
+/// ([`ComplianceReport::render_text`]) or JSON (`render_json`, feature `serde`).
+///
+/// ```
+/// use mllog_core::compliance::{check_text, example_log, Division, Ruleset, Severity};
+/// use mllog_core::keys::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// // Drop the `run_stop` line: the run never ends.
+/// let cut: String = log.lines().filter(|l| !l.contains("run_stop")).map(|l| format!("{l}\n")).collect();
+/// let report = check_text(Ruleset::V6_1_0, &cut);
+/// assert_eq!(report.benchmark.as_deref(), Some("llama2_70b_lora"));
+/// assert_eq!(report.division, Some(Division::Closed));
+/// assert!(!report.passed(false));
+/// let error = report.errors().next().unwrap();
+/// assert_eq!(error.severity, Severity::Error);
+/// assert!(report.render_text("result_0.txt", false).contains("result_0.txt"));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComplianceReport {
     /// The ruleset checked against.

@@ -9,6 +9,28 @@ use crate::keys::Benchmark;
 use crate::record::Value;
 
 /// All rule files of one ruleset.
+///
+/// The official checker's YAML files as Rust data ([`rules`] builds each set once): one
+/// [`RuleFile`] per file, each a list of [`KeyRule`](super::KeyRule)s with a requirement
+/// ([`Req`](super::Req)) and checks ([`Check`](super::Check)). The checker runs them; the
+/// presets and the CLI read them, e.g. for the value a closed benchmark requires
+/// ([`required_value`]) or its convergence target ([`target()`]).
+///
+/// ```
+/// use mllog_core::compliance::{required_value, rules, target, Division, Lit, Req, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let set = rules(Ruleset::V6_1_0);
+/// assert!(set.allows(Benchmark::Llama2_70bLora) && !set.allows(Benchmark::Llama31_405b));
+/// let file = set.benchmark_file(Division::Closed, Benchmark::Llama2_70bLora).unwrap();
+/// assert_eq!(file.name, "training_6.1.0/closed_llama2_70b_lora.yaml");
+/// assert_eq!(file.rule("lora_rank").unwrap().req, Some(Req::ExactlyOne));
+/// assert_eq!(required_value(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, "lora_rank"), Some(Lit::Int(16)));
+///
+/// let goal = target(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// assert_eq!(goal.key, "eval_accuracy");
+/// assert!(!goal.higher_is_better && goal.range.unwrap().contains(0.92));
+/// ```
 #[derive(Debug)]
 pub struct RulesetFiles {
     /// The version.
@@ -94,7 +116,8 @@ pub fn required_value(ruleset: Ruleset, benchmark: Benchmark, key: &str) -> Opti
     })
 }
 
-/// The convergence target of a benchmark: which key, and the range one occurrence must reach.
+/// The convergence target of a benchmark: which key, and the range one occurrence must reach
+/// (from [`target()`]; see the [`RulesetFiles`] example).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RuleTarget {
     /// Usually `eval_accuracy` (`averaged_validation_loss` for open flux1,

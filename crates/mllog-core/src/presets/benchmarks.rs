@@ -27,6 +27,22 @@ macro_rules! overrides {
 /// `llama2_70b_lora`: LoRA fine-tuning of Llama 2 70B. Target: eval loss ≤ 0.925 (closed).
 /// Evaluation every `ceil(384 / gbs) * gbs` samples, skipping the first
 /// `floor(0.125 * gbs + 2)` evaluations.
+///
+/// Like every benchmark struct here: set the tunables as fields (struct update syntax from
+/// `Default`), then [`Llama2_70bLora::preset`] derives and validates the rest.
+///
+/// ```
+/// use mllog_core::presets::Llama2_70bLora;
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Llama2_70bLora { global_batch_size: 16, ..Default::default() }
+///     .preset(Division::Closed, Ruleset::V6_1_0)
+///     .unwrap();
+/// assert_eq!(p.global_batch_size(), 16);
+/// assert_eq!(p.get("lora_rank"), Some(&Value::Int(16))); // fixed by the closed rules
+/// assert_eq!(p.target().to_string(), "<= 0.925");
+/// assert_eq!(p.eval_schedule().every, 384); // ceil(384 / 16) * 16
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Llama2_70bLora {
     /// `global_batch_size` (default 8).

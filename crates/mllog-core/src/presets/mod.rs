@@ -74,6 +74,12 @@ pub enum EvalProgress {
 ///
 /// Build one from a typed struct ([`Llama31_8b::preset`], ...) or [`Preset::for_benchmark`];
 /// feed it to the layer with `tracing_mllog::Builder::preset`.
+///
+/// Building is the validation: a preset that exists complies with the closed (or open)
+/// rules of its ruleset, so a training script that logs [`Preset::hyperparameters`] in order
+/// cannot get a hyperparameter wrong. Its [`Preset::target`] and [`Preset::eval_schedule`]
+/// come from the same rules and drive convergence and evaluation in the layer. See the
+/// [module example](self) for building, rejected values and the by-name entry point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preset {
     benchmark: Benchmark,
@@ -90,6 +96,30 @@ pub struct Preset {
 
 /// Why a preset cannot be built. Every message names the key (where there is one), the
 /// benchmark, the division and the ruleset.
+///
+/// Match on it to tell a configuration mistake ([`PresetError::Invalid`],
+/// [`PresetError::Missing`]) from asking for a benchmark the ruleset or the crate does not
+/// cover ([`PresetError::NotInRuleset`], [`PresetError::NoPreset`]).
+///
+/// ```
+/// use mllog_core::presets::{Llama31_405b, Llama2_70bLora, PresetError};
+/// use mllog_core::{Division, Ruleset};
+///
+/// let err = Llama31_405b::default().preset(Division::Closed, Ruleset::V6_1_0).unwrap_err();
+/// assert!(matches!(err, PresetError::NotInRuleset { ruleset: Ruleset::V6_1_0, .. }));
+///
+/// let err = Llama2_70bLora::default()
+///     .with_value("lora_rank", 8)
+///     .preset(Division::Closed, Ruleset::V6_1_0)
+///     .unwrap_err();
+/// match err {
+///     PresetError::Invalid { key, ref requirement, .. } => {
+///         assert_eq!(key, "lora_rank");
+///         assert!(requirement.contains("16"), "{requirement}");
+///     }
+///     other => panic!("unexpected: {other}"),
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum PresetError {
     /// The ruleset does not allow the benchmark (e.g. `llama31_405b` under 6.1.0).

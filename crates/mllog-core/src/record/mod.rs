@@ -1,6 +1,59 @@
 //! The one vocabulary every part of the crate shares: [`Record`], its [`Value`]s and
 //! [`Metadata`], the `:::MLLOG` encoder ([`Record::encode`]) and the parser ([`parse_line`],
 //! [`LogReader`]).
+//!
+//! A [`Record`] is one `:::MLLOG` line: its [`EventType`], `key`, [`Value`], [`Metadata`]
+//! and time. The layer builds them from `tracing` spans and events, sinks receive them, and
+//! the checker and the `mllog` command read them back from files. Encoding and parsing are
+//! exact inverses for everything the official `mlperf_logging` package writes.
+//!
+//! # Examples
+//!
+//! Build a record, encode it, and parse the line back:
+//!
+//! ```
+//! use mllog_core::record::{parse_line, EventType, Metadata, Record, Value};
+//!
+//! let record = Record::event("eval_accuracy", 0.75)
+//!     .at_millis(1_700_000_000_000)
+//!     .with_metadata(Metadata::at("train.py", 42).with("epoch_num", 3u64));
+//! let line = record.to_line();
+//! assert_eq!(
+//!     line,
+//!     r#":::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", "value": 0.75, "metadata": {"file": "train.py", "lineno": 42, "epoch_num": 3}}"#
+//! );
+//!
+//! // Noise (no `:::MLLOG ` token) is `Ok(None)`; a rank prefix is tolerated.
+//! assert_eq!(parse_line("loss went down"), Ok(None));
+//! let back = parse_line(&format!("0: {line}")).unwrap().unwrap();
+//! assert_eq!(back.event_type, EventType::PointInTime);
+//! assert_eq!(back.value.as_f64(), Some(0.75));
+//! assert_eq!(back.metadata.get("epoch_num"), Some(&Value::from(3u64)));
+//! assert_eq!(back.time_ms(), 1_700_000_000_000);
+//! ```
+//!
+//! Stream a whole log with [`LogReader`] (any `BufRead`: a file, stdin): each item is a
+//! [`ParsedLine`] with its line number, or a [`LineError`] for a malformed `:::MLLOG` line;
+//! reading continues after it.
+//!
+//! ```
+//! use mllog_core::record::LogReader;
+//!
+//! let log = concat!(
+//!     ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"INTERVAL_START\", ",
+//!     "\"key\": \"run_start\", \"value\": null, \"metadata\": {}}\n",
+//!     "some other output\n",
+//!     ":::MLLOG {not json\n",
+//! );
+//! let mut reader = LogReader::new(log.as_bytes());
+//! let first = reader.next().unwrap().unwrap();
+//! assert_eq!((first.lineno, first.index, &*first.record.key), (1, 0, "run_start"));
+//! assert!(first.record.value.is_null());
+//! let bad = reader.next().unwrap().unwrap_err();
+//! assert_eq!((bad.lineno, bad.index), (3, 1));
+//! assert!(reader.next().is_none());
+//! assert_eq!(reader.error_count(), 1);
+//! ```
 
 mod encode;
 mod float32;
@@ -21,6 +74,11 @@ use std::sync::OnceLock;
 pub const MLLOG_TOKEN: &str = ":::MLLOG ";
 
 /// `INTERVAL_START`, `INTERVAL_END` or `POINT_IN_TIME`.
+///
+/// The layer writes `INTERVAL_START`/`INTERVAL_END` for spans ([`Record::event`] and
+/// [`Record::with_event_type`] for records built by hand) and `POINT_IN_TIME` for events;
+/// [`EventType::as_str`] and [`EventType::from_name`] convert to and from the logged name
+/// (see the [module examples](self#examples)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// An interval opened (`init_start`, `run_start`, ...).
@@ -117,6 +175,20 @@ pub type Str = Cow<'static, str>;
 
 /// Ordered metadata. `file` and `lineno` (the caller's source location) always come first when
 /// present, then the other fields in insertion order, as `mlperf_logging` writes them.
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::Value;
+///
+/// let mut meta = Metadata::at("train.py", 7).with("epoch_num", 2u64);
+/// meta.set("samples_count", 4096u64);
+/// meta.set("epoch_num", 3u64); // replaces, keeps its place
+/// assert_eq!(meta.get("epoch_num"), Some(&Value::from(3u64)));
+/// let line = Record::event("eval_accuracy", 0.5).with_metadata(meta).to_line();
+/// assert!(line.ends_with(
+///     r#""metadata": {"file": "train.py", "lineno": 7, "epoch_num": 3, "samples_count": 4096}}"#
+/// ));
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Metadata {
     /// Source file of the call site (relative to the configured root).
@@ -230,6 +302,13 @@ pub struct OtelFields {
 }
 
 /// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
+///
+/// [`Record::event`] makes a point-in-time record stamped now; [`Record::at_millis`],
+/// [`Record::with_metadata`] and [`Record::with_event_type`] adjust it; [`Record::to_line`]
+/// encodes it exactly as the official `mlperf_logging` package would, and [`parse_line`]
+/// reads it back. The fields past `metadata` carry what the layer knows beyond the line
+/// (interval ids, the thread, OpenTelemetry data) for the sinks; they are not written. See
+/// the [module examples](self#examples).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     /// `namespace` (default `""`; no checker reads it).

@@ -9,6 +9,10 @@ use std::io::BufRead;
 use super::{EventType, Loose, Metadata, Record, Str, Timestamp, Value, MLLOG_TOKEN};
 
 /// A record read from a log, with where it was found.
+///
+/// What [`LogReader`] yields and [`parse_log`] collects; the two numbers match the official
+/// checker's messages (`index`) and an editor's line numbers (`lineno`). See the
+/// [`record`](super) module examples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedLine {
     /// Physical line number in the file, 1-based (lines split as Python's universal newlines
@@ -66,6 +70,23 @@ pub const MAX_KEPT_ERRORS: usize = 1000;
 ///
 /// Iterates over `Result<ParsedLine, LineError>`; an I/O error ends the iteration and is kept
 /// in [`LogReader::io_error`].
+///
+/// ```
+/// use std::io::Cursor;
+/// use mllog_core::record::{parse_log, LogReader};
+///
+/// let log = "0: :::MLLOG {\"namespace\": \"\", \"time_ms\": 5, \"event_type\": \"POINT_IN_TIME\", \
+///            \"key\": \"seed\", \"value\": 1, \"metadata\": {}}\r\n:::MLLOG oops\n";
+/// let mut reader = LogReader::new(Cursor::new(log)).max_line(1 << 20);
+/// let keys: Vec<String> = reader.by_ref().filter_map(Result::ok).map(|l| l.record.key.into_owned()).collect();
+/// assert_eq!(keys, ["seed"]); // rank prefix and CRLF tolerated
+/// assert_eq!((reader.lines_read(), reader.error_count()), (2, 1));
+/// assert!(reader.io_error().is_none());
+///
+/// // The same, all at once, for a log held in memory.
+/// let (records, errors) = parse_log(log);
+/// assert_eq!((records.len(), errors[0].lineno), (1, 2));
+/// ```
 pub struct LogReader<R> {
     input: R,
     buf: Vec<u8>,

@@ -11,6 +11,24 @@ use super::Str;
 /// integers and floats apart (`16` and `16.0` are different spellings), holds integers up to
 /// 128 bits (Python ints are unbounded; logs contain values beyond `u64`), and keeps object keys
 /// in insertion order.
+///
+/// Every `value` and metadata field of a [`Record`](super::Record) is one. Build it with
+/// `From` (numbers, bools, strings) and read it with [`Value::as_f64`], [`Value::as_i128`],
+/// [`Value::as_str`], [`Value::get`] (object fields), or write it out with
+/// [`Value::to_json`]; see the [`record`](super) module example for values in a record.
+///
+/// ```
+/// use mllog_core::Value;
+///
+/// assert_eq!(Value::from(16u32).to_json(), "16");
+/// assert_eq!(Value::from(16.0).to_json(), "16.0"); // an int and a float stay apart
+/// assert_eq!(Value::from(f64::NAN).to_json(), "NaN"); // as Python writes it
+/// assert_eq!(Value::from(0.1f32).as_f64(), Some(0.1)); // shortest decimal of the f32
+/// assert_eq!(Value::from(u128::MAX).as_i128(), None); // too large for i128, kept exactly
+/// assert_eq!(Value::from(u128::MAX).to_json(), u128::MAX.to_string());
+/// let obj = Value::Object(vec![("throughput".into(), 2.5.into())]);
+/// assert_eq!(obj.get("throughput").and_then(Value::as_f64), Some(2.5));
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Value {
     /// `null`

@@ -58,6 +58,26 @@ pub fn seeds_of(text: &str) -> Vec<SeedRecord> {
 }
 
 /// The seed checker's verdict over the runs of one benchmark.
+///
+/// From [`check_seeds`], over the [`seeds_of`] each run's log: two runs that log the same seed
+/// from the same source line are an error (the runs were not independent), as is a run with
+/// no usable seed.
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::results::package::{check_seeds, seeds_of};
+///
+/// let log = |seed: i64| Record::event("seed", seed).with_metadata(Metadata::at("train.py", 12)).to_line();
+/// let runs = vec![
+///     ("result_0.txt".to_string(), seeds_of(&log(1234))),
+///     ("result_1.txt".to_string(), seeds_of(&log(1234))), // same seed, same line
+///     ("result_2.txt".to_string(), seeds_of(&log(99))),
+/// ];
+/// let report = check_seeds(&runs);
+/// assert!(!report.passed());
+/// assert_eq!(report.errors.len(), 1);
+/// assert!(report.errors[0].starts_with("result_1.txt logs seed 1234 on train.py:12"));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SeedReport {
     /// Failures (the package checker fails on any).

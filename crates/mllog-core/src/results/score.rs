@@ -28,14 +28,16 @@ use super::{max_dropped_runs, required_runs};
 use crate::compliance::{check_reader, check_reader_detect, Ruleset};
 use crate::record::LogReader;
 
-/// Options for scoring.
+/// Options for scoring: [`ScoreOptions::default`] detects each file's ruleset, as
+/// `mllog score` does without `--ruleset` (see the [`BenchmarkScore`] example).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScoreOptions {
     /// The ruleset for the compliance check; `None` detects it from each file.
     pub ruleset: Option<Ruleset>,
 }
 
-/// What happened to one result file.
+/// What happened to one result file: one entry of [`BenchmarkScore::runs`], with the reason
+/// it was counted, dropped or trimmed in words.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunScore {
@@ -58,6 +60,35 @@ pub struct RunScore {
 
 /// The score of one `<system>/<benchmark>` folder. As JSON (feature `serde`): these fields,
 /// paths as text, non-finite numbers `null`.
+///
+/// [`score_benchmark`] (one folder) and [`score_dir`] (every folder below a results
+/// directory) compute it as MLCommons' `result_summarizer` does: each `result_*.txt` is
+/// checked for compliance, non-compliant runs are dropped (up to the benchmark's allowance),
+/// the olympic mean of the rest is taken and multiplied by `scaling.json`'s factor. Every
+/// decision is kept in words ([`BenchmarkScore::decisions`], [`RunScore::decision`]), so a
+/// missing score says why.
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::score::{score_benchmark, ScoreOptions};
+/// use mllog_core::Benchmark;
+///
+/// let root = tempfile::tempdir()?;
+/// let folder = root.path().join("results/my_system/llama2_70b_lora");
+/// std::fs::create_dir_all(&folder)?;
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// for i in 0..10 {
+///     std::fs::write(folder.join(format!("result_{i}.txt")), &log)?;
+/// }
+/// std::fs::write(folder.join("result_10.txt"), "not a log")?; // dropped, with the reason
+///
+/// let score = score_benchmark(&folder, ScoreOptions::default())?;
+/// assert_eq!((score.system.as_str(), score.required_runs), ("my_system", Some(10)));
+/// assert_eq!(score.dropped, 1);
+/// assert!(score.runs.iter().filter(|r| r.compliant).count() == 10);
+/// assert!(score.score.unwrap() > 0.0 && score.scaling_factor == 1.0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BenchmarkScore {

@@ -13,7 +13,8 @@ use crate::keys::Benchmark;
 use crate::record::{LogReader, Record, Value};
 use crate::submission::Division;
 
-/// One evaluation.
+/// One evaluation: a point of [`RunSummary::evals`], the curve `mllog summary` prints and
+/// `mllog plot` draws.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EvalPoint {
@@ -26,7 +27,8 @@ pub struct EvalPoint {
     pub time_ms: i64,
 }
 
-/// The quality target of a run's benchmark.
+/// The quality target of a run's benchmark, from [`target_line`]: what
+/// [`RunSummary::target_reached`] compares the evaluations with.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TargetLine {
@@ -39,6 +41,26 @@ pub struct TargetLine {
 }
 
 /// Summary of one run (one `result_*.txt`).
+///
+/// Made by [`summarize_text`], [`summarize_reader`] or [`summarize_file`] (streaming; a
+/// [`SummaryBuilder`] fed record by record underneath), rendered by [`render_text`],
+/// [`render_json`] and [`render_csv`] for several runs side by side. Times are read the way
+/// the RCP checker reads them, so the numbers match what reviewers see. See the
+/// [`results`](super) module example for a whole log; the eval curve and step timings:
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::summary::{render_csv, summarize_text};
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let run = summarize_text("result_0.txt", &log);
+/// assert_eq!(run.status.as_deref(), Some("success"));
+/// assert_eq!(run.target_reached(), Some(true));
+/// assert!(!run.evals.is_empty() && run.x_unit == "samples");
+/// assert!(run.samples_to_converge.unwrap() > 0.0);
+/// assert!(render_csv(&[run]).lines().nth(1).unwrap().starts_with("result_0.txt,"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct RunSummary {
     /// The path (or label) of the log.
@@ -181,6 +203,30 @@ pub struct StepStats {
 }
 
 /// Builds a summary incrementally from records (what [`summarize_reader`] does).
+///
+/// Use it where the records arrive one by one (a sink, a log being tailed): [`push`] each
+/// record in log order, then [`finish`]. Memory stays proportional to the evaluations and
+/// steps, not to the log.
+///
+/// [`push`]: SummaryBuilder::push
+/// [`finish`]: SummaryBuilder::finish
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::results::summary::SummaryBuilder;
+/// use mllog_core::{EventType, Value};
+///
+/// let mut b = SummaryBuilder::new("live");
+/// b.push(&Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(0));
+/// b.push(&Record::event("eval_accuracy", 0.8).at_millis(60_000)
+///     .with_metadata(Metadata::default().with("samples_count", 512u64)));
+/// b.push(&Record::event("run_stop", Value::Null).with_event_type(EventType::IntervalEnd).at_millis(120_000)
+///     .with_metadata(Metadata::default().with("status", "success")));
+/// let run = b.finish();
+/// assert_eq!(run.time_to_train_min, Some(2.0));
+/// assert!(run.converged);
+/// assert_eq!(run.samples_to_converge, Some(512.0));
+/// ```
 #[derive(Debug, Default)]
 pub struct SummaryBuilder {
     s: RunSummary,

@@ -1,5 +1,23 @@
 /// When to evaluate, in samples trained: the first evaluation at `first`, then every `every`
 /// samples. Build one from the benchmark's rules (see the presets) or by hand.
+///
+/// The rules of most benchmarks fix the evaluation points in samples, not steps; a training
+/// loop asks [`EvalSchedule::is_due`] after each step, with the sample counts before and
+/// after it, so a batch size that does not divide the interval still evaluates once per
+/// point. Given to the layer (`Builder::eval_schedule` in `tracing-mllog`), it also lets
+/// the live checker flag an evaluation logged off schedule.
+///
+/// ```
+/// use mllog_core::run::EvalSchedule;
+///
+/// let s = EvalSchedule::every_skipping(3072, 1); // first at 6144, then every 3072
+/// assert_eq!((s.point(0), s.point(2)), (6144, 12288));
+/// assert!(!s.is_due(0, 3072));
+/// assert!(s.is_due(6000, 6200)); // a step of 200 samples crosses 6144
+/// assert_eq!(s.next_after(6144), 9216);
+/// assert_eq!(s.last_at_or_before(10_000), Some(9216));
+/// assert!(s.is_point(9216) && !s.is_point(9000));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EvalSchedule {
     /// Samples at the first evaluation.

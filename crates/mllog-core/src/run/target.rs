@@ -1,4 +1,4 @@
-/// Which side of the target value counts as converged.
+/// Which side of the target value counts as converged (see the [`Target`] example).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// `value <= target` (losses, perplexities).
@@ -12,6 +12,23 @@ pub enum Direction {
 }
 
 /// A quality target: the `eval_accuracy` value at which the run has converged.
+///
+/// Its [`Direction`] says which side of the threshold is good: accuracies must reach it from
+/// below ([`Target::at_least`]), losses and perplexities from above ([`Target::at_most`]).
+/// NaN and infinities never reach a target, so a diverged run is never counted as converged.
+/// The presets carry each benchmark's target from the rules; `Display` shows it as the
+/// comparison (`>= 0.75`).
+///
+/// ```
+/// use mllog_core::run::{Direction, Target};
+///
+/// let loss = Target::at_most(0.925);
+/// assert!(loss.reached(0.925) && loss.reached(0.9) && !loss.reached(0.93));
+/// assert!(!loss.reached(f64::NAN));
+/// let strict = Target { value: 0.69, direction: Direction::Above };
+/// assert!(!strict.reached(0.69));
+/// assert_eq!(Target::at_least(0.75).to_string(), ">= 0.75");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Target {
     /// The threshold.
