@@ -421,6 +421,34 @@ fn call(
 /// A guard dropped before a single record reached the pipeline (`let (layer, _) = ..` drops
 /// it at once) does not stop anything: it says so on stderr, and the pipeline runs on until
 /// the process exits, when it is flushed as on `process::exit`.
+///
+/// [`Guard::shutdown`] ends the run now and returns the [`Report`]: records received, each
+/// sink's [`SinkReport`] (written, errors, drops and why), the live checker's verdict.
+///
+/// ```
+/// use tracing_mllog::sink::{Delivery, MemorySink};
+/// use tracing_mllog::{mllog, MllogLayer, Overflow};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (memory, lines) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .environment([("RANK", "0")])
+///     .overflow(Overflow::Block) // the default: wait for room, lose nothing
+///     .sink_with(memory, Delivery::Inline)
+///     .build()?;
+/// let subscriber = tracing_subscriber::registry().with(layer);
+/// tracing::subscriber::with_default(subscriber, || {
+///     let _run = tracing::info_span!("run").entered();
+///     mllog!("eval_accuracy", 0.75, epoch_num = 1);
+/// });
+/// let report = guard.shutdown();
+/// assert_eq!(report.dropped(), 0);
+/// let memory = report.sinks.iter().find(|s| s.name == "memory").unwrap();
+/// assert_eq!(memory.written, 3); // run_start, eval_accuracy, run_stop
+/// assert!(lines.lines()[1].contains(r#""key": "eval_accuracy", "value": 0.75"#));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[must_use = "dropping the guard shuts the MLLOG pipeline down; hold it until training ends"]
 pub struct Guard {
     inner: Arc<GuardInner>,
