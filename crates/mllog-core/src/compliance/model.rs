@@ -89,6 +89,21 @@ impl std::str::FromStr for Ruleset {
 pub use crate::submission::Division;
 
 /// How many times a key must occur (`REQ`).
+///
+/// Read it from [`KeyRule::req`] (e.g. to list the keys a benchmark must log); its `Display` is
+/// the official YAML spelling, which findings quote.
+///
+/// ```
+/// use mllog_core::compliance::{rules, Division, Req, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let set = rules(Ruleset::V6_1_0);
+/// let file = set.benchmark_file(Division::Closed, Benchmark::Llama2_70bLora).unwrap();
+/// assert_eq!(file.rule("lora_rank").unwrap().req, Some(Req::ExactlyOne));
+/// assert_eq!(set.common.rule("block_start").unwrap().req, Some(Req::AtLeastOneOr(&["epoch_start"])));
+/// assert_eq!(Req::AtLeast(3).to_string(), "AT_LEAST(3)");
+/// assert_eq!(Req::AtLeastOneOr(&["epoch_start"]).to_string(), "AT_LEAST_ONE_OR(epoch_start)");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Req {
     /// `EXACTLY_ONE`: a duplicate with an identical value is a warning, a different value an error.
@@ -116,6 +131,21 @@ impl fmt::Display for Req {
 }
 
 /// A constant a check compares against.
+///
+/// What [`Check::Equals`] holds and [`required_value`](super::required_value) returns: the value
+/// the closed division fixes for a key. [`Lit::to_value`] turns it into the [`Value`] to log;
+/// `Display` is its spelling in the official rule (strings quoted).
+///
+/// ```
+/// use mllog_core::compliance::{required_value, Lit, Ruleset};
+/// use mllog_core::{Benchmark, Value};
+///
+/// let beta2 = required_value(Ruleset::V6_1_0, Benchmark::Llama31_8b, "opt_adamw_beta_2").unwrap();
+/// assert_eq!(beta2, Lit::Float(0.95));
+/// assert_eq!(beta2.to_value(), Value::Float(0.95));
+/// assert_eq!(Lit::Int(16).to_string(), "16");
+/// assert_eq!(Lit::Str("adamw").to_string(), "'adamw'");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Lit {
     /// An integer.
@@ -147,6 +177,18 @@ impl fmt::Display for Lit {
 }
 
 /// One end of an [`ValueRange`].
+///
+/// Rule targets and [`Check::Integer`] bounds are made of these; read
+/// [`Bound::inclusive`] to tell `>=` from `>`.
+///
+/// ```
+/// use mllog_core::compliance::{Bound, ValueRange};
+///
+/// let min = Bound { value: 0.0, inclusive: false };
+/// let range = ValueRange { min: Some(min), max: None };
+/// assert!(!range.contains(0.0) && range.contains(1e-9));
+/// assert_eq!(range.to_string(), "> 0");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bound {
     /// The limit.
@@ -156,6 +198,26 @@ pub struct Bound {
 }
 
 /// A numeric range; `None` ends are open.
+///
+/// What [`Check::Within`] tests and what a benchmark's convergence target is
+/// ([`RuleTarget::range`](super::RuleTarget::range)); `Display` shows it in interval notation
+/// (`(0, 0.925]`), as findings do.
+///
+/// ```
+/// use mllog_core::compliance::{target, Bound, Division, Ruleset, ValueRange};
+/// use mllog_core::Benchmark;
+///
+/// let loss = ValueRange {
+///     min: Some(Bound { value: 0.0, inclusive: false }),
+///     max: Some(Bound { value: 0.925, inclusive: true }),
+/// };
+/// assert!(loss.contains(0.925) && !loss.contains(0.93) && !loss.contains(f64::NAN));
+/// assert_eq!(loss.to_string(), "(0, 0.925]");
+///
+/// // The same range, from the rules.
+/// let goal = target(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// assert_eq!(goal.range, Some(loss));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ValueRange {
     /// Lower end.
@@ -204,6 +266,21 @@ impl fmt::Display for ValueRange {
 }
 
 /// A comparison operator.
+///
+/// The operator of a [`Check::Compare`] (`v['value'] > 0`).
+///
+/// ```
+/// use mllog_core::compliance::{Check, Cmp, Line, State};
+/// use mllog_core::record::Metadata;
+/// use mllog_core::Value;
+///
+/// let check = Check::Compare(Cmp::Ge, 15360.0);
+/// assert_eq!(check.code(), "v['value'] >= 15360");
+/// let value = Value::from(16384u64);
+/// let line = Line { key: "global_batch_size", value: &value, metadata: &Metadata::default(), time_ms: 0.0, lineno: 1 };
+/// assert_eq!(check.eval(&line, &State::default()), Ok(true));
+/// assert_eq!(Cmp::Lt.as_str(), "<");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
     /// `<`
@@ -237,6 +314,22 @@ impl Cmp {
 }
 
 /// The line a check looks at (the official checker's `v` and `ll`).
+///
+/// Build one to evaluate a [`Check`] by hand with [`Check::eval`], e.g. to test a value before
+/// logging it; the checker builds one for every record.
+///
+/// ```
+/// use mllog_core::compliance::{Check, Lit, Line, State};
+/// use mllog_core::record::Metadata;
+/// use mllog_core::Value;
+///
+/// let value = Value::Float(16.0);
+/// let metadata = Metadata::default().with("samples_count", 0u64);
+/// let line = Line { key: "lora_rank", value: &value, metadata: &metadata, time_ms: 1e12, lineno: 7 };
+/// // Python's equality: 16.0 == 16.
+/// assert_eq!(Check::Equals(Lit::Int(16)).eval(&line, &State::default()), Ok(true));
+/// assert_eq!(Check::MetaHas("samples_count").eval(&line, &State::default()), Ok(true));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Line<'a> {
     /// The key.
@@ -252,6 +345,28 @@ pub struct Line<'a> {
 }
 
 /// The per-rule-file state (the official checker's `s`). Rule files never share it.
+///
+/// `POST` actions ([`Post`]) write it; [`Check::StateIs`] and custom checks read it. Pass one to
+/// [`Check::eval`] when evaluating a check by hand.
+///
+/// ```
+/// use mllog_core::compliance::{Check, ExecError, Line, State};
+/// use mllog_core::record::Metadata;
+/// use mllog_core::Value;
+///
+/// let mut s = State::default();
+/// assert!(matches!(s.num("global_batch_size"), Err(ExecError::NeedsState { .. })));
+/// s.set("global_batch_size", Value::from(32u64));
+/// assert_eq!(s.num("global_batch_size"), Ok(32.0));
+///
+/// // `run_start` must come after `init_stop`, which sets `init_stopped`.
+/// let check = Check::StateIs("init_stopped", true);
+/// let value = Value::Null;
+/// let line = Line { key: "run_start", value: &value, metadata: &Metadata::default(), time_ms: 0.0, lineno: 3 };
+/// assert!(check.eval(&line, &s).is_err()); // unset: the official checker fails to evaluate it
+/// s.set("init_stopped", Value::Bool(true));
+/// assert_eq!(check.eval(&line, &s), Ok(true));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct State {
     vars: Vec<(&'static str, Value)>,
@@ -313,6 +428,32 @@ pub fn setter_of(var: &'static str) -> &'static str {
 }
 
 /// A custom check: a function over the line and the state.
+///
+/// The checks that are not plain data (they read state or several metadata fields) are
+/// [`Check::Custom`]; [`Custom::code`] quotes the official expression and [`Custom::words`]
+/// says it for people.
+///
+/// ```
+/// use mllog_core::compliance::{rules, Check, Line, Ruleset, State};
+/// use mllog_core::record::Metadata;
+/// use mllog_core::Value;
+///
+/// let block_start = rules(Ruleset::V6_1_0).common.rule("block_start").unwrap();
+/// let custom = block_start
+///     .checks
+///     .iter()
+///     .find_map(|c| match c {
+///         Check::Custom(c) if c.code.starts_with("v['metadata']['epoch_count'] > 0") => Some(*c),
+///         _ => None,
+///     })
+///     .unwrap();
+/// assert_eq!(custom.words, "needs metadata `epoch_count` > 0");
+///
+/// let value = Value::Null;
+/// let zero = Metadata::default().with("first_epoch_num", 0u64).with("epoch_count", 0u64);
+/// let line = Line { key: "block_start", value: &value, metadata: &zero, time_ms: 0.0, lineno: 9 };
+/// assert_eq!((custom.f)(&line, &State::default()), Ok(false));
+/// ```
 #[derive(Clone, Copy)]
 pub struct Custom {
     /// The official checker's expression.
@@ -332,6 +473,28 @@ impl fmt::Debug for Custom {
 }
 
 /// A check on one line (`CHECK`, `FIRST_CHECK` or `ATLEAST_ONE_CHECK`).
+///
+/// A [`KeyRule`] holds them; [`Check::eval`] runs one on a [`Line`] with Python's semantics,
+/// [`Check::code`] and [`Check::words`] give the official expression and the requirement in words
+/// that findings show. The constants are plain data, so code can read e.g. the range a rule
+/// demands.
+///
+/// ```
+/// use mllog_core::compliance::{Bound, Check, Line, State, ValueRange};
+/// use mllog_core::record::Metadata;
+/// use mllog_core::Value;
+///
+/// let check = Check::Within(ValueRange {
+///     min: Some(Bound { value: 0.0, inclusive: false }),
+///     max: Some(Bound { value: 0.925, inclusive: true }),
+/// });
+/// assert_eq!(check.words(), "must be in (0, 0.925]");
+/// assert_eq!(check.code(), "v['value'] in (0, 0.925]");
+/// let value = Value::Float(0.91);
+/// let line = Line { key: "eval_accuracy", value: &value, metadata: &Metadata::default(), time_ms: 0.0, lineno: 40 };
+/// assert_eq!(check.eval(&line, &State::default()), Ok(true));
+/// assert_eq!(Check::NotEmpty.words(), "must not be empty");
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub enum Check {
     /// `v['value'] == c` (Python equality: `16 == 16.0`, `"16" != 16`).
@@ -473,6 +636,19 @@ impl Check {
 }
 
 /// A `POST` action.
+///
+/// Read from [`KeyRule::post`]: what a key's occurrences write into the [`State`] (or which rule
+/// files they enqueue) for the checks of later keys.
+///
+/// ```
+/// use mllog_core::compliance::{rules, Post, Ruleset};
+///
+/// let common = &rules(Ruleset::V6_1_0).common;
+/// let division = common.rule("submission_division").unwrap();
+/// assert!(matches!(division.post[..], [Post::EnqueueDivision]));
+/// let init_start = common.rule("init_start").unwrap();
+/// assert!(matches!(init_start.post[..], [Post::SetTrue("init_started"), Post::MinTimestamp("first_init_start")]));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub enum Post {
     /// `s[name] = v['value']`
@@ -491,6 +667,22 @@ pub enum Post {
 }
 
 /// The rule for one key (a `KEY` record).
+///
+/// Look one up with [`RuleFile::rule`] to learn what the rules demand of a key (how often, which
+/// checks); the builder methods make rules for tests or for experimenting with a check.
+///
+/// ```
+/// use mllog_core::compliance::{rules, Check, Cmp, Division, KeyRule, Req, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let file = rules(Ruleset::V6_1_0).benchmark_file(Division::Closed, Benchmark::Llama2_70bLora).unwrap();
+/// let rule = file.rule("lora_rank").unwrap();
+/// assert_eq!(rule.req, Some(Req::ExactlyOne));
+/// assert_eq!(rule.checks[0].words(), "must be 16");
+///
+/// let mine = KeyRule::new("global_batch_size").req(Req::ExactlyOne).check(Check::Compare(Cmp::Gt, 0.0));
+/// assert_eq!((mine.name, mine.checks.len(), mine.atleast_one.is_none()), ("global_batch_size", 1, true));
+/// ```
 #[derive(Clone, Debug)]
 pub struct KeyRule {
     /// `NAME`
@@ -547,6 +739,20 @@ impl KeyRule {
 }
 
 /// Which file of a ruleset a [`RuleFile`] is.
+///
+/// Read from [`RuleFile::scope`], e.g. to tell the benchmark file of a ruleset from its common
+/// files.
+///
+/// ```
+/// use mllog_core::compliance::{rules, Division, Ruleset, Scope};
+/// use mllog_core::Benchmark;
+///
+/// let set = rules(Ruleset::V6_1_0);
+/// assert_eq!(set.common.scope, Scope::Common);
+/// assert_eq!(set.division_file(Division::Open).scope, Scope::Division(Division::Open));
+/// let file = set.benchmark_file(Division::Closed, Benchmark::Flux1).unwrap();
+/// assert_eq!(file.scope, Scope::Benchmark(Division::Closed, Benchmark::Flux1));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
     /// `common.yaml`
@@ -559,6 +765,20 @@ pub enum Scope {
 
 /// One rule file (one YAML file of the official checker); see the [`RulesetFiles`](super::RulesetFiles)
 /// example.
+///
+/// Findings name it ([`Finding::source`](super::Finding::source)), and a report lists the files
+/// applied by [`RuleFile::short_name`].
+///
+/// ```
+/// use mllog_core::compliance::{rules, Division, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let file = rules(Ruleset::V6_1_0).benchmark_file(Division::Closed, Benchmark::Llama31_8b).unwrap();
+/// assert_eq!(file.short_name(), "closed_llama31_8b");
+/// assert!(file.rule("opt_adamw_beta_2").is_some());
+/// assert!(file.rule("not_a_key").is_none());
+/// assert!(!file.aggregate_eval);
+/// ```
 #[derive(Clone, Debug)]
 pub struct RuleFile {
     /// The official file name, e.g. `training_6.1.0/closed_llama2_70b_lora.yaml`.

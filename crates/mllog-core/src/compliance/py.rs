@@ -15,6 +15,27 @@ use std::fmt;
 use crate::record::{Metadata, Value};
 
 /// Why a check could not be evaluated (the official "Failed executing CHECK code").
+///
+/// You meet it when evaluating a [`Check`](super::Check) by hand ([`Check::eval`](super::Check::eval),
+/// [`State::num`](super::State::num)); the checker turns it into a [`FindingKind::Exec`](super::FindingKind::Exec)
+/// finding, worded as the official checker words it.
+///
+/// ```
+/// use mllog_core::compliance::{Check, Cmp, ExecError, Line, State};
+/// use mllog_core::record::Metadata;
+/// use mllog_core::Value;
+///
+/// // A state variable read before the key that writes it.
+/// let err = State::default().num("lr_max").unwrap_err();
+/// assert_eq!(err, ExecError::NeedsState { var: "lr_max", key: "global_batch_size" });
+/// assert_eq!(err.to_string(), "needs `global_batch_size` logged first");
+///
+/// // `v['value'] > 0` on a string is a TypeError in Python.
+/// let value = Value::from("sixteen");
+/// let line = Line { key: "lora_rank", value: &value, metadata: &Metadata::default(), time_ms: 0.0, lineno: 1 };
+/// let err = Check::Compare(Cmp::Gt, 0.0).eval(&line, &State::default()).unwrap_err();
+/// assert!(matches!(&err, ExecError::Type(msg) if msg.starts_with("TypeError")), "{err}");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExecError {
     /// A state variable was read before the key that writes it was logged.

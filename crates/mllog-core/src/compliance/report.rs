@@ -6,6 +6,22 @@ use super::model::{Division, Ruleset};
 
 /// How bad a finding is. Only [`Severity::Error`] fails a check, and [`Severity::Warning`]
 /// under `werror` ([`ComplianceReport::passed`]).
+///
+///
+/// ```
+/// use mllog_core::compliance::{check_text, example_log, Division, Ruleset, Severity};
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// // An `EXACTLY_ONE` key logged twice with the same value: a warning.
+/// let line = log.lines().find(|l| l.contains("\"lora_rank\"")).unwrap();
+/// let twice = format!("{log}{line}\n");
+/// let report = check_text(Ruleset::V6_1_0, &twice);
+/// assert_eq!(report.findings[0].severity, Severity::Warning);
+/// assert!(report.passed(false) && !report.passed(true));
+/// assert_eq!(Severity::Warning.as_str(), "warning");
+/// assert!(Severity::Error < Severity::Warning); // most severe first
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Severity {
     /// Fails the check.
@@ -29,6 +45,23 @@ impl Severity {
 
 /// What kind of rule a finding comes from ([`Finding::kind`]): lets a tool group findings,
 /// e.g. every missing key ([`FindingKind::Missing`]) apart from every failed check.
+///
+///
+/// ```
+/// use mllog_core::compliance::{check_text, example_log, Division, FindingKind, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let without: String = log
+///     .lines()
+///     .filter(|l| !l.contains("\"lora_alpha\""))
+///     .map(|l| format!("{l}\n"))
+///     .collect();
+/// let report = check_text(Ruleset::V6_1_0, &without);
+/// let missing = report.findings.iter().find(|f| f.kind == FindingKind::Missing).unwrap();
+/// assert_eq!(missing.key.as_deref(), Some("lora_alpha"));
+/// assert_eq!(FindingKind::Missing.as_str(), "missing");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FindingKind {
     /// A `CHECK` was false.
@@ -85,6 +118,21 @@ impl FindingKind {
 /// the official rule so the verdict can be traced to the YAML files, and `line` points into
 /// the log. Findings of a finished check come in line order; see the [`ComplianceReport`]
 /// example.
+///
+/// ```
+/// use mllog_core::compliance::{check_text, example_log, Division, FindingKind, Ruleset, Severity};
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let bad = log.replace("\"lora_rank\", \"value\": 16", "\"lora_rank\", \"value\": 8");
+/// let report = check_text(Ruleset::V6_1_0, &bad);
+/// let f = &report.findings[0];
+/// assert_eq!((f.severity, f.kind, f.key.as_deref()), (Severity::Error, FindingKind::Check, Some("lora_rank")));
+/// let lineno = bad.lines().position(|l| l.contains("\"lora_rank\"")).unwrap() + 1;
+/// assert_eq!(f.line, Some(lineno));
+/// assert_eq!(f.rule, "CHECK v['value'] == 16");
+/// assert_eq!(f.source, "training_6.1.0/closed_llama2_70b_lora.yaml");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Finding {
@@ -120,6 +168,22 @@ impl serde::Serialize for FindingKind {
 
 /// A [`ComplianceReport`] as the machine-readable output shows it: the report with the file it is about
 /// and whether warnings count as errors (from [`ComplianceReport::json`]).
+///
+/// Serialise it with any serde serializer, or take the JSON text directly from
+/// [`ComplianceReport::render_json`].
+///
+/// ```
+/// use mllog_core::compliance::{check_text, example_log, ComplianceReportJson, Division, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let report = check_text(Ruleset::V6_1_0, &log);
+/// let json: ComplianceReportJson<'_> = report.json("result_0.txt", true);
+/// assert!(format!("{json:?}").contains("passed: true"));
+/// let text = report.render_json("result_0.txt", true);
+/// assert!(text.starts_with(r#"{"file":"result_0.txt","ruleset":"6.1.0","werror":true,"passed":true,"#), "{text}");
+/// assert!(text.ends_with(r#""errors":0,"warnings":0,"findings":[]}"#), "{text}");
+/// ```
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 #[derive(Debug, serde::Serialize)]

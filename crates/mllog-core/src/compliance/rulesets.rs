@@ -118,6 +118,19 @@ pub fn required_value(ruleset: Ruleset, benchmark: Benchmark, key: &str) -> Opti
 
 /// The convergence target of a benchmark: which key, and the range one occurrence must reach
 /// (from [`target()`]; see the [`RulesetFiles`] example).
+///
+/// The presets and `mllog summary` read it to know when a run has converged.
+///
+/// ```
+/// use mllog_core::compliance::{target, Division, Ruleset};
+/// use mllog_core::Benchmark;
+///
+/// let t = target(Ruleset::V6_1_0, Benchmark::Dlrmv4, Division::Closed).unwrap();
+/// assert_eq!(t.key, "eval_accuracy");
+/// assert!(t.higher_is_better); // AUC: the range is bounded below
+/// let range = t.range.unwrap();
+/// assert!(range.contains(0.8) && !range.contains(0.7));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RuleTarget {
     /// Usually `eval_accuracy` (`averaged_validation_loss` for open flux1,
