@@ -3,6 +3,20 @@
 ///
 /// Returned by `Benchmark`'s `FromStr` and [`crate::Submission::overlay_variables`] (see their
 /// examples); `tracing-mllog` converts it into its own `Error` with the same variants.
+///
+///
+/// ```
+/// use mllog_core::{Benchmark, Error, Submission};
+///
+/// let err = "llama9_1t".parse::<Benchmark>().unwrap_err();
+/// assert!(matches!(&err, Error::UnknownBenchmark(name) if name == "llama9_1t"));
+///
+/// let mut s = Submission::default();
+/// let err = s
+///     .overlay_variables(&|n: &str| (n == "MLLOG_SUBMISSION_STATUS").then(|| "hosted".to_string()))
+///     .unwrap_err();
+/// assert!(matches!(&err, Error::Env { name, value, .. } if name == "MLLOG_SUBMISSION_STATUS" && value == "hosted"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -8,6 +8,23 @@ use crate::Error;
 
 /// `submission_division`: `closed` (the reference model and fixed hyperparameters) or `open`.
 /// See the [`Submission`] example.
+///
+/// The division decides which rule files apply (`closed_*.yaml` or `open_*.yaml`), so presets,
+/// example logs and the checker all take one.
+///
+/// ```
+/// use mllog_core::compliance::{check_text, example_log, Ruleset};
+/// use mllog_core::{Benchmark, Division};
+///
+/// assert_eq!(Division::from_name("open"), Some(Division::Open));
+/// assert_eq!(Division::Closed.as_str(), "closed");
+/// assert_eq!(Division::from_name("Closed"), None); // the logged spelling is lower case
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Flux1, Division::Open).unwrap();
+/// let report = check_text(Ruleset::V6_1_0, &log);
+/// assert_eq!(report.division, Some(Division::Open));
+/// assert!(report.rule_files.iter().any(|f| f == "open_common"), "{:?}", report.rule_files);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Division {
     /// `closed`: the reference model and the rules' fixed hyperparameters.
@@ -36,6 +53,18 @@ impl Division {
 }
 
 /// `submission_status`: where the system is available. See the [`Submission`] example.
+///
+///
+/// ```
+/// use mllog_core::{Submission, SystemStatus};
+///
+/// let mut s = Submission::default();
+/// s.overlay_variables(&|n: &str| (n == "MLLOG_SUBMISSION_STATUS").then(|| "research".to_string()))
+///     .unwrap();
+/// assert_eq!(s.status, Some(SystemStatus::Research));
+/// assert_eq!(SystemStatus::Research.as_str(), "research");
+/// assert_eq!(SystemStatus::from_name("on-prem"), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SystemStatus {
     /// `onprem`

@@ -79,6 +79,19 @@ pub const MLLOG_TOKEN: &str = ":::MLLOG ";
 /// [`Record::with_event_type`] for records built by hand) and `POINT_IN_TIME` for events;
 /// [`EventType::as_str`] and [`EventType::from_name`] convert to and from the logged name
 /// (see the [module examples](self#examples)).
+///
+///
+/// ```
+/// use mllog_core::record::{parse_line, Record};
+/// use mllog_core::{EventType, Value};
+///
+/// let start = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(5);
+/// let line = start.to_line();
+/// assert!(line.contains(r#""event_type": "INTERVAL_START""#));
+/// assert_eq!(parse_line(&line).unwrap().unwrap().event_type, EventType::IntervalStart);
+/// assert_eq!(EventType::from_name(EventType::IntervalEnd.as_str()), Some(EventType::IntervalEnd));
+/// assert_eq!(EventType::from_name("interval_start"), None); // the spelling is exact
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// An interval opened (`init_start`, `run_start`, ...).
@@ -115,6 +128,23 @@ impl EventType {
 /// `wall_ns` is the wall clock (nanoseconds since the Unix epoch) from which `time_ms` is
 /// derived; `mono_ns` is `CLOCK_MONOTONIC`, which RPD profiles use. A record parsed from a log
 /// has only the wall clock (`mono_ns == 0`).
+///
+/// [`Record::time`] holds one; set it with [`Record::at_millis`] when building records by hand
+/// (tests, replays).
+///
+/// ```
+/// use mllog_core::record::{parse_line, Record, Timestamp};
+///
+/// let t = Timestamp::from_millis(1_700_000_000_123);
+/// assert_eq!((t.wall_ns, t.mono_ns, t.millis()), (1_700_000_000_123_000_000, 0, 1_700_000_000_123));
+/// // `time_ms` truncates, as `int(time.time() * 1e3)` does.
+/// assert_eq!(Timestamp { wall_ns: 1_999_999, mono_ns: 0 }.millis(), 1);
+///
+/// let now = Timestamp::now();
+/// assert!(now.mono_ns > 0 && now.millis() > 1_600_000_000_000);
+/// let parsed = parse_line(&Record::event("seed", 1).at_millis(42).to_line()).unwrap().unwrap();
+/// assert_eq!(parsed.time, Timestamp::from_millis(42)); // no monotonic clock in a log
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp {
     /// Wall clock, nanoseconds since the Unix epoch.
@@ -171,6 +201,21 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// A key or name that is usually a `'static` constant and only sometimes owned.
+///
+/// Keys, metadata names and string values take `impl Into<Str>`, so a `&'static str` is stored
+/// without allocating and a `String` is moved in.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use mllog_core::record::{Record, Str};
+///
+/// let fixed: Str = "eval_accuracy".into();
+/// assert!(matches!(fixed, Cow::Borrowed(_)));
+/// let key = format!("custom_{}", 3);
+/// let r = Record::event(key, 1u64);
+/// assert!(matches!(r.key, Cow::Owned(_)));
+/// assert_eq!(r.key, "custom_3");
+/// ```
 pub type Str = Cow<'static, str>;
 
 /// Ordered metadata. `file` and `lineno` (the caller's source location) always come first when
@@ -251,6 +296,22 @@ impl Metadata {
 
 /// The pairing of an interval record: its own id and its enclosing interval's id, so that sinks
 /// that need pairing (OpenTelemetry, RPD) do not have to re-derive it from keys.
+///
+/// The layer sets it on [`Record::interval`]; it is never written to the MLLOG line, and a parsed
+/// record has none.
+///
+/// ```
+/// use mllog_core::record::{parse_line, IntervalIds, Record};
+/// use mllog_core::{EventType, Value};
+///
+/// let mut block = Record::event("block_start", Value::Null)
+///     .with_event_type(EventType::IntervalStart)
+///     .at_millis(10);
+/// let line = block.to_line();
+/// block.interval = Some(IntervalIds { id: 2, parent: Some(1) });
+/// assert_eq!(block.to_line(), line); // not part of the line
+/// assert_eq!(parse_line(&line).unwrap().unwrap().interval, None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IntervalIds {
     /// Unique per interval within one process; the start and end records share it.
@@ -262,6 +323,24 @@ pub struct IntervalIds {
 /// The fields of a parsed record that are not of the type the layer writes, exactly as the log
 /// carried them. The official parser keeps such a record (it checks no types), so ours does too;
 /// the compliance checker reads these through Python's semantics.
+///
+/// You meet it on [`Record::loose`] when reading logs written by other tools.
+///
+/// ```
+/// use mllog_core::record::parse_line;
+/// use mllog_core::Value;
+///
+/// let r = parse_line(r#":::MLLOG {"namespace": "", "time_ms": 0.0000001, "event_type": "POINT_IN_TIME", "key": 7, "value": 1, "metadata": {}}"#)
+///     .unwrap()
+///     .unwrap();
+/// assert_eq!(r.key, "7");
+/// let loose = r.loose.as_deref().unwrap();
+/// assert_eq!(loose.key, Some(Value::Int(7)));
+/// assert_eq!(loose.time_ms, Some(1e-7)); // finer than the nanoseconds `time` holds
+///
+/// let plain = parse_line(r#":::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "seed", "value": 1, "metadata": {}}"#);
+/// assert_eq!(plain.unwrap().unwrap().loose, None);
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Loose {
     /// `key` when it is not a string (a number, `null`, a list, ...). [`Record::key`] then holds
@@ -273,6 +352,19 @@ pub struct Loose {
 }
 
 /// An OpenTelemetry span an interval continues, as plain data (W3C trace-context ids).
+///
+/// Part of [`OtelFields::parent`]; a sink that exports spans makes the interval a child of it.
+///
+/// ```
+/// use mllog_core::record::{OtelFields, Record, TraceParent};
+/// use mllog_core::{EventType, Value};
+///
+/// let parent = TraceParent { trace_id: [0xab; 16], span_id: [0xcd; 8], sampled: true };
+/// let mut run = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart);
+/// run.otel = Some(Box::new(OtelFields { parent: Some(parent), ..Default::default() }));
+/// assert_eq!(run.otel.as_ref().unwrap().parent.unwrap().span_id, [0xcd; 8]);
+/// assert_eq!(TraceParent::default().trace_id, [0; 16]); // the invalid (absent) trace id
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct TraceParent {
     /// Trace id (16 bytes, big-endian as in `traceparent`).
@@ -287,6 +379,23 @@ pub struct TraceParent {
 /// feature `otel`; never part of an MLLOG line): the `otel.*` span fields, and the span of
 /// the application (tracing-opentelemetry) that encloses an interval with no enclosing
 /// interval.
+///
+/// It rides on [`Record::otel`] and never changes the MLLOG line.
+///
+/// ```
+/// use mllog_core::record::{OtelFields, Record};
+/// use mllog_core::{EventType, Value};
+///
+/// let mut run = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(1);
+/// let line = run.to_line();
+/// run.otel = Some(Box::new(OtelFields {
+///     name: Some("training run".into()),
+///     kind: Some("internal".into()),
+///     ..Default::default()
+/// }));
+/// assert_eq!(run.to_line(), line);
+/// assert_eq!(run.otel.as_ref().unwrap().name.as_deref(), Some("training run"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct OtelFields {
     /// The application's enclosing span.
@@ -309,6 +418,22 @@ pub struct OtelFields {
 /// reads it back. The fields past `metadata` carry what the layer knows beyond the line
 /// (interval ids, the thread, OpenTelemetry data) for the sinks; they are not written. See
 /// the [module examples](self#examples).
+///
+///
+/// ```
+/// use mllog_core::record::{parse_line, Metadata, Record};
+/// use mllog_core::{EventType, Value};
+///
+/// let stop = Record::event("run_stop", Value::Null)
+///     .with_event_type(EventType::IntervalEnd)
+///     .at_millis(1_700_000_060_000)
+///     .with_metadata(Metadata::at("train.py", 90).with("status", "success"));
+/// let back = parse_line(&stop.to_string()).unwrap().unwrap(); // `Display` is the line
+/// assert_eq!(back.key, "run_stop");
+/// assert_eq!(back.time_ms(), 1_700_000_060_000);
+/// assert_eq!(back.metadata.get("status"), Some(&Value::from("success")));
+/// assert_eq!(back.to_line(), stop.to_line());
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     /// `namespace` (default `""`; no checker reads it).
@@ -344,6 +469,18 @@ pub struct Record {
 /// Cleared buffers a recycled record keeps for the next event filled into it on the training
 /// thread, so that copying a string or building a small list there allocates nothing. Part of
 /// no record's meaning: not compared, not cloned, not shown.
+///
+/// Public only for the `tracing-mllog` layer, which fills recycled records.
+///
+/// ```
+/// use mllog_core::record::Record;
+///
+/// let mut r = Record::event("submission_org", String::from("ExampleOrg"));
+/// r.clear();
+/// assert!(r.value.is_null());
+/// assert_eq!(r.metadata.stash.strings.len(), 1); // the string's buffer, kept for reuse
+/// assert!(r.metadata.stash.strings[0].is_empty());
+/// ```
 #[derive(Default)]
 #[doc(hidden)]
 pub struct Stash {

@@ -13,6 +13,17 @@ use super::{EventType, Loose, Metadata, Record, Str, Timestamp, Value, MLLOG_TOK
 /// What [`LogReader`] yields and [`parse_log`] collects; the two numbers match the official
 /// checker's messages (`index`) and an editor's line numbers (`lineno`). See the
 /// [`record`](super) module examples.
+///
+///
+/// ```
+/// use mllog_core::record::{parse_log, Record};
+///
+/// let log = format!("starting\n{}\n{}\n", Record::event("seed", 7).at_millis(1), Record::event("global_batch_size", 8).at_millis(2));
+/// let (lines, errors) = parse_log(&log);
+/// assert!(errors.is_empty());
+/// assert_eq!((lines[1].lineno, lines[1].index), (3, 1));
+/// assert_eq!(lines[1].record.key, "global_batch_size");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedLine {
     /// Physical line number in the file, 1-based (lines split as Python's universal newlines
@@ -25,6 +36,21 @@ pub struct ParsedLine {
 }
 
 /// A line that holds the `:::MLLOG ` token but is not a valid record.
+///
+/// [`LogReader`] yields it (and keeps reading), [`parse_log`] collects it; the compliance
+/// checker reports it as a [`FindingKind::Parse`](crate::compliance::FindingKind::Parse)
+/// finding.
+///
+/// ```
+/// use mllog_core::record::parse_log;
+///
+/// let (records, errors) = parse_log("noise\n:::MLLOG {\"key\": \"seed\"\n");
+/// assert!(records.is_empty());
+/// let e = &errors[0];
+/// assert_eq!((e.lineno, e.index), (2, 0));
+/// assert!(e.text.starts_with("{\"key\""));
+/// assert!(e.to_string().starts_with("line 2: "), "{e}");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("line {lineno}: {message}")]
 pub struct LineError {

@@ -1,4 +1,18 @@
 /// Which side of the target value counts as converged (see the [`Target`] example).
+///
+/// A preset's [`Target`] gets it from the rules: accuracies and AUC are [`Direction::AtLeast`],
+/// losses [`Direction::AtMost`], a strict bound (`> 0.69`) [`Direction::Above`].
+///
+/// ```
+/// use mllog_core::presets::Preset;
+/// use mllog_core::run::{Direction, Target};
+/// use mllog_core::{Benchmark, Division, Ruleset};
+///
+/// let dlrm = Preset::for_benchmark(Ruleset::V6_1_0, Benchmark::Dlrmv4, Division::Closed, None).unwrap();
+/// assert_eq!(dlrm.target().direction, Direction::AtLeast);
+/// let below = Target { value: 3.3, direction: Direction::Below };
+/// assert!(below.reached(3.29) && !below.reached(3.3));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// `value <= target` (losses, perplexities).
