@@ -160,6 +160,20 @@ fn llm_8b_like(
 
 /// `llama31_8b`: Llama 3.1 8B pretraining. Target: log perplexity ≤ 3.3 (closed). Evaluation
 /// every 12288 sequences (rounded up to whole steps).
+///
+///
+/// ```
+/// use mllog_core::presets::Llama31_8b;
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Llama31_8b { global_batch_size: 100, ..Default::default() }
+///     .preset(Division::Closed, Ruleset::V6_1_0)
+///     .unwrap();
+/// assert_eq!(p.target().to_string(), "<= 3.3");
+/// assert_eq!(p.eval_schedule().every, 12300); // 12288 rounded up to whole steps of 100
+/// assert_eq!(p.get("train_samples"), Some(&Value::Int(1_200_000 * 100))); // max_steps × gbs
+/// assert_eq!(p.get("opt_learning_rate_warmup_steps"), Some(&Value::Int(128)));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Llama31_8b {
     /// `global_batch_size` (default 32).
@@ -202,6 +216,22 @@ impl Llama31_8b {
 
 /// `gpt_oss_20b`: the llama31_8b rules with target ≤ 3.34 (closed). Same fields as
 /// [`Llama31_8b`].
+///
+///
+/// ```
+/// use mllog_core::presets::GptOss20b;
+/// use mllog_core::{Benchmark, Division, Ruleset};
+///
+/// let p = GptOss20b::default().preset(Division::Closed, Ruleset::V6_1_0).unwrap();
+/// assert_eq!(p.benchmark(), Benchmark::GptOss20b);
+/// assert_eq!(p.target().to_string(), "<= 3.34");
+/// assert_eq!(p.eval_schedule().every, 12288);
+/// // The closed rules fix the optimizer's betas.
+/// assert!(GptOss20b::default()
+///     .with_value("opt_adamw_beta_1", 0.8)
+///     .preset(Division::Closed, Ruleset::V6_1_0)
+///     .is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct GptOss20b {
     /// `global_batch_size` (default 32).
@@ -237,6 +267,24 @@ impl GptOss20b {
 /// `llama31_405b` (rulesets up to 6.0.0): learning rate `8e-5 × gbs / 1152`, warmup
 /// `ceil(8000 × 1152 / gbs)` steps, decay `ceil(1200000 × 1152 / gbs)` − warmup. Target
 /// ≤ 5.6; evaluation every 18432 sequences, skipping the first `floor(0.0026 × gbs + 12)`.
+///
+///
+/// ```
+/// use mllog_core::presets::{Llama31_405b, PresetError};
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Llama31_405b::default().preset(Division::Closed, Ruleset::V6_0_0).unwrap();
+/// assert_eq!(p.get("opt_learning_rate_warmup_steps"), Some(&Value::Int(8000)));
+/// assert_eq!(p.target().to_string(), "<= 5.6");
+/// // Every 18432 samples, skipping the first floor(0.0026 × 1152 + 12) = 14 points.
+/// assert_eq!(p.eval_schedule().every, 18432);
+/// assert_eq!(p.eval_schedule().first, 15 * 18432);
+/// // Ruleset 6.1.0 no longer has the benchmark.
+/// assert!(matches!(
+///     Llama31_405b::default().preset(Division::Closed, Ruleset::V6_1_0),
+///     Err(PresetError::NotInRuleset { .. })
+/// ));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Llama31_405b {
     /// `global_batch_size` (default 1152).
@@ -327,6 +375,21 @@ impl Llama31_405b {
 /// `deepseekv3_671b`: global batch size ≥ 15360, learning rate `2.4e-5 × sqrt(gbs / 16384)`,
 /// warmup 4 steps, decay `max_steps` − warmup. Target ≤ 3.6; first evaluation at
 /// `gbs × floor(42 + 24576 / gbs)` samples, then every step.
+///
+///
+/// ```
+/// use mllog_core::presets::{Deepseekv3_671b, PresetError};
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Deepseekv3_671b::default().preset(Division::Closed, Ruleset::V6_1_0).unwrap();
+/// assert_eq!(p.get("opt_base_learning_rate"), Some(&Value::Float(2.4e-5))); // at gbs 16384
+/// assert_eq!(p.eval_schedule().first, 16384 * 43); // gbs × floor(42 + 24576 / gbs)
+/// assert_eq!(p.eval_schedule().every, 16384);
+///
+/// let small = Deepseekv3_671b { global_batch_size: 8192, ..Default::default() };
+/// let err = small.preset(Division::Closed, Ruleset::V6_1_0).unwrap_err();
+/// assert!(matches!(err, PresetError::Invalid { key: "global_batch_size", .. }), "{err}");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Deepseekv3_671b {
     /// `global_batch_size` (default 16384; the rules require ≥ 15360).
@@ -403,6 +466,19 @@ impl Deepseekv3_671b {
 
 /// `flux1`: text-to-image. `evaluation_frequency` = `ceil(262144 / gbs) × gbs` (6.1.0; fixed
 /// 262144 in 6.0.0). Target: validation loss ≤ 0.586.
+///
+///
+/// ```
+/// use mllog_core::presets::Flux1;
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Flux1 { global_batch_size: 1000, ..Default::default() }
+///     .preset(Division::Closed, Ruleset::V6_1_0)
+///     .unwrap();
+/// assert_eq!(p.get("evaluation_frequency"), Some(&Value::Int(263_000))); // ceil(262144 / 1000) × 1000
+/// assert_eq!(p.eval_schedule().every, 263_000);
+/// assert_eq!(p.target().to_string(), "<= 0.586");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Flux1 {
     /// `global_batch_size` (default 1024).
@@ -469,6 +545,19 @@ impl Flux1 {
 /// `qwen35_397b_grpo` (6.1.0): GRPO. Learning rate `1e-6 × sqrt(gbs / 256)`, clip norm
 /// `0.125 × sqrt(256 / gbs)`, `num_prompts_per_step` = gbs / 16. Target > 0.69; evaluations
 /// on the grid `gbs × ceil(2.5 + 3840 / gbs)`, then every step.
+///
+///
+/// ```
+/// use mllog_core::presets::Qwen35_397bGrpo;
+/// use mllog_core::run::Direction;
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Qwen35_397bGrpo::default().preset(Division::Closed, Ruleset::V6_1_0).unwrap();
+/// assert_eq!(p.get("num_prompts_per_step"), Some(&Value::Int(16))); // 256 / 16
+/// assert_eq!(p.eval_schedule().first, 256 * 18); // gbs × ceil(2.5 + 3840 / gbs)
+/// assert_eq!(p.target().direction, Direction::Above);
+/// assert_eq!(p.target().to_string(), "> 0.69");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Qwen35_397bGrpo {
     /// `global_batch_size` (default 256; a multiple of `num_generations_per_prompt`).
@@ -550,6 +639,24 @@ impl Qwen35_397bGrpo {
 /// `dlrmv4` (6.1.0): dense Adam plus sparse RowWiseAdagrad at the same learning rate, which
 /// must lie in `[0.5e-6, 1.5e-6] × gbs / 8192`. Target AUC ≥ 0.75; evaluations every
 /// `eval_every_data_pct` of the training samples, from a first point the rules compute.
+///
+///
+/// ```
+/// use mllog_core::presets::{Dlrmv4, PresetError};
+/// use mllog_core::{Division, Ruleset, Value};
+///
+/// let p = Dlrmv4::default().preset(Division::Closed, Ruleset::V6_1_0).unwrap();
+/// assert_eq!(p.get("opt_base_learning_rate"), p.get("opt_sparse_base_learning_rate"));
+/// assert_eq!(p.get("opt_base_learning_rate"), Some(&Value::Float(1e-6)));
+/// assert_eq!(p.target().to_string(), ">= 0.75");
+///
+/// // Outside [0.5e-6, 1.5e-6] × gbs / 8192.
+/// let hot = Dlrmv4 { base_learning_rate: Some(2e-6), ..Default::default() };
+/// assert!(matches!(
+///     hot.preset(Division::Closed, Ruleset::V6_1_0),
+///     Err(PresetError::Invalid { key: "opt_base_learning_rate", .. })
+/// ));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dlrmv4 {
     /// `global_batch_size` (default 8192).
@@ -623,6 +730,17 @@ impl Dlrmv4 {
 
 /// `dlrm_dcnv2` (rulesets up to 6.0.0): Adagrad without decay or warmup. Target AUC ≥ 0.80275,
 /// reported with `epoch_num`; evaluation every 0.05 epoch (rounded up to whole steps).
+///
+///
+/// ```
+/// use mllog_core::presets::{DlrmDcnv2, EvalProgress};
+/// use mllog_core::{Division, Ruleset};
+///
+/// let p = DlrmDcnv2::default().preset(Division::Closed, Ruleset::V6_0_0).unwrap();
+/// assert_eq!(p.progress(), EvalProgress::EpochNum { samples_per_epoch: 4_195_197_692 });
+/// assert_eq!(p.eval_schedule().every, 209_793_024); // 0.05 epoch, rounded up to whole steps
+/// assert_eq!(p.target().to_string(), ">= 0.80275");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct DlrmDcnv2 {
     /// `global_batch_size` (default 55296).

@@ -57,6 +57,19 @@ use crate::run::{Direction, EvalSchedule, Target};
 use crate::submission::Division;
 
 /// How evaluation records report training progress, as the benchmark's rules require.
+///
+/// Read it from [`Preset::progress`]: the layer and `mllog dry-run` put the matching metadata on
+/// every evaluation record.
+///
+/// ```
+/// use mllog_core::presets::{EvalProgress, Preset};
+/// use mllog_core::{Benchmark, Division, Ruleset};
+///
+/// let lora = Preset::for_benchmark(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed, None).unwrap();
+/// assert_eq!(lora.progress(), EvalProgress::SamplesCount);
+/// let dlrm = Preset::for_benchmark(Ruleset::V6_0_0, Benchmark::DlrmDcnv2, Division::Closed, None).unwrap();
+/// assert!(matches!(dlrm.progress(), EvalProgress::EpochNum { samples_per_epoch } if samples_per_epoch > 0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EvalProgress {
     /// `samples_count` (samples trained since `run_start`): the LLMs, flux1, dlrmv4.
@@ -80,6 +93,21 @@ pub enum EvalProgress {
 /// cannot get a hyperparameter wrong. Its [`Preset::target`] and [`Preset::eval_schedule`]
 /// come from the same rules and drive convergence and evaluation in the layer. See the
 /// [module example](self) for building, rejected values and the by-name entry point.
+///
+///
+/// ```
+/// use mllog_core::compliance::{check_text, Ruleset};
+/// use mllog_core::presets::Preset;
+/// use mllog_core::{Benchmark, Division};
+///
+/// let p = Preset::for_benchmark(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed, Some(16)).unwrap();
+/// assert_eq!((p.benchmark(), p.division(), p.global_batch_size()), (Benchmark::Llama2_70bLora, Division::Closed, 16));
+/// assert_eq!(p.hyperparameters()[0].0, "global_batch_size"); // logged first: later rules read it
+/// assert_eq!(p.eval_points(2), vec![p.eval_schedule().first, p.eval_schedule().first + 384]);
+/// assert_eq!(p.target_key(), "eval_accuracy");
+/// assert!(p.target_range().contains(p.target().value));
+/// assert!(Preset::BENCHMARKS.contains(&Benchmark::Flux1));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preset {
     benchmark: Benchmark,

@@ -17,6 +17,25 @@ use super::required_runs;
 use crate::record::{LogReader, Value};
 
 /// One `seed` record of a log.
+///
+/// [`seeds_of`] collects them from a log; [`check_seeds`] compares them across runs.
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::results::package::seeds_of;
+/// use mllog_core::Value;
+///
+/// let log = format!(
+///     "{}\n{}\n",
+///     Record::event("seed", "42").with_metadata(Metadata::at("train.py", 12)),
+///     Record::event("global_batch_size", 8u64),
+/// );
+/// let seeds = seeds_of(&log);
+/// assert_eq!(seeds.len(), 1);
+/// assert_eq!((seeds[0].file.as_deref(), seeds[0].lineno, seeds[0].log_line), (Some("train.py"), Some(12), 1));
+/// assert_eq!(seeds[0].value, Value::from("42"));
+/// assert_eq!(seeds[0].as_int(), Some(42)); // as Python's int() reads it
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeedRecord {
     /// `metadata.file`.
@@ -138,7 +157,28 @@ pub fn check_seeds(runs: &[(String, Vec<SeedRecord>)]) -> SeedReport {
     rep
 }
 
-/// Options of [`package`].
+/// Options of [`package`]: where the submission folder is, the system's name and description,
+/// and whether to overwrite. `mllog package` fills it from its command line.
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::package::{package, PackageOptions};
+/// use mllog_core::Benchmark;
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = dir.path().join("run.txt");
+/// std::fs::write(&log, example_log(Ruleset::V6_1_0, Benchmark::Flux1, Division::Closed).unwrap())?;
+/// let opts = PackageOptions {
+///     out: dir.path().join("submission"),
+///     system: "my_system".into(),
+///     system_desc: None,
+///     force: false,
+/// };
+/// let report = package(&[log], &opts)?;
+/// assert!(opts.out.join("results/my_system/flux1/result_0.txt").is_file());
+/// assert!(report.system_desc.1 && opts.out.join("systems/my_system.json").is_file()); // a template
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct PackageOptions {
     /// The submission folder to fill.
@@ -153,6 +193,29 @@ pub struct PackageOptions {
 }
 
 /// What [`package`] did for one benchmark.
+///
+/// One entry of [`PackageReport::benchmarks`].
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::package::{package, PackageOptions};
+/// use mllog_core::Benchmark;
+///
+/// let dir = tempfile::tempdir()?;
+/// let text = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let logs: Vec<_> = (0..2).map(|i| dir.path().join(format!("run{i}.txt"))).collect();
+/// for l in &logs {
+///     std::fs::write(l, &text)?; // the same seed twice: the seed check fails
+/// }
+/// let opts = PackageOptions { out: dir.path().join("out"), system: "sys".into(), system_desc: None, force: false };
+/// let report = package(&logs, &opts)?;
+/// let b = &report.benchmarks[0];
+/// assert_eq!((b.benchmark.as_str(), b.files.len(), b.required_runs), ("llama2_70b_lora", 2, Some(10)));
+/// assert!(!b.seeds.passed() && !b.written);
+/// assert!(!b.files[1].1.exists()); // nothing written
+/// assert!(!report.ok());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackagedBenchmark {
     /// The benchmark.
@@ -170,6 +233,27 @@ pub struct PackagedBenchmark {
 }
 
 /// What [`package`] did.
+///
+/// [`PackageReport::ok`] is the verdict; [`PackageReport::render_text`] says it in words.
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::package::{package, PackageOptions};
+/// use mllog_core::Benchmark;
+///
+/// let dir = tempfile::tempdir()?;
+/// let good = dir.path().join("run.txt");
+/// std::fs::write(&good, example_log(Ruleset::V6_1_0, Benchmark::Flux1, Division::Closed).unwrap())?;
+/// let noise = dir.path().join("notes.txt");
+/// std::fs::write(&noise, "no MLLOG here\n")?;
+/// let opts = PackageOptions { out: dir.path().join("out"), system: "sys".into(), system_desc: None, force: false };
+/// let report = package(&[good, noise.clone()], &opts)?;
+/// assert_eq!(report.unknown, vec![noise]); // no `submission_benchmark`: not packaged
+/// assert!(report.benchmarks[0].written);
+/// assert!(!report.ok());
+/// assert!(report.render_text().contains("flux1: 1 file(s)"), "{}", report.render_text());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackageReport {
     /// Per benchmark, in order of first appearance.

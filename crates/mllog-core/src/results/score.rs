@@ -30,6 +30,25 @@ use crate::record::LogReader;
 
 /// Options for scoring: [`ScoreOptions::default`] detects each file's ruleset, as
 /// `mllog score` does without `--ruleset` (see the [`BenchmarkScore`] example).
+///
+/// ```
+/// use mllog_core::compliance::{example_log, rules, Division, Ruleset};
+/// use mllog_core::results::score::{score_dir, ScoreOptions};
+/// use mllog_core::Benchmark;
+///
+/// let root = tempfile::tempdir()?;
+/// let folder = root.path().join("my_system/flux1");
+/// std::fs::create_dir_all(&folder)?;
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Flux1, Division::Closed).unwrap();
+/// std::fs::write(folder.join("result_0.txt"), &log)?;
+/// // Checked against 5.0.0, which has no flux1: the run is not compliant and is dropped.
+/// assert!(!rules(Ruleset::V5_0_0).allows(Benchmark::Flux1));
+/// let old = score_dir(root.path(), ScoreOptions { ruleset: Some(Ruleset::V5_0_0) })?;
+/// assert_eq!(old[0].dropped, 1);
+/// let detected = score_dir(root.path(), ScoreOptions::default())?;
+/// assert_eq!(detected[0].dropped, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScoreOptions {
     /// The ruleset for the compliance check; `None` detects it from each file.
@@ -38,6 +57,25 @@ pub struct ScoreOptions {
 
 /// What happened to one result file: one entry of [`BenchmarkScore::runs`], with the reason
 /// it was counted, dropped or trimmed in words.
+///
+/// ```
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::score::{score_benchmark, ScoreOptions};
+/// use mllog_core::Benchmark;
+///
+/// let root = tempfile::tempdir()?;
+/// let folder = root.path().join("sys/flux1");
+/// std::fs::create_dir_all(&folder)?;
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Flux1, Division::Closed).unwrap();
+/// std::fs::write(folder.join("result_0.txt"), &log)?;
+/// std::fs::write(folder.join("result_1.txt"), log.replace("run_stop", "run_halt"))?;
+/// let score = score_benchmark(&folder, ScoreOptions::default())?;
+/// let [ok, bad] = &score.runs[..] else { panic!("two runs") };
+/// assert!(ok.compliant && ok.minutes.unwrap() > 0.0 && ok.status.as_deref() == Some("success"));
+/// assert!(!bad.compliant && bad.minutes.is_none() && !bad.counted);
+/// assert!(bad.error.is_some());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunScore {

@@ -15,6 +15,24 @@ use crate::submission::Division;
 
 /// One evaluation: a point of [`RunSummary::evals`], the curve `mllog summary` prints and
 /// `mllog plot` draws.
+///
+///
+/// ```
+/// use mllog_core::record::{Metadata, Record};
+/// use mllog_core::results::summary::summarize_text;
+///
+/// let log: String = [(1, 0.95, 3840u64), (2, 0.92, 7680)]
+///     .iter()
+///     .map(|&(min, loss, samples)| {
+///         let meta = Metadata::default().with("samples_count", samples);
+///         format!("{}\n", Record::event("eval_accuracy", loss).at_millis(min * 60_000).with_metadata(meta))
+///     })
+///     .collect();
+/// let run = summarize_text("result_0.txt", &log);
+/// assert_eq!(run.evals.len(), 2);
+/// assert_eq!((run.evals[1].x, run.evals[1].value, run.evals[1].time_ms), (Some(7680.0), 0.92, 120_000));
+/// assert_eq!(run.x_unit, "samples");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EvalPoint {
@@ -29,6 +47,17 @@ pub struct EvalPoint {
 
 /// The quality target of a run's benchmark, from [`target_line`]: what
 /// [`RunSummary::target_reached`] compares the evaluations with.
+///
+///
+/// ```
+/// use mllog_core::results::summary::target_line;
+///
+/// let t = target_line("llama2_70b_lora", None).unwrap(); // closed by default
+/// assert_eq!((t.key.as_str(), t.value, t.higher_is_better), ("eval_accuracy", 0.925, false));
+/// let t = target_line("dlrmv4", Some("closed")).unwrap();
+/// assert!(t.higher_is_better && t.value == 0.75);
+/// assert_eq!(target_line("not_a_benchmark", None), None);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TargetLine {
@@ -188,6 +217,23 @@ impl RunSummary {
 }
 
 /// Step-time statistics of a run ([`RunSummary::step_stats`]).
+///
+/// Steps are weighted by the number of steps each `tracked_stats` record covers, so a long
+/// block counts for more than a short one.
+///
+/// ```
+/// use mllog_core::results::summary::RunSummary;
+///
+/// let run = RunSummary {
+///     step_times_s: vec![0.5, 0.6, 2.0],
+///     step_counts: vec![Some(98), Some(1), Some(1)],
+///     ..Default::default()
+/// };
+/// let s = run.step_stats().unwrap();
+/// assert_eq!((s.steps, s.records), (Some(100), 3));
+/// assert_eq!((s.median_s, s.p90_s, s.p99_s), (0.5, 0.5, 0.6));
+/// assert_eq!(run.median_step_time_s(), Some(0.5));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepStats {
     /// Steps covered, when every `tracked_stats` record says how many (`metadata.steps`).
