@@ -45,6 +45,28 @@ const MAX_STEP_SPANS_PER_BLOCK: u64 = 1000;
 
 /// The submission metadata and disclosure keys of a dry run, given explicitly (a dry run has
 /// no defaults for who submits on what; the CLI supplies placeholders).
+///
+/// Start from [`DryRun::new`] and change the fields that matter (the status, the evaluation at
+/// which the synthetic metric converges), then pass it to [`run`].
+///
+/// ```
+/// use mllog_cli::dry_run::{self, DryRun};
+/// use mllog_core::presets::Preset;
+/// use mllog_core::{Benchmark, Division, Ruleset, SystemStatus};
+///
+/// let preset = Preset::for_benchmark(Ruleset::V6_1_0, Benchmark::Flux1, Division::Closed, None).unwrap();
+/// let opts = DryRun {
+///     status: Some(SystemStatus::Cloud),
+///     converge_at_eval: 2,
+///     ..DryRun::new("MyOrg", "1xNode-8xGPU", "config_1x8.sh")
+/// };
+/// let dir = tempfile::tempdir().unwrap();
+/// let out = dry_run::run(&preset, &opts, &dir.path().join("flux1.log")).unwrap();
+/// assert_eq!(out.evals, 2);
+/// let log = std::fs::read_to_string(&out.path).unwrap();
+/// assert!(log.contains(r#""key": "submission_status", "value": "cloud""#));
+/// assert!(log.contains(r#""key": "submission_org", "value": "MyOrg""#));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct DryRun {
     /// `submission_org`.
@@ -87,6 +109,25 @@ impl DryRun {
 }
 
 /// What a dry run did and what the checker said.
+///
+/// Returned by [`run`]; `mllog dry-run` prints it and exits non-zero when the report fails.
+///
+/// ```
+/// use mllog_cli::dry_run::{self, DryRun};
+/// use mllog_core::presets::Preset;
+/// use mllog_core::{Benchmark, Division, Ruleset};
+///
+/// let preset = Preset::for_benchmark(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed, None).unwrap();
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("lora.log");
+/// let out = dry_run::run(&preset, &DryRun::new("MyOrg", "1xNode", "config.sh"), &path).unwrap();
+/// assert_eq!(out.path, path);
+/// assert!(out.converged && out.report.passed(true));
+/// assert_eq!(out.evals, 3); // converges at the third evaluation by default
+/// assert_eq!(out.samples, preset.eval_schedule().point(2));
+/// let text = std::fs::read_to_string(&path).unwrap();
+/// assert_eq!(out.lines, text.lines().count());
+/// ```
 #[derive(Clone, Debug)]
 pub struct DryRunOutcome {
     /// The log written.
@@ -104,6 +145,28 @@ pub struct DryRunOutcome {
 }
 
 /// Why a dry run could not run.
+///
+/// A preset that cannot be built converts into it with `?`.
+///
+/// ```
+/// use mllog_cli::dry_run::{self, DryRun, DryRunError, DryRunOutcome};
+/// use mllog_core::presets::{Preset, PresetError};
+/// use mllog_core::{Benchmark, Division, Ruleset};
+///
+/// fn dry(benchmark: Benchmark, out: &std::path::Path) -> Result<DryRunOutcome, DryRunError> {
+///     let preset = Preset::for_benchmark(Ruleset::V6_1_0, benchmark, Division::Closed, None)?;
+///     dry_run::run(&preset, &DryRun::new("MyOrg", "1xNode", "config.sh"), out)
+/// }
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// // llama31_405b is not part of ruleset 6.1.0.
+/// let err = dry(Benchmark::Llama31_405b, &dir.path().join("a.log")).unwrap_err();
+/// assert!(matches!(err, DryRunError::Preset(PresetError::NotInRuleset { .. })));
+/// assert!(err.to_string().starts_with("preset: "));
+/// // The log cannot be created: a directory stands where the file should go.
+/// let err = dry(Benchmark::Llama2_70bLora, dir.path()).unwrap_err();
+/// assert!(matches!(err, DryRunError::Layer(_)), "{err}");
+/// ```
 #[derive(Debug)]
 pub enum DryRunError {
     /// The preset could not be built.

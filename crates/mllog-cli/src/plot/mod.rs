@@ -24,6 +24,20 @@ use mllog_core::results::summary::{RunSummary, TargetLine};
 mod glyphs;
 
 /// An RGB colour.
+///
+/// [`run_color`] and [`run_colors`] return them, so a caller can label runs in its own output
+/// in the colours of the chart.
+///
+/// ```
+/// use mllog_cli::plot::{run_color, run_colors, Rgb, PALETTE_SIZE, TARGET_COLOR};
+/// use mllog_core::results::summary::RunSummary;
+///
+/// let first: Rgb = run_color(0);
+/// assert_eq!(run_color(PALETTE_SIZE), first); // the palette repeats
+/// assert!((0..PALETTE_SIZE).all(|i| run_color(i) != TARGET_COLOR));
+/// let runs = vec![RunSummary::default(), RunSummary::default()];
+/// assert_eq!(run_colors(&runs), vec![run_color(0), run_color(1)]);
+/// ```
 pub type Rgb = [u8; 3];
 
 /// The colour of every target line.
@@ -794,6 +808,24 @@ pub fn render_svg(runs: &[RunSummary]) -> io::Result<String> {
 }
 
 /// A rendered chart: RGB pixels, row-major, 3 bytes a pixel.
+///
+/// Returned by [`render_rgb`], for a caller that encodes or shows pixels itself
+/// ([`render_png`] encodes them as PNG).
+///
+/// ```
+/// use mllog_cli::plot::{render_rgb, Bitmap, TARGET_COLOR};
+/// use mllog_core::compliance::{example_log, Division, Ruleset};
+/// use mllog_core::results::summary::summarize_text;
+/// use mllog_core::Benchmark;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let run = summarize_text("result_0.txt", &log);
+/// let b: Bitmap = render_rgb(&[run]).unwrap();
+/// assert!(b.width > 0 && b.height > 0);
+/// assert_eq!(b.rgb.len(), b.width as usize * b.height as usize * 3);
+/// // The target line is drawn in its red.
+/// assert!(b.rgb.chunks_exact(3).any(|px| px == TARGET_COLOR));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bitmap {
     /// Width in pixels.
