@@ -17,8 +17,9 @@ use crate::record::{Metadata, Value};
 /// Why a check could not be evaluated (the official "Failed executing CHECK code").
 ///
 /// You meet it when evaluating a [`Check`](super::Check) by hand ([`Check::eval`](super::Check::eval),
-/// [`State::num`](super::State::num)); the checker turns it into a [`FindingKind::Exec`](super::FindingKind::Exec)
-/// finding, worded as the official checker words it.
+/// [`State::num`](super::State::num)); the checker reports it as a
+/// [`FindingKind::Exec`](super::FindingKind::Exec) finding (a
+/// [`FindingKind::Fatal`](super::FindingKind::Fatal) one where the official checker crashes).
 ///
 /// ```
 /// use mllog_core::compliance::{Check, Cmp, ExecError, Line, State};

@@ -354,16 +354,21 @@ pub struct Loose {
 /// An OpenTelemetry span an interval continues, as plain data (W3C trace-context ids).
 ///
 /// Part of [`OtelFields::parent`]; a sink that exports spans makes the interval a child of it.
+/// Like the rest of [`Record::otel`], it tells sinks apart records whose MLLOG lines are equal,
+/// and a recycled record ([`Record::clear`]) forgets it.
 ///
 /// ```
 /// use mllog_core::record::{OtelFields, Record, TraceParent};
 /// use mllog_core::{EventType, Value};
 ///
 /// let parent = TraceParent { trace_id: [0xab; 16], span_id: [0xcd; 8], sampled: true };
-/// let mut run = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart);
-/// run.otel = Some(Box::new(OtelFields { parent: Some(parent), ..Default::default() }));
-/// assert_eq!(run.otel.as_ref().unwrap().parent.unwrap().span_id, [0xcd; 8]);
-/// assert_eq!(TraceParent::default().trace_id, [0; 16]); // the invalid (absent) trace id
+/// let plain = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(1);
+/// let mut traced = plain.clone();
+/// traced.otel = Some(Box::new(OtelFields { parent: Some(parent), ..Default::default() }));
+/// assert_ne!(traced, plain);
+/// assert_eq!(traced.to_line(), plain.to_line()); // not part of the MLLOG line
+/// traced.clear();
+/// assert!(traced.otel.is_none());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct TraceParent {
