@@ -354,7 +354,7 @@ impl FromStr for ProfilerKind {
 /// Why profiling could not be set up.
 ///
 /// Returned by [`SegmentProfiler::from_env`] and [`SegmentProfilerBuilder::build`]; through
-/// the layer it becomes a [`crate::Error`]. Profiling that was asked for and cannot happen is
+/// the layer it is the source of [`crate::Error::Start`]. Profiling that was asked for and cannot happen is
 /// an error at start-up, never a run without the profile; each message says what to set.
 ///
 /// ```

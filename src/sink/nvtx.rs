@@ -66,7 +66,8 @@ fn color_of(name: &str) -> Option<[u8; 3]> {
 
 /// Why `MLLOG_NVTX` cannot be used.
 ///
-/// Returned by [`NvtxSink::from_env`]; the layer makes it a [`crate::Error`]. It wraps the
+/// Returned by [`NvtxSink::from_env`]; through the layer it is the source of
+/// [`crate::Error::Start`]. It wraps the
 /// [`EnvError`](crate::env::EnvError) naming the variable.
 ///
 /// ```
