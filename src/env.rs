@@ -63,6 +63,22 @@ const FLAG_WORDS: &str = "expected 1/0, true/false, yes/no or on/off";
 /// Returned by the [`Env`] parsers; [`crate::Builder::build`] turns it into
 /// [`crate::Error::Env`]. [`EnvError::name`] says which variable to fix; see the
 /// [module example](self).
+///
+/// Its message names the variable and what was expected; the value shown is redacted, so a
+/// credential put in the wrong variable never reaches a log:
+///
+/// ```
+/// use tracing_mllog::env::{Env, EnvError};
+///
+/// let env = Env::from_map([("MLLOG_APPEND", "perhaps"), ("MY_API_TOKEN", "hunter2-abc")]);
+/// let err = env.flag("MLLOG_APPEND").unwrap_err();
+/// assert_eq!(err.name(), "MLLOG_APPEND");
+/// assert!(err.to_string().contains("expected 1/0, true/false"), "{err}");
+///
+/// let err = env.flag("MY_API_TOKEN").unwrap_err();
+/// assert!(matches!(&err, EnvError::Invalid { value, .. } if value == "***"));
+/// assert!(!err.to_string().contains("hunter2"), "{err}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EnvError {
@@ -122,6 +138,23 @@ impl From<EnvError> for crate::Error {
 /// the same spellings and every bad value is an [`EnvError`] that names it. A value that is
 /// not UTF-8 is an error only when that variable is read. The [module
 /// example](self#examples) shows each parser.
+///
+/// ```
+/// use std::time::Duration;
+/// use tracing_mllog::env::Env;
+///
+/// let env = Env::from_map([("MLLOG_MAX_DELAY_MS", "5"), ("MLLOG_NAMESPACE", "worker0")]);
+/// let delay = env.number::<u64>("MLLOG_MAX_DELAY_MS", 0, 60_000, "milliseconds")?;
+/// assert_eq!(delay.map(Duration::from_millis), Some(Duration::from_millis(5)));
+/// // A parser of your own: its `Err` becomes the reason in an error naming the variable.
+/// let upper = env.parse("MLLOG_NAMESPACE", |v| Ok::<_, String>(v.to_uppercase()))?;
+/// assert_eq!(upper.as_deref(), Some("WORKER0"));
+/// assert_eq!(env.string("UNSET_VARIABLE")?, None);
+/// assert_eq!(env.vars().count(), 2);
+///
+/// assert!(Env::process().is_process()); // the default of every layer
+/// # Ok::<(), tracing_mllog::env::EnvError>(())
+/// ```
 #[derive(Clone, Default)]
 pub struct Env {
     /// `Err` holds a value that is not UTF-8 (an error only when the variable is read).

@@ -99,6 +99,28 @@ pub fn log_value<T: LogValue + ?Sized>(v: &T) -> T::Field<'_> {
 /// number, a bool or a string: its [`LogValue::log_field`] returns [`Composite::field`] and
 /// its [`LogValue::to_value`] builds the [`Value`] (see the [`LogValue`] example). The
 /// layer never formats or parses text for it, so a list or object costs no JSON round trip.
+///
+/// Any layer other than the MLLOG one (`fmt`, OpenTelemetry) formats the field with `Debug`
+/// and gets the value's JSON text:
+///
+/// ```
+/// use tracing_mllog::{Composite, LogValue, Value};
+///
+/// struct Shape(u64, u64);
+///
+/// impl LogValue for Shape {
+///     type Field<'a> = tracing::field::DebugValue<Composite<'a, Self>>;
+///     fn log_field(&self) -> Self::Field<'_> {
+///         Composite::field(self)
+///     }
+///     fn to_value(&self) -> Value {
+///         Value::Array(vec![self.0.into(), self.1.into()])
+///     }
+/// }
+///
+/// let field = Shape(4, 1024).log_field();
+/// assert_eq!(format!("{field:?}"), "[4, 1024]");
+/// ```
 pub struct Composite<'a, T: ?Sized>(&'a T);
 
 impl<'a, T: LogValue + ?Sized> Composite<'a, T> {
@@ -389,8 +411,30 @@ tuples! {
 pub mod __private {
     use super::LogValue;
 
+    /// What `mllog!` puts around each value, so that method lookup picks the path: through
+    /// [`ViaLogValue`] (on `Wrap` itself) when the type is a [`LogValue`], else through
+    /// [`ViaTracing`] (on `&Wrap`, one auto-reference further) for any other `tracing::Value`.
+    ///
+    /// ```
+    /// use tracing_mllog::__private::{ViaLogValue as _, ViaTracing as _, Wrap};
+    ///
+    /// let steps = vec![1, 2];
+    /// let list = (&Wrap(&steps)).__mllog_field(); // a `LogValue`: a composite field
+    /// assert_eq!(format!("{list:?}"), "[1, 2]");
+    /// let shown = tracing::field::display("as written");
+    /// let other = (&Wrap(&shown)).__mllog_field(); // only a `tracing::Value`: unchanged
+    /// assert_eq!(format!("{other:?}"), "as written");
+    /// ```
     pub struct Wrap<'a, T: ?Sized>(pub &'a T);
 
+    /// The path of a [`LogValue`]: its [`LogValue::log_field`].
+    ///
+    /// ```
+    /// use tracing_mllog::__private::{ViaLogValue, Wrap};
+    ///
+    /// let field = Wrap(&None::<u32>).__mllog_field();
+    /// assert_eq!(format!("{field:?}"), "null");
+    /// ```
     pub trait ViaLogValue<'a> {
         type Out;
         fn __mllog_field(&self) -> Self::Out;
@@ -404,6 +448,15 @@ pub mod __private {
         }
     }
 
+    /// The path of any other `tracing::Value` (`?x`, `%x`, an error): the value unchanged.
+    ///
+    /// ```
+    /// use tracing_mllog::__private::{ViaTracing, Wrap};
+    ///
+    /// let shown = tracing::field::display(1.5);
+    /// let field = (&Wrap(&shown)).__mllog_field();
+    /// assert_eq!(field.to_string(), "1.5");
+    /// ```
     pub trait ViaTracing<'a> {
         type Out;
         fn __mllog_field(&self) -> Self::Out;

@@ -26,6 +26,53 @@ pub use crate::sink::SinkReport;
 use crate::sink::{Delivery, Sink};
 
 /// What the layer does when the queue is full (the worker is behind).
+///
+/// Set it with [`crate::Builder::overflow`]. The queue fills only when a sink delivered
+/// [`Delivery::Inline`](crate::sink::Delivery::Inline) (the MLLOG file, the live checker, a
+/// sink added that way) stalls the worker. [`Overflow::Block`] then holds up the training
+/// thread until there is room; [`Overflow::DropAfter`] bounds that wait and counts every
+/// record it gives up in [`Report::dropped_queue_full`]:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use tracing_mllog::sink::{Delivery, Sink, SinkError};
+/// use tracing_mllog::{mllog, MllogLayer, Overflow, Record};
+/// use tracing_subscriber::prelude::*;
+///
+/// /// A sink that stalls while `gate` is held (a file on a hung network mount, say).
+/// struct Stalled(Arc<Mutex<()>>);
+///
+/// impl Sink for Stalled {
+///     fn name(&self) -> &str {
+///         "stalled"
+///     }
+///     fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+///         drop(self.0.lock().unwrap());
+///         Ok(())
+///     }
+/// }
+///
+/// let gate = Arc::new(Mutex::new(()));
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink_with(Stalled(gate.clone()), Delivery::Inline)
+///     .channel_capacity(8)
+///     .overflow(Overflow::DropAfter(Duration::from_millis(1)))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// let held = gate.lock().unwrap();
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     for step in 0..100u64 {
+///         mllog!("train_loss", 0.5, step); // never waits more than 1 ms
+///     }
+/// });
+/// drop(held);
+/// let report = guard.shutdown();
+/// assert!(report.dropped_queue_full > 0, "{report}");
+/// assert_eq!(report.records + report.dropped_queue_full, 100, "{report}");
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Overflow {
     /// Wait until there is room: lossless. The default, because MLLOG records are few and a
@@ -850,6 +897,42 @@ pub(crate) mod exit {
 }
 
 /// What the pipeline delivered and what it lost, and the live compliance verdict.
+///
+/// [`Guard::report`] gives it as it stands, [`Guard::shutdown`] at the end; a guard that is
+/// dropped prints it to stderr when something was lost. `Display` gives a one-line summary
+/// for a training log:
+///
+/// ```
+/// use tracing_mllog::sink::MemorySink;
+/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (sink, _records) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!(keys::SEED, 42);
+///     mllog!(keys::GLOBAL_BATCH_SIZE, 256);
+/// });
+/// let report = guard.shutdown();
+/// assert_eq!(report.records, 2);
+/// assert!(report.is_clean(), "{report}");
+/// let memory = report.sinks.iter().find(|s| s.name == "memory").unwrap();
+/// assert_eq!((memory.written, memory.errors), (2, 0));
+/// assert!(report.to_string().starts_with("2 records"), "{report}");
+///
+/// // A layer that never became part of the subscriber in use says so.
+/// let (_unused, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .environment(Vec::<(String, String)>::new())
+///     .build::<tracing_subscriber::Registry>()?;
+/// let report = guard.shutdown();
+/// assert!(report.received_nothing(), "{report}");
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     /// Whether this layer writes MLLOG records (false on the ranks that do not write, whose

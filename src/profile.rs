@@ -109,6 +109,27 @@ pub const CUDA_LIBRARIES: &[&str] = &[
 /// while the `run` span is open, so warmup is never recorded; other span names count wherever
 /// they occur. A span of the segment's name nested in another one is part of the outer
 /// occurrence.
+///
+/// Parse it from the `PROFILE_SEGMENT` spelling, or build a variant, and give it to
+/// [`SegmentProfilerBuilder::segment`]; `Display` spells it back:
+///
+/// ```
+/// use tracing_mllog::profile::Segment;
+///
+/// let eval: Segment = "eval:2".parse()?;
+/// assert_eq!(eval, Segment::Eval(2));
+/// assert_eq!((eval.span_name(), eval.nth(), eval.in_run_only()), ("eval", 2, true));
+/// assert_eq!(eval.to_string(), "eval:2");
+///
+/// // Any other name is a span of that name, counted wherever it opens (warmup included).
+/// let load: Segment = "data_load".parse()?;
+/// assert_eq!(load, Segment::Span { name: "data_load".into(), nth: 1 });
+/// assert!(!load.in_run_only());
+///
+/// assert_eq!("train".parse::<Segment>()?, Segment::Train); // the whole timed run
+/// assert!("train:2".parse::<Segment>().is_err()); // the run happens once
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Segment {
     /// `train`: the `run` span, i.e. the timed run after warmup.
@@ -212,6 +233,21 @@ impl std::fmt::Display for Segment {
 }
 
 /// How many occurrences of the segment to record (`PROFILE_REPEAT`).
+///
+/// Give it to [`SegmentProfilerBuilder::repeat`]; from the environment it is parsed as below.
+/// With `Segment::TrainStep(100)` and `Repeat::Times(3)`, steps 100, 101 and 102 are
+/// recorded, each between its own start and stop.
+///
+/// ```
+/// use tracing_mllog::profile::Repeat;
+///
+/// assert_eq!(Repeat::default(), Repeat::Times(1)); // one-shot
+/// assert_eq!("3".parse::<Repeat>()?, Repeat::Times(3));
+/// assert_eq!("ALL".parse::<Repeat>()?, Repeat::Always);
+/// assert_eq!("once".parse::<Repeat>()?, Repeat::Times(1));
+/// assert!("0".parse::<Repeat>().is_err()); // nothing to record is a mistake, not a no-op
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Repeat {
     /// This many consecutive occurrences from the Nth (`PROFILE_REPEAT=K`; default 1, one-shot).
@@ -247,6 +283,20 @@ impl FromStr for Repeat {
 }
 
 /// Which profiler records the segment (`PROFILER`).
+///
+/// Chosen with [`SegmentProfilerBuilder::profiler`] or the `PROFILER` variable; it also
+/// names the profiler in [`ProfileError`] and [`ProfileReport`].
+///
+/// ```
+/// use tracing_mllog::profile::ProfilerKind;
+///
+/// let kind: ProfilerKind = " CUDA ".parse()?; // as `PROFILER` may spell it
+/// assert_eq!(kind, ProfilerKind::Cuda);
+/// assert_eq!(kind.to_string(), "cuda");
+/// assert_eq!(ProfilerKind::default().as_str(), "rpd");
+/// assert!("nsys".parse::<ProfilerKind>().is_err());
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ProfilerKind {
     /// `rpd`: ROCm's `librpd_tracer.so` (`rpdstart`, `rpdstop`, `rpdflush`); feature `rpd`.
@@ -302,6 +352,31 @@ impl FromStr for ProfilerKind {
 }
 
 /// Why profiling could not be set up.
+///
+/// Returned by [`SegmentProfiler::from_env`] and [`SegmentProfilerBuilder::build`]; through
+/// the layer it is the source of [`crate::Error::Start`]. Profiling that was asked for and cannot happen is
+/// an error at start-up, never a run without the profile; each message says what to set.
+///
+/// ```
+/// use tracing_mllog::env::Env;
+/// use tracing_mllog::profile::{ProfileError, ProfilerKind, SegmentProfiler};
+///
+/// let env = Env::from_map([("PROFILER", "cuda"), ("PROFILE_SEGMENT", "eval:0")]);
+/// let err = SegmentProfiler::from_env(&env).unwrap_err();
+/// assert!(matches!(&err, ProfileError::Env(e) if e.name() == "PROFILE_SEGMENT"), "{err}");
+///
+/// let env = Env::from_map([
+///     ("PROFILER", "cuda"),
+///     ("CUDA_PROFILER_LIB", "/nonexistent/libcudart.so"),
+/// ]);
+/// let err = SegmentProfiler::from_env(&env).unwrap_err();
+/// assert!(matches!(
+///     &err,
+///     ProfileError::Library { profiler: ProfilerKind::Cuda, library, .. }
+///         if library == "/nonexistent/libcudart.so"
+/// ));
+/// assert!(err.to_string().contains("set CUDA_PROFILER_LIB"), "{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     /// An environment variable has a value that cannot be used.
@@ -366,6 +441,50 @@ pub enum ProfileError {
 }
 
 /// What the profiler did, for the run report.
+///
+/// Read it with [`crate::Guard::profile_report`] (also the profiler's
+/// [`crate::SinkReport::detail`]). A healthy one-shot profile ends with
+/// `starts == stops == 1` and `errors == 0`; `occurrences` below the segment's `N` means the
+/// segment never came (a run shorter than the step asked for). Without profiling there is
+/// no report:
+///
+/// ```
+/// use tracing_mllog::MllogLayer;
+///
+/// // No `PROFILER` in this environment: nothing is loaded and nothing is reported.
+/// let (_layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .environment(Vec::<(String, String)>::new())
+///     .build::<tracing_subscriber::Registry>()?;
+/// guard.shutdown();
+/// assert_eq!(guard.profile_report(), None);
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
+///
+/// With a profiler, after the run (`no_run`: loading `libcudart.so` needs a CUDA machine):
+///
+/// ```no_run
+/// use tracing_mllog::profile::{ProfilerKind, Segment, SegmentProfiler};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_subscriber::prelude::*;
+///
+/// let profiler = SegmentProfiler::builder()
+///     .profiler(ProfilerKind::Cuda)
+///     .segment(Segment::TrainStep(10))
+///     .build()?;
+/// let (layer, mut guard) = MllogLayer::builder().profiler(profiler).build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _run = tracing::info_span!("run").entered();
+///     for step in 1..=20u64 {
+///         let _step = tracing::info_span!("train_step", step).entered();
+///     }
+/// });
+/// guard.shutdown();
+/// let report = guard.profile_report().expect("profiling is on");
+/// assert_eq!((report.starts, report.stops, report.errors), (1, 1, 0), "{report:?}");
+/// assert_eq!(report.segment, "train_step:10");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileReport {
     /// The profiler.
@@ -595,7 +714,24 @@ impl Backend for CudaProfiler {
 /// Serialises the environment changes and the load, within this crate.
 static LOAD_LOCK: Mutex<()> = Mutex::new(());
 
-/// Explicit configuration for a [`SegmentProfiler`].
+/// Explicit configuration for a [`SegmentProfiler`], from [`SegmentProfiler::builder`].
+///
+/// The in-code alternative to `PROFILER`, `PROFILE_SEGMENT`, `PROFILE_REPEAT` and the library
+/// variables. [`SegmentProfilerBuilder::build`] loads the library at once, so a profiler that
+/// cannot work fails here, before training starts:
+///
+/// ```
+/// use tracing_mllog::profile::{ProfileError, ProfilerKind, Repeat, Segment, SegmentProfiler};
+///
+/// let err = SegmentProfiler::builder()
+///     .profiler(ProfilerKind::Cuda)
+///     .segment(Segment::TrainStep(100))
+///     .repeat(Repeat::Times(3))
+///     .library("/nonexistent/libcudart.so")
+///     .build()
+///     .unwrap_err();
+/// assert!(matches!(err, ProfileError::Library { profiler: ProfilerKind::Cuda, .. }), "{err}");
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct SegmentProfilerBuilder {
     profiler: ProfilerKind,
@@ -762,7 +898,37 @@ impl State {
 /// Records one segment of the run with a profiler loaded at run time; see the module
 /// documentation.
 ///
-/// `Send + Sync`: the layer may call it from any thread.
+/// `Send + Sync`: the layer may call it from any thread. The layer builds one from the
+/// environment on its own ([`SegmentProfiler::from_env`]); give one to
+/// [`crate::Builder::profiler`] to configure it in code. Without `PROFILER` nothing is loaded:
+///
+/// ```
+/// use tracing_mllog::env::Env;
+/// use tracing_mllog::profile::{ProfileError, SegmentProfiler};
+///
+/// assert!(SegmentProfiler::from_env(&Env::from_map([("PROFILE_SEGMENT", "eval")]))?.is_none());
+///
+/// // Asked for, it loads its library now; none here, so it says which and why.
+/// let env = Env::from_map([("PROFILER", "cuda"), ("CUDA_PROFILER_LIB", "/nonexistent/x.so")]);
+/// assert!(matches!(SegmentProfiler::from_env(&env), Err(ProfileError::Library { .. })));
+/// # Ok::<(), ProfileError>(())
+/// ```
+///
+/// On a machine with the profiler (`no_run`: `libcudart.so` needs CUDA), under
+/// `nsys profile --capture-range=cudaProfilerApi`:
+///
+/// ```no_run
+/// use tracing_mllog::profile::{ProfilerKind, Segment, SegmentProfiler};
+///
+/// let profiler = SegmentProfiler::builder()
+///     .profiler(ProfilerKind::Cuda)
+///     .segment(Segment::Eval(1))
+///     .build()?;
+/// assert_eq!(profiler.segment(), &Segment::Eval(1));
+/// let (layer, guard) = tracing_mllog::MllogLayer::builder().profiler(profiler).build()?;
+/// # let _: (tracing_mllog::MllogLayer<tracing_subscriber::Registry>, _) = (layer, guard);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct SegmentProfiler {
     target: Box<str>,
     segment: Segment,

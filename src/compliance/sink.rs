@@ -71,6 +71,32 @@ impl fmt::Debug for LivePolicy {
 
 /// A cloneable view of a [`ComplianceSink`]'s checker, usable from any thread (see the
 /// [`ComplianceSink`] example).
+///
+/// The sink moves into the pipeline (or to another thread); the handle, taken first with
+/// [`ComplianceSink::handle`], keeps reading its verdict. Through the layer,
+/// [`crate::Guard::preflight`] and [`crate::Report::compliance`] read the same checker.
+///
+/// ```
+/// use tracing_mllog::compliance::{ComplianceSink, LivePolicy, Ruleset};
+/// use tracing_mllog::record::parse_log;
+/// use tracing_mllog::sink::Sink;
+///
+/// let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Off);
+/// let handle = sink.handle();
+/// let log = ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \
+///            \"key\": \"global_batch_size\", \"value\": 256, \"metadata\": {}}";
+/// std::thread::spawn(move || {
+///     for line in parse_log(log).0 {
+///         sink.write(&line.record).unwrap();
+///     }
+/// })
+/// .join()
+/// .unwrap();
+/// // Before `run_start`: what is still missing, and no `seed` yet (a warning).
+/// let pending = handle.pending();
+/// assert!(pending.findings.iter().any(|f| f.key.as_deref() == Some("seed")));
+/// assert!(!handle.report().passed(false)); // as a whole log, far from complete
+/// ```
 #[derive(Clone, Debug)]
 pub struct ComplianceHandle {
     inner: Arc<Mutex<Checker>>,

@@ -893,14 +893,29 @@ where
 
 /// The layer returned by [`MllogLayer::builder`]: add it to a `tracing_subscriber::Registry`.
 ///
-/// ```no_run
+/// Keep the [`crate::Guard`] alive for the whole run: dropping it (or
+/// [`crate::Guard::shutdown`]) ends the run's open intervals and flushes the file.
+///
+/// ```
+/// use tracing_mllog::{keys, mllog, MllogLayer};
 /// use tracing_subscriber::prelude::*;
 ///
-/// let (layer, _guard) = tracing_mllog::MllogLayer::builder()
-///     .output_file("results/mllog.txt")
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("mllog.txt");
+/// let (layer, guard) = MllogLayer::builder()
+///     .output_file(&path)
+///     .environment(Vec::<(String, String)>::new()) // not the process's MLLOG_* variables
 ///     .build()
 ///     .expect("MLLOG output");
 /// tracing_subscriber::registry().with(layer).init();
+///
+/// mllog!(keys::SEED, 42);
+/// drop(guard); // at the end of training: everything is in the file
+///
+/// let log = std::fs::read_to_string(&path)?;
+/// let seed = log.lines().find(|l| l.contains(r#""key": "seed""#)).expect("the seed line");
+/// assert!(seed.starts_with(":::MLLOG {") && seed.contains(r#""value": 42"#), "{seed}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MllogLayer<S> {
     inner: Inner<S>,

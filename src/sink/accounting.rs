@@ -176,6 +176,37 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// One sink's share of a [`Report`](crate::Report).
+///
+/// One per sink in [`crate::Report::sinks`], in the order the pipeline feeds them: how it is
+/// delivered, what it wrote, what it lost and why.
+///
+/// ```
+/// use tracing_mllog::sink::{Delivery, MemorySink};
+/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (isolated, _) = MemorySink::new();
+/// let (inline, _) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(isolated) // on its own thread by default
+///     .sink_with(inline, Delivery::Inline)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!(keys::SEED, 42);
+/// });
+/// let report = guard.shutdown();
+/// let memory: Vec<_> = report.sinks.iter().filter(|s| s.name == "memory").collect();
+/// assert_eq!(memory.len(), 2);
+/// assert_eq!(memory[0].delivery, Delivery::isolated());
+/// assert_eq!(memory[1].delivery, Delivery::Inline);
+/// for s in memory {
+///     assert_eq!((s.written, s.errors, s.dropped), (1, 0, 0), "{s:?}");
+///     assert!(s.last_error.is_none() && s.drop_reason.is_none());
+/// }
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SinkReport {

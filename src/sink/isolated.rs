@@ -27,6 +27,50 @@ use crate::record::Record;
 /// and object-store sinks and every sink added with [`crate::Builder::sink`] are
 /// [`Delivery::Isolated`] with [`Delivery::DEFAULT_CAPACITY`]. Choose otherwise with
 /// [`crate::Builder::sink_with`] and [`crate::Builder::sink_delivery`].
+///
+/// An isolated sink that stalls loses records, counted with the reason, while the MLLOG
+/// stream keeps every one:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use tracing_mllog::sink::{Delivery, Sink, SinkError};
+/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_subscriber::prelude::*;
+///
+/// /// A sink that stalls while `gate` is held (a collector that stopped answering, say).
+/// struct Stalled(Arc<Mutex<()>>);
+///
+/// impl Sink for Stalled {
+///     fn name(&self) -> &str {
+///         "stalled"
+///     }
+///     fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+///         drop(self.0.lock().unwrap());
+///         Ok(())
+///     }
+/// }
+///
+/// let gate = Arc::new(Mutex::new(()));
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink_with(Stalled(gate.clone()), Delivery::Isolated { capacity: 4 })
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// let held = gate.lock().unwrap();
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     for step in 0..50u64 {
+///         mllog!("train_loss", 0.5, step);
+///     }
+/// });
+/// drop(held);
+/// let report = guard.shutdown();
+/// assert_eq!(report.records, 50); // the worker (and the MLLOG file) got every record
+/// let stalled = report.sinks.iter().find(|s| s.name == "stalled").unwrap();
+/// assert!(stalled.dropped > 0, "{report}");
+/// assert_eq!(stalled.written + stalled.dropped, 50, "{report}");
+/// assert!(stalled.drop_reason.as_deref().unwrap().contains("queue full"), "{report}");
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Delivery {

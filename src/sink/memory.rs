@@ -35,6 +35,34 @@ pub struct MemorySink {
 
 /// Reads what a [`MemorySink`] received, from any thread (it is `Clone`; see the
 /// [`MemorySink`] example). Each call returns a copy of the records so far.
+///
+/// It can be read while the run goes on, e.g. after [`crate::Guard::flush`]:
+///
+/// ```
+/// use std::time::Duration;
+/// use tracing_mllog::{keys, mllog, sink::MemorySink, MllogLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (sink, handle) = MemorySink::new();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// let subscriber = tracing_subscriber::registry().with(layer);
+/// tracing::subscriber::with_default(subscriber, || {
+///     mllog!(keys::EVAL_ACCURACY, 0.71, epoch_num = 1);
+///     assert!(guard.flush(Duration::from_secs(10)));
+///     let reader = handle.clone();
+///     let seen = std::thread::spawn(move || reader.keys()).join().unwrap();
+///     assert_eq!(seen, ["eval_accuracy"]);
+///     mllog!(keys::EVAL_ACCURACY, 0.75, epoch_num = 2);
+/// });
+/// guard.shutdown();
+/// let last = handle.records().pop().unwrap();
+/// assert_eq!(last.value.as_f64(), Some(0.75));
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct MemoryHandle {
     records: Arc<Mutex<Vec<Record>>>,

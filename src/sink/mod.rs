@@ -60,6 +60,20 @@ use crate::record::Record;
 /// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or
 /// [`crate::Guard::detail`]. A custom sink makes one through [`SinkStatus`] (see its
 /// example).
+///
+/// ```
+/// use tracing_mllog::sink::Detail;
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Uploaded {
+///     bytes: u64,
+/// }
+///
+/// let detail = Detail::new(Uploaded { bytes: 512 });
+/// assert_eq!(detail.get::<Uploaded>(), Some(&Uploaded { bytes: 512 }));
+/// assert_eq!(detail.get::<String>(), None); // not that sink's report
+/// assert_eq!(detail, Detail::new(Uploaded { bytes: 512 })); // equal when they print the same
+/// ```
 #[derive(Clone)]
 pub struct Detail(Arc<dyn DetailValue>);
 
@@ -183,6 +197,46 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// (`errors`) and keeps its message as `last_error`; the sink keeps receiving later records.
 /// `?` converts an [`std::io::Error`]; anything else is [`SinkError::Other`] in words (see
 /// the [`Sink`] example).
+///
+/// ```
+/// use std::io::Write;
+/// use tracing_mllog::sink::{Sink, SinkError};
+/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_subscriber::prelude::*;
+///
+/// /// Writes each key to a pipe whose reader is gone.
+/// struct Closed(std::io::PipeWriter);
+///
+/// impl Sink for Closed {
+///     fn name(&self) -> &str {
+///         "closed-pipe"
+///     }
+///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///         if record.key.is_empty() {
+///             return Err(SinkError::Other("a record without a key".into()));
+///         }
+///         writeln!(self.0, "{}", record.key)?; // an `io::Error` becomes `SinkError::Io`
+///         Ok(())
+///     }
+/// }
+///
+/// let (reader, writer) = std::io::pipe()?;
+/// drop(reader);
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(Closed(writer))
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     mllog!("seed", 1); // the training thread never sees the error
+///     mllog!("global_batch_size", 8);
+/// });
+/// let report = guard.shutdown();
+/// let sink = report.sinks.iter().find(|s| s.name == "closed-pipe").unwrap();
+/// assert_eq!((sink.written, sink.errors), (0, 2));
+/// assert!(sink.last_error.as_deref().unwrap().contains("pipe"), "{report}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     /// An I/O error (file, socket, ...).

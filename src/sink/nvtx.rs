@@ -65,6 +65,20 @@ fn color_of(name: &str) -> Option<[u8; 3]> {
 }
 
 /// Why `MLLOG_NVTX` cannot be used.
+///
+/// Returned by [`NvtxSink::from_env`]; through the layer it is the source of
+/// [`crate::Error::Start`]. It wraps the
+/// [`EnvError`](crate::env::EnvError) naming the variable.
+///
+/// ```
+/// use tracing_mllog::env::Env;
+/// use tracing_mllog::sink::NvtxSink;
+///
+/// let err = NvtxSink::from_env(&Env::from_map([("MLLOG_NVTX", "maybe")])).unwrap_err();
+/// assert_eq!(err.0.name(), "MLLOG_NVTX");
+/// assert!(NvtxSink::from_env(&Env::from_map([("MLLOG_NVTX", "0")]))?.is_none());
+/// # Ok::<(), tracing_mllog::sink::NvtxError>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct NvtxError(#[from] pub crate::env::EnvError);

@@ -54,6 +54,30 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 /// Returned by [`UploadConfig::new`] (a URL it cannot use) and [`UploadSink::start`]; through
 /// the layer it is the source of [`crate::Error::Start`]. Upload failures during the run are
 /// not errors: they are retried and counted in the [`UploadReport`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tracing_mllog::sink::{RetryPolicy, UploadConfig, UploadError, UploadSink};
+///
+/// let err = UploadConfig::new("ftp://example.org/run/result_0.txt").unwrap_err();
+/// assert!(matches!(err, UploadError::InvalidUrl { .. }), "{err}");
+///
+/// // Settings are checked when the uploader starts, before any upload.
+/// let dir = tempfile::tempdir()?;
+/// let url = format!("file://{}", dir.path().join("remote.txt").display());
+/// let backwards = RetryPolicy {
+///     max_attempts: 3,
+///     initial_backoff: Duration::from_secs(10),
+///     max_backoff: Duration::from_secs(1),
+/// };
+/// let config = UploadConfig::new(&url)?.retry(backwards);
+/// let err = UploadSink::start(config, dir.path().join("result_0.txt")).unwrap_err();
+/// assert!(
+///     matches!(err, UploadError::InvalidSetting { setting: "UploadConfig::retry", .. }),
+///     "{err}"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     /// The URL does not parse or names an unsupported scheme.
@@ -95,6 +119,30 @@ pub enum UploadError {
 /// `max_backoff`, at most `max_attempts` attempts in all (the final upload also stops at its
 /// deadline). Set it with [`UploadConfig::retry`]; failures after the last attempt are
 /// counted in the [`UploadReport`], never raised to the training code.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tracing_mllog::sink::{RetryPolicy, Sink, UploadConfig, UploadSink};
+///
+/// let dir = tempfile::tempdir()?;
+/// let local = dir.path().join("result_0.txt");
+/// std::fs::write(&local, ":::MLLOG {}\n")?;
+/// // A destination that cannot be written: its "bucket" is a regular file.
+/// std::fs::write(dir.path().join("bucket"), "")?;
+/// let url = format!("file://{}", dir.path().join("bucket/result_0.txt").display());
+/// let retry = RetryPolicy {
+///     max_attempts: 3,
+///     initial_backoff: Duration::from_millis(1),
+///     max_backoff: Duration::from_millis(4),
+/// };
+/// let (mut sink, handle) = UploadSink::start(UploadConfig::new(&url)?.retry(retry), local)?;
+/// // The final upload, retried; its failure is the sink's error (the pipeline counts it).
+/// assert!(sink.close(Instant::now() + Duration::from_secs(30)).is_err());
+/// let report = handle.report();
+/// assert_eq!((report.uploads_ok, report.uploads_failed), (0, 1), "{report}");
+/// assert_eq!(report.retries, 2, "{report}"); // three attempts in all
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts per upload, the first included (at least 1).
@@ -661,6 +709,30 @@ fn install_crypto_provider() {
 /// `final_remote_matches_local` is `None` until the final upload ran,
 /// then `Some(true)` only when the remote object was read back byte-identical to the local
 /// file (`Some(false)`: the final upload failed, timed out or the read-back differed).
+///
+/// An upload that fails is retried and reported, never raised; the training goes on:
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tracing_mllog::sink::{RetryPolicy, Sink, UploadConfig, UploadSink};
+///
+/// let dir = tempfile::tempdir()?;
+/// let local = dir.path().join("result_0.txt");
+/// std::fs::write(&local, ":::MLLOG {}\n")?;
+/// std::fs::write(dir.path().join("bucket"), "")?; // a file where the "bucket" should be
+/// let url = format!("file://{}", dir.path().join("bucket/result_0.txt").display());
+/// let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+/// let (mut sink, handle) = UploadSink::start(UploadConfig::new(&url)?.retry(retry), local)?;
+/// assert_eq!(handle.report().final_remote_matches_local, None); // not run yet
+/// let closed = sink.close(Instant::now() + Duration::from_secs(30));
+/// assert!(closed.is_err()); // a sink error, counted by the pipeline in its `SinkReport`
+/// let report = handle.report();
+/// assert_eq!(report.final_remote_matches_local, Some(false));
+/// assert_eq!(report.uploads_failed, 1);
+/// assert!(report.last_error.is_some());
+/// assert!(report.to_string().contains("remote NOT confirmed to match local"), "{report}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UploadReport {
     /// The destination (no credentials, no query string).
@@ -733,6 +805,25 @@ impl Shared {
 
 /// Reads an [`UploadSink`]'s progress from any thread. Through the layer,
 /// [`crate::Guard::upload_report`] gives the same report.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tracing_mllog::sink::{Sink, UploadConfig, UploadSink};
+///
+/// let dir = tempfile::tempdir()?;
+/// let local = dir.path().join("result_0.txt");
+/// std::fs::write(&local, ":::MLLOG {}\n")?;
+/// let url = format!("file://{}", dir.path().join("bucket/result_0.txt").display());
+/// let (mut sink, handle) = UploadSink::start(UploadConfig::new(&url)?, local)?;
+/// let watcher = handle.clone();
+/// std::thread::spawn(move || sink.close(Instant::now() + Duration::from_secs(30)))
+///     .join()
+///     .unwrap()?;
+/// let report = watcher.report();
+/// assert_eq!(report.url, url);
+/// assert!(report.uploads_ok >= 1, "{report}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct UploadHandle {
     shared: Arc<Shared>,
@@ -766,6 +857,23 @@ impl UploadHandle {
 /// `MLLOG_UPLOAD_URL`), which places it right after the MLLOG file sink on the writing rank;
 /// see the [`UploadConfig`] example. [`UploadSink::start`] builds one by hand, for a file the
 /// layer does not write. Its [`UploadHandle`] reads the [`UploadReport`] from any thread.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tracing_mllog::sink::{Sink, UploadConfig, UploadSink};
+///
+/// let dir = tempfile::tempdir()?;
+/// let local = dir.path().join("result_0.txt"); // written by another sink or process
+/// std::fs::write(&local, ":::MLLOG {\"key\": \"seed\"}\n")?;
+/// let remote = dir.path().join("bucket/run-42/result_0.txt");
+/// let config = UploadConfig::new(&format!("file://{}", remote.display()))?;
+/// let (mut sink, handle) = UploadSink::start(config, local.clone())?;
+/// sink.close(Instant::now() + Duration::from_secs(30))?; // the final upload, read back
+/// let report = handle.report();
+/// assert_eq!(report.final_remote_matches_local, Some(true), "{report}");
+/// assert_eq!(std::fs::read(&remote)?, std::fs::read(&local)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct UploadSink {
     shared: Arc<Shared>,
     important: HashSet<String>,

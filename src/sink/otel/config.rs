@@ -18,6 +18,54 @@ pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 /// training thread never waits for a collector; the choice is between losing fewer spans in a
 /// burst ([`Backpressure::Wait`]) and never delaying the pipeline's worker
 /// ([`Backpressure::Drop`]). Dropped spans are counted in the [`super::OtelReport`].
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::{Duration, Instant};
+/// use opentelemetry_sdk::error::OTelSdkResult;
+/// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+/// use tracing_mllog::sink::{Backpressure, OtelConfig, OtelSink};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_subscriber::prelude::*;
+///
+/// /// Hangs while `gate` is held, as an exporter whose collector stopped answering.
+/// #[derive(Debug)]
+/// struct Hung(Arc<Mutex<()>>);
+///
+/// impl SpanExporter for Hung {
+///     fn export(&self, _: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+///         drop(self.0.lock().unwrap());
+///         std::future::ready(Ok(()))
+///     }
+/// }
+///
+/// let gate = Arc::new(Mutex::new(()));
+/// let config = OtelConfig::new().queue_size(1).batch_size(1).backpressure(Backpressure::Drop);
+/// let sink = OtelSink::with_span_exporter(Hung(gate.clone()), config)?;
+/// let otel = sink.handle();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// let held = gate.lock().unwrap();
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     for epoch in 1..=20u64 {
+///         drop(tracing::info_span!("epoch", epoch_num = epoch).entered());
+///     }
+/// });
+/// // Every span ends at once; none waits for the hung exporter.
+/// let deadline = Instant::now() + Duration::from_secs(30);
+/// while otel.report().spans_ended < 20 && Instant::now() < deadline {
+///     std::thread::sleep(Duration::from_millis(5));
+/// }
+/// drop(held);
+/// guard.shutdown();
+/// let report = otel.report();
+/// assert!(report.dropped_queue_full > 0, "{report:?}");
+/// assert_eq!(report.spans_exported + report.dropped, 20, "{report:?}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backpressure {
     /// Wait up to this long for room in the queue, then drop the span (counted). The wait
@@ -436,6 +484,18 @@ pub(crate) fn hostname() -> Option<String> {
 /// Returned by [`super::OtelSink`]'s constructors and [`OtelConfig::traceparent`]; through the
 /// layer it is the source of [`crate::Error::Start`] (downcast it to match on it). Nothing
 /// after start-up is an error: export failures are counted in the [`super::OtelReport`].
+///
+/// ```
+/// use tracing_mllog::env::Env;
+/// use tracing_mllog::sink::{OtelConfig, OtelError, OtelSink};
+///
+/// let err = OtelConfig::new().traceparent("00-not-a-trace", None).unwrap_err();
+/// assert!(matches!(err, OtelError::Setting { setting: "OtelConfig::traceparent", .. }));
+///
+/// let env = Env::from_map([("MLLOG_OTEL", "1"), ("MLLOG_OTEL_QUEUE_SIZE", "lots")]);
+/// let err = OtelSink::from_env(&env).err().expect("a bad queue size");
+/// assert!(matches!(&err, OtelError::Env(e) if e.name() == "MLLOG_OTEL_QUEUE_SIZE"), "{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
     /// An environment variable has an unusable value.

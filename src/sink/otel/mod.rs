@@ -42,6 +42,46 @@ pub const OTEL_SCOPE: &str = "tracing-mllog";
 /// What the sink did, from [`OtelHandle::report`] (also in the sink's [`crate::SinkReport`]
 /// detail). Every span or event that did not reach the exporter is counted here with its
 /// cause; the [`OtelSink`] example reads `spans_exported`.
+///
+/// A collector that is down costs spans, counted, with the exporter's message:
+///
+/// ```
+/// use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+/// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+/// use tracing_mllog::sink::{OtelConfig, OtelSink};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_subscriber::prelude::*;
+///
+/// /// Refuses every batch, as an exporter whose collector is down.
+/// #[derive(Debug)]
+/// struct Down;
+///
+/// impl SpanExporter for Down {
+///     fn export(&self, _: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+///         std::future::ready(Err(OTelSdkError::InternalFailure("connection refused".into())))
+///     }
+/// }
+///
+/// let sink = OtelSink::with_span_exporter(Down, OtelConfig::new())?;
+/// let otel = sink.handle();
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _run = tracing::info_span!("run").entered();
+///     let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();
+/// });
+/// let run = guard.shutdown(); // the MLLOG records themselves are unaffected
+/// assert!(run.is_clean(), "{run}");
+/// let report = otel.report();
+/// assert_eq!((report.spans_ended, report.spans_exported), (2, 0), "{report:?}");
+/// assert_eq!(report.dropped, 2); // `spans_ended == spans_exported + dropped`
+/// assert!(report.trace_export_errors > 0);
+/// assert!(report.last_trace_error.as_deref().unwrap().contains("connection refused"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OtelReport {
     /// Spans started (intervals, kept `train_step`s and standalone `mllog.point` spans).
@@ -90,6 +130,45 @@ pub struct OtelReport {
 /// A cloneable view of an [`OtelSink`]'s counters, usable after the sink moved into the
 /// pipeline. Take it with [`OtelSink::handle`] before handing the sink to the builder (see the
 /// [`OtelSink`] example).
+///
+/// Through the layer, the same report is the sink's [`crate::SinkReport::detail`] and
+/// [`crate::Guard::detail`]`::<OtelReport>()`:
+///
+/// ```
+/// use opentelemetry_sdk::error::OTelSdkResult;
+/// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+/// use tracing_mllog::sink::{OtelConfig, OtelReport, OtelSink};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_subscriber::prelude::*;
+///
+/// /// Accepts every batch (a real exporter sends it to a collector).
+/// #[derive(Debug)]
+/// struct Accept;
+///
+/// impl SpanExporter for Accept {
+///     fn export(&self, _: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+///         std::future::ready(Ok(()))
+///     }
+/// }
+///
+/// let sink = OtelSink::with_span_exporter(Accept, OtelConfig::new())?;
+/// let otel = sink.handle(); // before the sink moves into the pipeline
+/// let (layer, mut guard) = MllogLayer::builder()
+///     .no_output()
+///     .sink(sink)
+///     .environment(Vec::<(String, String)>::new())
+///     .build()?;
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     let _run = tracing::info_span!("run").entered();
+///     tracing_mllog::mllog!("train_loss", 0.5); // an event on the `run` span
+/// });
+/// guard.shutdown();
+/// let report = otel.report();
+/// assert_eq!((report.spans_exported, report.events, report.dropped), (1, 1, 0));
+/// assert!(report.delivery_tracked);
+/// assert_eq!(guard.detail::<OtelReport>(), Some(report));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct OtelHandle {
     counters: Arc<Counters>,

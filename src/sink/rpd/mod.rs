@@ -125,6 +125,18 @@ impl std::fmt::Display for RpdSchema {
 /// Opening ([`RpdConfig::open`], [`RpdSink::create`]) fails early with the path and the
 /// reason; through the layer it is the source of [`crate::Error::Start`]. Write failures
 /// later in the run are counted in the sink's [`crate::SinkReport`], never raised.
+///
+/// ```
+/// use tracing_mllog::sink::{RpdError, RpdSink};
+///
+/// let dir = tempfile::tempdir()?;
+/// let not_a_dir = dir.path().join("profiles");
+/// std::fs::write(&not_a_dir, "a file where a directory should be")?;
+/// let err = RpdSink::create(not_a_dir.join("trace.rpd")).err().expect("no such directory");
+/// assert!(matches!(&err, RpdError::Io { path, .. } if path.ends_with("profiles/trace.rpd")));
+/// assert!(err.to_string().contains("trace.rpd"), "{err}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum RpdError {
     /// An environment variable has a value that cannot be used.
@@ -351,6 +363,33 @@ struct ApiRow {
 /// and the [`DEFAULT_LABEL_FIELDS`] found in its metadata; each point is a marker labelled
 /// `key=value`. Viewers of RPD files (`rpd2tracing.py`, Perfetto) then show training phases on the
 /// same timeline as the GPU kernels. See [`RpdConfig`] for an example through the layer.
+///
+/// By hand, e.g. to add the intervals of an MLLOG file written earlier to a trace:
+///
+/// ```
+/// use tracing_mllog::record::parse_log;
+/// use tracing_mllog::sink::{RpdSchema, RpdSink, Sink};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("trace.rpd");
+/// let mut sink = RpdSink::create(&path)?; // a new file gets the current schema
+/// assert_eq!(sink.schema(), RpdSchema::V3);
+/// let log = r#":::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "INTERVAL_START", "key": "epoch_start", "value": null, "metadata": {"epoch_num": 1}}
+/// :::MLLOG {"namespace": "", "time_ms": 1500, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", "value": 0.75, "metadata": {"epoch_num": 1}}
+/// :::MLLOG {"namespace": "", "time_ms": 2000, "event_type": "INTERVAL_END", "key": "epoch_stop", "value": null, "metadata": {"epoch_num": 1}}"#;
+/// let (lines, malformed) = parse_log(log);
+/// assert!(malformed.is_empty());
+/// for line in &lines {
+///     sink.write(&line.record)?;
+/// }
+/// sink.flush()?; // one transaction
+/// assert_eq!(sink.rows_written(), 2); // the epoch's marker and the point's
+///
+/// // Another writer of the same file (a rank, the tracer) appends under its own session.
+/// let other = RpdSink::create(&path)?;
+/// assert_ne!(other.session(), sink.session());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct RpdSink {
     conn: Connection,
     path: PathBuf,
