@@ -46,17 +46,26 @@ impl Drop for TempDir {
 }
 
 /// The plain run (no trace, no export), made once for the tests that read it: each run
-/// pretrains for most of a minute. It lives in cargo's directory for test files, which outlasts
-/// the test process (a static is never dropped, so a `TempDir` there would never be removed).
-fn plain_run() -> (&'static Output, &'static Path) {
-    static RUN: std::sync::OnceLock<(Output, PathBuf)> = std::sync::OnceLock::new();
-    let (out, log) = RUN.get_or_init(|| {
+/// pretrains for most of a minute. `scripts/burn` makes this run itself before the tests and
+/// names its directory in `BURN_LORA_PLAIN_RUN` (its `result_0.txt` and the run's `stdout.txt`);
+/// without it the run is made here, in cargo's directory for test files, which outlasts the
+/// test process (a static is never dropped, so a `TempDir` there would never be removed).
+fn plain_run() -> (&'static str, &'static Path) {
+    static RUN: std::sync::OnceLock<(String, PathBuf)> = std::sync::OnceLock::new();
+    let (stdout, log) = RUN.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("BURN_LORA_PLAIN_RUN") {
+            let dir = PathBuf::from(dir);
+            let stdout = std::fs::read_to_string(dir.join("stdout.txt"))
+                .expect("the plain run's stdout.txt in BURN_LORA_PLAIN_RUN");
+            return (stdout, dir.join("result_0.txt"));
+        }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("burn-lora-plain-run");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a directory for the plain run");
-        run_example(&dir, &[])
+        let (out, log) = run_example(&dir, &[]);
+        (String::from_utf8_lossy(&out.stdout).into_owned(), log)
     });
-    (out, log)
+    (stdout, log)
 }
 
 fn run_example(dir: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
@@ -121,8 +130,7 @@ fn official_check(log: &Path) -> (bool, String) {
 #[test]
 fn the_run_converges_and_its_log_passes_the_official_checker() {
     let dir = TempDir::new();
-    let (out, log) = plain_run();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, log) = plain_run();
     assert!(stdout.contains("run converged"), "{stdout}");
 
     let records = records(log);
@@ -185,14 +193,26 @@ fn clockless(records: &[Record]) -> Vec<String> {
         .collect()
 }
 
+/// One run with burn's own tracing written out at `TRACE` and the RPD and OpenTelemetry sinks
+/// on (each run pretrains for most of a minute, so the three concerns share it): the MLLOG
+/// records are those of the plain run, and both exports have the run's intervals.
 #[test]
-fn burns_own_tracing_output_does_not_change_the_mllog_records() {
+fn burns_own_tracing_and_the_exports_leave_the_mllog_records_alone() {
+    let rotel = Rotel::start();
     let traced_dir = TempDir::new();
     let (_, plain_log) = plain_run();
     let trace = traced_dir.path().join("trace.txt");
+    let rpd = traced_dir.path().join("burn-lora.rpd");
+    let endpoint = format!("http://127.0.0.1:{}", rotel.grpc);
     let (_, traced_log) = run_example(
         traced_dir.path(),
-        &[("BURN_LORA_TRACE", trace.to_str().unwrap())],
+        &[
+            ("BURN_LORA_TRACE", trace.to_str().unwrap()),
+            ("MLLOG_RPD_FILE", rpd.to_str().unwrap()),
+            ("MLLOG_OTEL", "1"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ],
     );
 
     let plain = records(plain_log);
@@ -229,6 +249,8 @@ fn burns_own_tracing_output_does_not_change_the_mllog_records() {
         ok,
         "official checker rejected the traced run's log:\n{output}"
     );
+    assert_rpd_rows(&rpd);
+    wait_for_spans(&rotel);
 }
 
 fn free_port() -> u16 {
@@ -308,28 +330,9 @@ impl Drop for Rotel {
     }
 }
 
-#[test]
-fn rpd_and_otel_export_the_run() {
-    let rotel = Rotel::start();
-    let dir = TempDir::new();
-    let rpd = dir.path().join("burn-lora.rpd");
-    let endpoint = format!("http://127.0.0.1:{}", rotel.grpc);
-    let (_, log) = run_example(
-        dir.path(),
-        &[
-            ("MLLOG_RPD_FILE", rpd.to_str().unwrap()),
-            ("MLLOG_OTEL", "1"),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-        ],
-    );
-    let (ok, output) = official_check(&log);
-    assert!(
-        ok,
-        "official checker rejected the exporting run's log:\n{output}"
-    );
-
-    let conn = rusqlite::Connection::open(&rpd).unwrap();
+/// The RPD file has a row for each of the run's intervals.
+fn assert_rpd_rows(rpd: &Path) {
+    let conn = rusqlite::Connection::open(rpd).unwrap();
     let labels: Vec<String> = conn
         .prepare("SELECT u.string FROM rocpd_api a JOIN rocpd_ustring u ON u.id = a.args_id")
         .and_then(|mut st| {
@@ -343,7 +346,10 @@ fn rpd_and_otel_export_the_run() {
             "no {name} row in the RPD file: {labels:?}"
         );
     }
+}
 
+/// The collector receives the run's intervals as spans (within 30 s).
+fn wait_for_spans(rotel: &Rotel) {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let names = rotel.span_names();
