@@ -21,6 +21,12 @@
 //!
 //! Run one workload directly: `budgets run <stack>:<workload> <n>` (stacks: `mllog`,
 //! `registry`, `empty_layer`, `rank1`, `mllog_nvtx`, `mllog_otel`, `tracing_otel`).
+//!
+//! To see where a workload's instructions go, build with line tables
+//! (`CARGO_PROFILE_RELEASE_DEBUG=line-tables-only`; the release profile has none, which keeps
+//! CI's release builds short), run one workload under `valgrind --tool=callgrind
+//! --collect-atstart=no --toggle-collect='*mllog_budget_counted*'` and read the output with
+//! `callgrind_annotate --auto=yes`.
 
 use std::process::Command;
 
