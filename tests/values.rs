@@ -117,3 +117,27 @@ fn other_layers_see_json_text() {
     assert!(text.contains(r#"value=[["a", 0.1]]"#), "{text}");
     assert!(text.contains("m=[1, null]"), "{text}");
 }
+
+/// A callsite remembers the key it logged last; a key that changes from event to event (here
+/// known keys of one length, one of them built at run time, and unknown ones) is still logged
+/// as written.
+#[test]
+fn a_callsite_logs_each_events_own_key() {
+    use tracing_mllog::keys;
+    assert_eq!(keys::EVAL_START.len(), keys::EPOCH_STOP.len());
+    let mut written = Vec::new();
+    let records = capture(|| {
+        for i in 0..12u64 {
+            let key = match i % 4 {
+                0 => keys::EVAL_START.to_owned(),
+                1 => keys::EPOCH_STOP.to_owned(),
+                2 => format!("run_key_{}", i % 10),
+                _ => format!("{}_stop", "epoch"),
+            };
+            written.push(key.clone());
+            mllog!(key.as_str(), i);
+        }
+    });
+    let logged: Vec<&str> = records.iter().map(|r| r.key.as_ref()).collect();
+    assert_eq!(logged, written);
+}

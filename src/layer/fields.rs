@@ -164,6 +164,10 @@ pub(crate) struct EventFields<'a> {
     stash: &'a mut Stash,
     /// What each field index of the callsite is (fields past its end are classified by name).
     roles: &'a [Role],
+    /// The key the callsite logged last (see `callsite::remember_key`).
+    key_hint: &'static str,
+    /// A key interned here that differs from the hint: the callsite's hint to be.
+    pub(crate) learned_key: Option<&'static str>,
 }
 
 impl<'a> EventFields<'a> {
@@ -171,6 +175,7 @@ impl<'a> EventFields<'a> {
         metadata: &'a mut SmallVec<[(Str, Value); 3]>,
         stash: &'a mut Stash,
         roles: &'a [Role],
+        key_hint: &'static str,
     ) -> EventFields<'a> {
         EventFields {
             key: None,
@@ -179,6 +184,29 @@ impl<'a> EventFields<'a> {
             metadata,
             stash,
             roles,
+            key_hint,
+            learned_key: None,
+        }
+    }
+
+    /// The key, as the callsite's hint when the text is the same (compared, not by address:
+    /// a key built at run time may reuse a freed key's memory), else interned.
+    #[inline(always)]
+    fn key(&mut self, s: &str) -> Str {
+        if same(self.key_hint, s) {
+            return Cow::Borrowed(self.key_hint);
+        }
+        self.new_key(s)
+    }
+
+    #[inline(never)]
+    fn new_key(&mut self, s: &str) -> Str {
+        match intern_cached(s) {
+            Some(k) => {
+                self.learned_key = Some(k);
+                Cow::Borrowed(k)
+            }
+            None => Cow::Owned(s.to_owned()),
         }
     }
 
@@ -252,7 +280,7 @@ impl Visit for EventFields<'_> {
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         match self.role(field) {
-            Role::Key => self.key = Some(intern_str(value)),
+            Role::Key => self.key = Some(self.key(value)),
             Role::Namespace => self.namespace = Some(intern_str(value)),
             Role::Skip => {}
             role => {

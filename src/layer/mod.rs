@@ -831,8 +831,16 @@ where
         };
         let time = Timestamp::now();
         let mut r = shared.pipeline.record();
-        let mut parts = EventFields::new(&mut r.metadata.fields, &mut r.metadata.stash, &roles);
+        let mut parts = EventFields::new(
+            &mut r.metadata.fields,
+            &mut r.metadata.stash,
+            &roles,
+            callsite::key_hint(meta),
+        );
         event.record(&mut parts);
+        if let Some(learned) = parts.learned_key {
+            callsite::remember_key(meta, learned);
+        }
         let (key, mut value, namespace) = (parts.key, parts.value, parts.namespace);
         let Some(key) = key else {
             // `mllog.key = field::Empty`: nothing to log.
@@ -976,6 +984,9 @@ macro_rules! delegate {
     };
 }
 
+// The hot hooks are marked `#[inline]`: left to itself, LLVM stopped inlining these one-line
+// delegations into `Layered` once the hooks behind them grew a little (~40 instructions per
+// step in `examples/budgets.rs`).
 impl<S> Layer<S> for MllogLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -995,6 +1006,7 @@ where
     fn enabled(&self, meta: &CallsiteMeta<'_>, ctx: Context<'_, S>) -> bool {
         delegate!(self, l => l.enabled(meta, ctx))
     }
+    #[inline]
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         delegate!(self, l => l.on_new_span(attrs, id, ctx))
     }
@@ -1010,15 +1022,19 @@ where
     fn event_enabled(&self, event: &Event<'_>, ctx: Context<'_, S>) -> bool {
         delegate!(self, l => l.event_enabled(event, ctx))
     }
+    #[inline]
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         delegate!(self, l => l.on_event(event, ctx))
     }
+    #[inline]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         delegate!(self, l => l.on_enter(id, ctx))
     }
+    #[inline]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         delegate!(self, l => l.on_exit(id, ctx))
     }
+    #[inline]
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         delegate!(self, l => l.on_close(id, ctx))
     }
