@@ -531,3 +531,129 @@ fn nothing_logged_on_the_worker_thread_becomes_a_record() {
     );
     assert_eq!(run.steps(), 0, "no step opened on the worker counts");
 }
+
+/// Each layer scopes records to its own intervals, whatever other layers on the thread do:
+/// two layers in one subscriber that track different spans, two subscribers whose span ids
+/// coincide, and a layer that shut down with intervals entered before another one starts.
+#[test]
+fn records_are_scoped_to_their_own_layers_intervals() {
+    use tracing_mllog::record::EventType;
+    use tracing_mllog::{Interval, Record};
+    fn layer<S>(
+        builder: tracing_mllog::Builder,
+    ) -> (MllogLayer<S>, tracing_mllog::Guard, MemoryHandle)
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        let (sink, handle) = MemorySink::new();
+        let (layer, guard) = builder
+            .no_output()
+            .sink(sink)
+            .live_check(tracing_mllog::compliance::LivePolicy::Off)
+            .environment(Vec::<(String, String)>::new())
+            .build()
+            .expect("build");
+        (layer, guard, handle)
+    }
+    fn probe(tag: &'static str) {
+        mllog!("scope_probe", 0, tag);
+    }
+    /// Each probe's scope, by the `tag` of the interval it names.
+    fn scopes(records: &[Record]) -> Vec<(String, Option<String>)> {
+        let tag = |r: &Record| match r.metadata.get("tag") {
+            Some(Value::Str(s)) => s.to_string(),
+            other => panic!("tag {other:?}"),
+        };
+        let names: std::collections::HashMap<u64, String> = records
+            .iter()
+            .filter(|r| r.event_type == EventType::IntervalStart)
+            .filter_map(|r| Some((r.interval?.id, tag(r))))
+            .collect();
+        records
+            .iter()
+            .filter(|r| r.key == "scope_probe")
+            .map(|r| (tag(r), r.scope.map(|id| names[&id].clone())))
+            .collect()
+    }
+    let want = |pairs: &[(&str, Option<&str>)]| -> Vec<(String, Option<String>)> {
+        pairs
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.map(str::to_string)))
+            .collect()
+    };
+
+    // Two layers in one subscriber: A's blocks are `block` spans, B's are `blk` spans.
+    let (a, mut guard_a, handle_a) = layer(MllogLayer::builder());
+    let (b, mut guard_b, handle_b) = layer(MllogLayer::builder().span_name(Interval::Block, "blk"));
+    let both = Dispatch::new(tracing_subscriber::registry().with(a).with(b));
+    tracing::dispatcher::with_default(&both, || {
+        let run = info_span!("run", tag = "R").entered();
+        probe("x1");
+        let block = info_span!("block", tag = "BA").entered();
+        probe("x2");
+        let blk = info_span!("blk", tag = "BB").entered();
+        probe("x3");
+        drop(blk);
+        probe("x4");
+        drop(block);
+        probe("x5");
+        drop(run);
+    });
+    guard_a.shutdown();
+    guard_b.shutdown();
+    let a_sees = [("x1", Some("R")), ("x2", Some("BA")), ("x3", Some("BA"))];
+    let a_sees = [&a_sees[..], &[("x4", Some("BA")), ("x5", Some("R"))]].concat();
+    assert_eq!(scopes(&handle_a.records()), want(&a_sees));
+    let b_sees = [("x1", Some("R")), ("x2", Some("R")), ("x3", Some("BB"))];
+    let b_sees = [&b_sees[..], &[("x4", Some("R")), ("x5", Some("R"))]].concat();
+    assert_eq!(scopes(&handle_b.records()), want(&b_sees));
+
+    // Two subscribers: both `run` spans get the same id from their registries.
+    let (a, mut guard_a, handle_a) = layer(MllogLayer::builder());
+    let (b, mut guard_b, handle_b) = layer(MllogLayer::builder());
+    let da = Dispatch::new(tracing_subscriber::registry().with(a));
+    let db = Dispatch::new(tracing_subscriber::registry().with(b));
+    let run_a = tracing::dispatcher::with_default(&da, || info_span!("run", tag = "RA"));
+    let run_b = tracing::dispatcher::with_default(&db, || info_span!("run", tag = "RB"));
+    assert_eq!(run_a.id(), run_b.id());
+    let entered_a = run_a.enter();
+    let entered_b = run_b.enter();
+    drop(entered_a);
+    tracing::dispatcher::with_default(&da, || probe("c1"));
+    tracing::dispatcher::with_default(&db, || probe("c2"));
+    drop(entered_b);
+    tracing::dispatcher::with_default(&db, || probe("c3"));
+    drop((run_a, run_b));
+    guard_a.shutdown();
+    guard_b.shutdown();
+    assert_eq!(scopes(&handle_a.records()), want(&[("c1", None)]));
+    assert_eq!(
+        scopes(&handle_b.records()),
+        want(&[("c2", Some("RB")), ("c3", None)])
+    );
+
+    // A layer shut down with its intervals entered, then another one on the same thread.
+    let (first, mut guard_first, _) = layer(MllogLayer::builder());
+    let first = Dispatch::new(tracing_subscriber::registry().with(first));
+    tracing::dispatcher::with_default(&first, || {
+        let run = info_span!("run", tag = "R1").entered();
+        let block = info_span!("block", tag = "B1").entered();
+        guard_first.shutdown();
+        drop((block, run));
+    });
+    let (second, mut guard_second, handle) = layer(MllogLayer::builder());
+    let second = Dispatch::new(tracing_subscriber::registry().with(second));
+    tracing::dispatcher::with_default(&second, || {
+        probe("q1");
+        let run = info_span!("run", tag = "R2").entered();
+        let _block = info_span!("block", tag = "B2");
+        probe("q2");
+        drop(run);
+        probe("q3");
+    });
+    guard_second.shutdown();
+    assert_eq!(
+        scopes(&handle.records()),
+        want(&[("q1", None), ("q2", Some("R2")), ("q3", None)])
+    );
+}

@@ -141,3 +141,20 @@ fn a_callsite_logs_each_events_own_key() {
     let logged: Vec<&str> = records.iter().map(|r| r.key.as_ref()).collect();
     assert_eq!(logged, written);
 }
+
+/// The key (and namespace) given through `%` or `?`, as `tracing`'s own macros allow, is the
+/// same text as given as a `&str`: not its JSON, nor its quoted `Debug` form.
+#[test]
+fn a_key_given_by_display_or_debug_is_its_text() {
+    let key = String::from("eval_start");
+    let namespace = String::from("worker_1");
+    let records = capture(|| {
+        tracing::info!(mllog.key = %key, value = 1);
+        tracing::info!(mllog.key = ?key, value = 2);
+        tracing::info!(mllog.key = key.as_str(), value = 3);
+        tracing::info!(mllog.key = %key, mllog.namespace = ?namespace, value = 4);
+    });
+    let keys: Vec<&str> = records.iter().map(|r| r.key.as_ref()).collect();
+    assert_eq!(keys, ["eval_start"; 4]);
+    assert_eq!(records[3].namespace, "worker_1");
+}

@@ -252,8 +252,8 @@ impl<'a> EventFields<'a> {
     fn put_rare(&mut self, role: Role, field: &Field, value: Value) {
         match role {
             Role::ValuePath => self.value.set_path(&field.name()["value.".len()..], value),
-            Role::Key => self.key = Some(Cow::Owned(value.to_json())),
-            Role::Namespace => self.namespace = Some(Cow::Owned(value.to_json())),
+            Role::Key => self.key = Some(text_of(value)),
+            Role::Namespace => self.namespace = Some(text_of(value)),
             Role::Metadata | Role::Value | Role::Skip => {}
         }
     }
@@ -348,10 +348,15 @@ pub(crate) struct RecordParts {
     pub(crate) metadata: SmallVec<[(Str, Value); 3]>,
 }
 
-/// A field holding the record's key or namespace: its text (other types as their JSON).
+/// A field holding the record's key or namespace, given as anything but a `&str` (`%key`,
+/// `?key`, a number): its text (other types as their JSON). `?key` of a string arrives in
+/// Rust's quoted `Debug` form; a key or namespace never holds quotes, so they come off.
 fn text_of(value: Value) -> Str {
     match value {
-        Value::Str(s) => s,
+        Value::Str(s) => match s.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(inner) if !inner.contains(['"', '\\']) => Cow::Owned(inner.to_owned()),
+            _ => s,
+        },
         other => Cow::Owned(other.to_json()),
     }
 }

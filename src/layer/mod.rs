@@ -435,7 +435,7 @@ impl Core {
         let time = Timestamp::now();
         let ids = IntervalIds {
             id: shared.state.next_id.fetch_add(1, Ordering::Relaxed),
-            parent: step::current_interval(),
+            parent: step::current_interval(shared.id),
         };
         let r = shared.step_trace_record(meta, time, EventType::IntervalStart, ids, fields);
         shared.pipeline.push(r);
@@ -502,7 +502,7 @@ impl Core {
             r.metadata.set("lr", lr);
         }
         r.metadata.set("step", step_no);
-        r.scope = step::current_interval();
+        r.scope = step::current_interval(shared.id);
         shared.pipeline.push(r);
     }
 
@@ -733,7 +733,7 @@ impl OpenIntervals for Shared {
 #[inline(never)]
 fn enter_tracked(shared: &Shared, id: &Id) {
     if let Some(interval) = shared.open_interval_id(id.into_u64()) {
-        step::enter_interval(id.into_u64(), interval);
+        step::enter_interval(shared.id, id.into_u64(), interval);
     }
 }
 
@@ -798,7 +798,7 @@ where
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
         if self.shared.maybe_tracked(id) {
-            step::exit_interval(id.into_u64());
+            step::exit_interval(self.shared.id, id.into_u64());
         }
     }
 
@@ -873,7 +873,7 @@ where
         r.metadata.file = Some(Cow::Borrowed(file));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
         r.tid = step::thread_id();
-        r.scope = step::current_interval();
+        r.scope = step::current_interval(shared.id);
         if is_eval {
             shared.pipeline.push_urgent(r);
         } else {

@@ -218,16 +218,26 @@ impl OpenSteps {
     }
 }
 
+/// One interval span entered on this thread.
+#[derive(Clone, Copy)]
+struct Entered {
+    /// The layer (`Shared::id`, never 0) that tracks it: interval ids are numbered per layer,
+    /// and two layers (in one subscriber or in two) each see their own intervals only.
+    layer: u64,
+    span: u64,
+    interval: u64,
+}
+
 thread_local! {
-    /// Interval spans entered on this thread: (span id, interval id), innermost last. Gives a
-    /// record its enclosing interval without a span lookup. Per thread by nature: what is
-    /// entered is the current span of a thread (an instrumented future enters its span on the
-    /// thread that polls it, and exits it before the poll returns).
-    static ENTERED_INTERVALS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
-    /// The last interval of `ENTERED_INTERVALS`, which every event reads: a `Cell` without a
-    /// destructor is read without the registration check a `Vec`'s thread local pays (~15
-    /// instructions per event in `examples/budgets.rs`).
-    static CURRENT_INTERVAL: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    /// Interval spans entered on this thread, innermost last. Gives a record its enclosing
+    /// interval without a span lookup. Per thread by nature: what is entered is the current
+    /// span of a thread (an instrumented future enters its span on the thread that polls it,
+    /// and exits it before the poll returns).
+    static ENTERED_INTERVALS: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+    /// The last entry of `ENTERED_INTERVALS` (layer 0: none), which every event reads: a `Cell`
+    /// without a destructor is read without the registration check a `Vec`'s thread local pays
+    /// (~15 instructions per event in `examples/budgets.rs`).
+    static INNERMOST: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
     /// The OS thread id (`gettid`), cached; 0 until first asked.
     static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
@@ -246,24 +256,53 @@ pub(crate) fn thread_id() -> u32 {
     })
 }
 
-pub(crate) fn enter_interval(span: u64, interval: u64) {
-    ENTERED_INTERVALS.with(|s| s.borrow_mut().push((span, interval)));
-    CURRENT_INTERVAL.with(|c| c.set(Some(interval)));
+pub(crate) fn enter_interval(layer: u64, span: u64, interval: u64) {
+    ENTERED_INTERVALS.with(|s| {
+        s.borrow_mut().push(Entered {
+            layer,
+            span,
+            interval,
+        })
+    });
+    INNERMOST.with(|c| c.set((layer, interval)));
 }
 
-pub(crate) fn exit_interval(span: u64) {
-    let current = ENTERED_INTERVALS.with(|s| {
+pub(crate) fn exit_interval(layer: u64, span: u64) {
+    let innermost = ENTERED_INTERVALS.with(|s| {
         let mut stack = s.borrow_mut();
-        if let Some(at) = stack.iter().rposition(|(sp, _)| *sp == span) {
+        if let Some(at) = stack
+            .iter()
+            .rposition(|e| e.layer == layer && e.span == span)
+        {
             stack.remove(at);
         }
-        stack.last().map(|(_, i)| *i)
+        stack.last().map_or((0, 0), |e| (e.layer, e.interval))
     });
-    CURRENT_INTERVAL.with(|c| c.set(current));
+    INNERMOST.with(|c| c.set(innermost));
 }
 
-/// The innermost interval entered on this thread.
+/// The innermost interval of `layer` entered on this thread.
 #[inline]
-pub(crate) fn current_interval() -> Option<u64> {
-    CURRENT_INTERVAL.with(|c| c.get())
+pub(crate) fn current_interval(layer: u64) -> Option<u64> {
+    let (innermost_layer, interval) = INNERMOST.with(|c| c.get());
+    if innermost_layer == layer {
+        Some(interval)
+    } else if innermost_layer == 0 {
+        None
+    } else {
+        current_interval_below(layer)
+    }
+}
+
+/// Another layer's interval is innermost (several layers, or one that shut down with
+/// intervals entered): this layer's innermost one, if any.
+#[cold]
+fn current_interval_below(layer: u64) -> Option<u64> {
+    ENTERED_INTERVALS.with(|s| {
+        s.borrow()
+            .iter()
+            .rev()
+            .find(|e| e.layer == layer)
+            .map(|e| e.interval)
+    })
 }
