@@ -456,7 +456,8 @@ pub struct Record {
     /// Interval pairing, for interval records made by the layer.
     pub interval: Option<IntervalIds>,
     /// The innermost interval open around this record on its thread (for a point record: the
-    /// interval it happened in; for an interval record: the same as `interval.parent`).
+    /// interval it happened in; for an interval record: the same as `interval.parent`), among
+    /// the intervals of the layer that made the record: each layer numbers and scopes its own.
     pub scope: Option<u64>,
     /// A record for tracing sinks only (OTel, RPD), not an MLLOG line: e.g. a sampled
     /// `train_step` interval. The MLLOG file and the compliance checker skip it.
