@@ -8,15 +8,26 @@ use tracing_mllog::sink::{MemoryHandle, MemorySink};
 use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, Value};
 use tracing_subscriber::prelude::*;
 
-fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::Record> {
+/// A layer writing into memory only, with the live checker off and no environment.
+fn memory_layer<S>(
+    builder: tracing_mllog::Builder,
+) -> (MllogLayer<S>, tracing_mllog::Guard, MemoryHandle)
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     let (sink, handle) = MemorySink::new();
-    let (layer, mut guard) = builder
+    let (layer, guard) = builder
         .no_output()
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");
+    (layer, guard, handle)
+}
+
+fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::Record> {
+    let (layer, mut guard, handle) = memory_layer(builder);
     let subscriber = tracing_subscriber::registry().with(layer);
     tracing::subscriber::with_default(subscriber, f);
     let report = guard.shutdown();
@@ -539,22 +550,6 @@ fn nothing_logged_on_the_worker_thread_becomes_a_record() {
 fn records_are_scoped_to_their_own_layers_intervals() {
     use tracing_mllog::record::EventType;
     use tracing_mllog::{Interval, Record};
-    fn layer<S>(
-        builder: tracing_mllog::Builder,
-    ) -> (MllogLayer<S>, tracing_mllog::Guard, MemoryHandle)
-    where
-        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-    {
-        let (sink, handle) = MemorySink::new();
-        let (layer, guard) = builder
-            .no_output()
-            .sink(sink)
-            .live_check(tracing_mllog::compliance::LivePolicy::Off)
-            .environment(Vec::<(String, String)>::new())
-            .build()
-            .expect("build");
-        (layer, guard, handle)
-    }
     fn probe(tag: &'static str) {
         mllog!("scope_probe", 0, tag);
     }
@@ -583,8 +578,9 @@ fn records_are_scoped_to_their_own_layers_intervals() {
     };
 
     // Two layers in one subscriber: A's blocks are `block` spans, B's are `blk` spans.
-    let (a, mut guard_a, handle_a) = layer(MllogLayer::builder());
-    let (b, mut guard_b, handle_b) = layer(MllogLayer::builder().span_name(Interval::Block, "blk"));
+    let (a, mut guard_a, handle_a) = memory_layer(MllogLayer::builder());
+    let (b, mut guard_b, handle_b) =
+        memory_layer(MllogLayer::builder().span_name(Interval::Block, "blk"));
     let both = Dispatch::new(tracing_subscriber::registry().with(a).with(b));
     tracing::dispatcher::with_default(&both, || {
         let run = info_span!("run", tag = "R").entered();
@@ -609,8 +605,8 @@ fn records_are_scoped_to_their_own_layers_intervals() {
     assert_eq!(scopes(&handle_b.records()), want(&b_sees));
 
     // Two subscribers: both `run` spans get the same id from their registries.
-    let (a, mut guard_a, handle_a) = layer(MllogLayer::builder());
-    let (b, mut guard_b, handle_b) = layer(MllogLayer::builder());
+    let (a, mut guard_a, handle_a) = memory_layer(MllogLayer::builder());
+    let (b, mut guard_b, handle_b) = memory_layer(MllogLayer::builder());
     let da = Dispatch::new(tracing_subscriber::registry().with(a));
     let db = Dispatch::new(tracing_subscriber::registry().with(b));
     let run_a = tracing::dispatcher::with_default(&da, || info_span!("run", tag = "RA"));
@@ -633,7 +629,7 @@ fn records_are_scoped_to_their_own_layers_intervals() {
     );
 
     // A layer shut down with its intervals entered, then another one on the same thread.
-    let (first, mut guard_first, _) = layer(MllogLayer::builder());
+    let (first, mut guard_first, _) = memory_layer(MllogLayer::builder());
     let first = Dispatch::new(tracing_subscriber::registry().with(first));
     tracing::dispatcher::with_default(&first, || {
         let run = info_span!("run", tag = "R1").entered();
@@ -641,7 +637,7 @@ fn records_are_scoped_to_their_own_layers_intervals() {
         guard_first.shutdown();
         drop((block, run));
     });
-    let (second, mut guard_second, handle) = layer(MllogLayer::builder());
+    let (second, mut guard_second, handle) = memory_layer(MllogLayer::builder());
     let second = Dispatch::new(tracing_subscriber::registry().with(second));
     tracing::dispatcher::with_default(&second, || {
         probe("q1");
