@@ -1117,6 +1117,72 @@ fn edge_cases_match_official() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// The bytes around a record's JSON, read as the official checker reads them: the file as
+/// latin-1, the line's end stripped of Python's whitespace (which in latin-1 includes `\x1c`–`\x1f`,
+/// `\x85` and `\xa0`), JSON's own whitespace alone allowed before the `{`. A UTF-8 space
+/// (NBSP, U+2028, U+3000, ...) is no whitespace there, after the record or before it.
+#[test]
+fn bytes_around_the_record_match_official() {
+    let base = example_log(
+        Ruleset::V6_1_0,
+        mllog_core::keys::Benchmark::Llama2_70bLora,
+        Division::Closed,
+    )
+    .unwrap();
+    let at = base
+        .lines()
+        .position(|l| l.contains("\"key\": \"lora_alpha\""))
+        .unwrap();
+    let with = |before: &[u8], after: &[u8]| -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, line) in base.lines().enumerate() {
+            if i == at {
+                let body = line.strip_prefix(":::MLLOG ").expect("a bare record line");
+                out.extend_from_slice(b":::MLLOG ");
+                out.extend_from_slice(before);
+                out.extend_from_slice(body.as_bytes());
+                out.extend_from_slice(after);
+            } else {
+                out.extend_from_slice(line.as_bytes());
+            }
+            out.push(b'\n');
+        }
+        out
+    };
+    let spaces: &[(&str, &[u8])] = &[
+        ("space", b" "),
+        ("tab", b"\t"),
+        ("cr", b"\r"),
+        ("vt", b"\x0b"),
+        ("ff", b"\x0c"),
+        ("fs", b"\x1c"),
+        ("us", b"\x1f"),
+        ("nel_byte", b"\x85"),
+        ("nbsp_byte", b"\xa0"),
+        ("nbsp_utf8", "\u{a0}".as_bytes()),
+        ("nel_utf8", "\u{85}".as_bytes()),
+        ("line_separator", "\u{2028}".as_bytes()),
+        ("ideographic_space", "\u{3000}".as_bytes()),
+        ("nbsp_byte_then_x", b"\xa0x"),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    let mut files = Vec::new();
+    for (name, bytes) in spaces {
+        for (place, text) in [("after", with(b"", bytes)), ("before", with(bytes, b""))] {
+            let p = tmp.path().join(format!("{place}_{name}.txt"));
+            std::fs::write(&p, text).unwrap();
+            names.push(format!("{place} the record: {name}"));
+            files.push((p, Ruleset::V6_1_0));
+        }
+    }
+    let verdicts = official(tmp.path(), &files);
+    // Both outcomes occur: the comparison is not one-sided.
+    assert!(verdicts.iter().any(|v| v.1) && verdicts.iter().any(|v| !v.1));
+    let bad = compare(&files, &names, &verdicts);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 /// `mllog check` and `summary` stream their input: a line longer than the 16 MiB cap is one
 /// error naming its line number (and the reading stops there, without holding the line), an
 /// endless input without line ends (`/dev/zero`) terminates with that error, and the ruleset

@@ -71,8 +71,26 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
     let Some(pos) = line.rfind(MLLOG_TOKEN) else {
         return Ok(None);
     };
-    let body = line[pos + MLLOG_TOKEN.len()..].trim();
-    record_from_json(body).map(Some)
+    let body = strip_end_as_python(line[pos + MLLOG_TOKEN.len()..].as_bytes());
+    record_from_json(&String::from_utf8_lossy(body)).map(Some)
+}
+
+/// The text after the token as the official checker reads it: it decodes the file as latin-1,
+/// strips the line with Python's `str.strip()` (the line starts with the token, so only its end
+/// changes) and hands the rest to `json.loads`, which skips JSON's own whitespace only. In
+/// latin-1, Python's whitespace is exactly these bytes; a UTF-8 space (U+00A0 is `C2 A0`) loses
+/// only its last byte and leaves the line broken, as it does there.
+fn strip_end_as_python(rest: &[u8]) -> &[u8] {
+    let end = rest
+        .iter()
+        .rposition(|b| {
+            !matches!(
+                b,
+                b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ' | 0x85 | 0xa0
+            )
+        })
+        .map_or(0, |i| i + 1);
+    &rest[..end]
 }
 
 /// Parses a whole log held in memory: the records and the malformed lines.
@@ -238,7 +256,7 @@ impl<R: BufRead> LogReader<R> {
 
 impl<R: BufRead> LogReader<R> {
     /// The next line holding the token: `f` is applied to the text after the last token
-    /// (trimmed); returns the physical line number, the index among token lines and `f`'s
+    /// (its end stripped as the official checker strips it); returns the physical line number, the index among token lines and `f`'s
     /// result, or the [`LineError`] made of `f`'s error (also kept in [`LogReader::errors`]).
     fn next_with<T>(
         &mut self,
@@ -286,8 +304,8 @@ impl<R: BufRead> LogReader<R> {
             let Some(pos) = rfind_token(&self.buf) else {
                 continue;
             };
-            let rest = &self.buf[pos + MLLOG_TOKEN.len()..];
-            let rest: &str = match std::str::from_utf8(rest) {
+            let rest = strip_end_as_python(&self.buf[pos + MLLOG_TOKEN.len()..]);
+            let body: &str = match std::str::from_utf8(rest) {
                 Ok(rest) => rest,
                 Err(_) => {
                     self.lossy.clear();
@@ -297,7 +315,6 @@ impl<R: BufRead> LogReader<R> {
             };
             let index = self.index;
             self.index += 1;
-            let body = rest.trim();
             return Some(match f(body) {
                 Ok(t) => Ok((self.lineno, index, t)),
                 Err(message) => {
