@@ -71,7 +71,7 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
     let Some(pos) = line.rfind(MLLOG_TOKEN) else {
         return Ok(None);
     };
-    let body = strip_end_as_python(line[pos + MLLOG_TOKEN.len()..].as_bytes());
+    let body = strip_end_as_python(&line.as_bytes()[pos + MLLOG_TOKEN.len()..]);
     record_from_json(&String::from_utf8_lossy(body)).map(Some)
 }
 
