@@ -26,6 +26,7 @@ use std::path::PathBuf;
 ///     other => panic!("unexpected: {other}"),
 /// }
 /// assert!(err.to_string().starts_with("cannot write the MLLOG output"));
+/// assert!(err.to_string().ends_with("not-a-dir is a file, not a directory"), "{err}");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, thiserror::Error)]

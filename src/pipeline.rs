@@ -7,9 +7,10 @@
 //! messages (flush, shutdown) take a separate channel. Nothing is dropped silently: every
 //! record that does not reach a sink is counted and shows up in the [`Report`].
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -118,8 +119,12 @@ struct Queue {
     worker: OnceLock<Thread>,
     /// The worker is about to park or parked: a producer must wake it.
     sleeping: AtomicBool,
-    /// The worker has stopped taking records.
+    /// The worker has stopped taking records, or an exit path has sealed the queue (only the
+    /// thread ending the run still pushes: see [`Pipeline::seal`]).
     closed: AtomicBool,
+    /// When the exit path gives up on a full queue (a worker stuck in a sink): the process
+    /// must not hang at exit because of logging.
+    final_deadline: OnceLock<Instant>,
     /// Producers between their `closed` check and the end of their push: the worker waits
     /// for them before its last drain, so no record is stranded in the queue.
     pushing: AtomicUsize,
@@ -137,6 +142,35 @@ struct Queue {
     /// through it).
     idle: AtomicBool,
     counters: Counters,
+}
+
+thread_local! {
+    /// This thread is ending the run (it holds a [`Sealing`]): its pushes pass a sealed queue.
+    static ENDING_RUN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While it lives, the thread that sealed the queue still pushes into it.
+pub(crate) struct Sealing(());
+
+impl Drop for Sealing {
+    fn drop(&mut self) {
+        ENDING_RUN.set(false);
+    }
+}
+
+/// Locks `mutex`, waiting no later than `deadline`: the exit paths must not hang on a lock held
+/// by a thread that is stuck (or by the exit path's own thread, reentered from a panic hook).
+pub(crate) fn lock_until<T>(mutex: &Mutex<T>, deadline: Instant) -> Option<MutexGuard<'_, T>> {
+    loop {
+        match mutex.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
 }
 
 impl Queue {
@@ -198,6 +232,7 @@ impl Pipeline {
             worker: OnceLock::new(),
             sleeping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            final_deadline: OnceLock::new(),
             pushing: AtomicUsize::new(0),
             max_delay,
             idle: AtomicBool::new(false),
@@ -249,6 +284,7 @@ impl Pipeline {
                 writes: false,
                 layer: OnceLock::new(),
                 hooks: Vec::new(),
+                finishing: Mutex::new(()),
             }),
         };
         Ok((pipeline, guard))
@@ -282,10 +318,34 @@ impl Pipeline {
         self.push_inner(record, true);
     }
 
+    /// Counts a record the layer did not produce because the run has been ended (an interval
+    /// opened after an exit path closed the run).
+    pub(crate) fn discard_after_end(&self) {
+        let q = &*self.queue;
+        q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Seals the queue for an exit path: from now on only this thread's records are taken (the
+    /// end records it writes while the sealing lasts), so nothing another thread logs lands
+    /// after `run_stop`; theirs are counted as dropped after shutdown. Pushes waiting on a full
+    /// queue give up at `deadline`.
+    pub(crate) fn seal(&self, deadline: Instant) -> Sealing {
+        let q = &*self.queue;
+        let _ = q.final_deadline.set(deadline);
+        q.closed.store(true, Ordering::SeqCst);
+        // A producer past its `closed` check (perhaps descheduled there) finishes its push
+        // first, or its record would land after the end records.
+        while q.pushing.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        ENDING_RUN.set(true);
+        Sealing(())
+    }
+
     fn push_inner(&self, record: Box<Record>, urgent: bool) {
         let q = &*self.queue;
         q.pushing.fetch_add(1, Ordering::SeqCst);
-        if q.closed.load(Ordering::SeqCst) {
+        if q.closed.load(Ordering::SeqCst) && !ENDING_RUN.get() {
             q.pushing.fetch_sub(1, Ordering::SeqCst);
             q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
             return;
@@ -305,9 +365,14 @@ impl Pipeline {
                     return;
                 }
             }
-            if q.closed.load(Ordering::SeqCst) {
+            if q.closed.load(Ordering::SeqCst) && !ENDING_RUN.get() {
                 q.pushing.fetch_sub(1, Ordering::SeqCst);
                 q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if q.final_deadline.get().is_some_and(|d| Instant::now() >= *d) {
+                q.pushing.fetch_sub(1, Ordering::SeqCst);
+                q.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             tries += 1;
@@ -528,6 +593,10 @@ pub(crate) struct GuardInner {
     layer: OnceLock<Weak<dyn OpenIntervals>>,
     /// The layer's span hooks (the segment profiler): finished when the pipeline stops.
     hooks: Vec<Arc<dyn SpanHook>>,
+    /// Held by the exit path that is ending the run: another one (a signal during
+    /// `process::exit`) waits for it, so it neither returns nor lets the process die while
+    /// the log is still being written.
+    finishing: Mutex<()>,
 }
 
 /// How an interval comes to its end.
@@ -544,7 +613,11 @@ pub(crate) enum Ending {
 /// first, and say which end records were written. The layer implements it; the pipeline only
 /// knows this much of it.
 pub(crate) trait OpenIntervals: Send + Sync {
-    fn end_open_intervals(&self, ending: Ending) -> Vec<Str>;
+    /// Also seals the pipeline ([`Pipeline::seal`]); gives up waiting at `deadline`.
+    fn end_open_intervals(&self, ending: Ending, deadline: Instant) -> Vec<Str>;
+    /// Says on stderr, before the process may exit, what the layer's filter checks still
+    /// have to say.
+    fn finish_checks(&self, deadline: Instant);
 }
 
 /// Why the pipeline is being stopped.
@@ -594,8 +667,14 @@ impl GuardInner {
     /// an explicit shutdown, whose caller gets the report) prints the report if anything went
     /// wrong. Safe to call more than once and from several threads: each step happens once.
     pub(crate) fn finish(&self, how: Finish) {
+        let deadline = crate::sink::saturating_deadline(self.shutdown_timeout);
+        // Another exit path at work has until its own deadline; then this one goes on anyway.
+        let wait = deadline
+            .checked_add(Duration::from_secs(1))
+            .unwrap_or(deadline);
+        let _turn = lock_until(&self.finishing, wait);
         if let Some(shared) = self.layer.get().and_then(Weak::upgrade) {
-            let ended = shared.end_open_intervals(how.ending());
+            let ended = shared.end_open_intervals(how.ending(), deadline);
             if !ended.is_empty() {
                 let aborted =
                     how.ending() == Ending::Aborted && ended.iter().any(|k| k == "run_stop");
@@ -608,8 +687,16 @@ impl GuardInner {
             }
         }
         self.stop();
+        self.finish_checks(deadline);
         if how != Finish::Guard {
             self.print_report();
+        }
+    }
+
+    /// See [`OpenIntervals::finish_checks`].
+    fn finish_checks(&self, deadline: Instant) {
+        if let Some(shared) = self.layer.get().and_then(Weak::upgrade) {
+            shared.finish_checks(deadline);
         }
     }
 
@@ -649,6 +736,9 @@ impl GuardInner {
 
     fn report(&self) -> Report {
         let c = &self.queue.counters;
+        if !self.running() {
+            exit::reported_drops(&self.queue, c.dropped_closed.load(Ordering::Relaxed));
+        }
         Report {
             writes: self.writes,
             records: c.received.load(Ordering::Relaxed),
@@ -807,6 +897,7 @@ impl Drop for Guard {
         if inner.writes && inner.running() {
             inner.flush(DROP_PROBE, false);
             if inner.queue.counters.received.load(Ordering::Relaxed) == 0 {
+                inner.finish_checks(crate::sink::saturating_deadline(DROP_PROBE));
                 eprintln!(
                     "tracing-mllog: warning: the guard was dropped before any record was \
                      logged (`let (layer, _) = ..` drops it at once; bind it to a name: \
@@ -827,7 +918,8 @@ impl Drop for Guard {
 /// to the one before it), and, when asked for, SIGTERM and SIGINT (a signal-hook thread that
 /// re-raises the signal's default action afterwards).
 pub(crate) mod exit {
-    use super::{Finish, GuardInner};
+    use super::{Finish, GuardInner, Queue};
+    use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex, Once, Weak};
 
     /// Every guard built in this process (weakly: a dropped guard has finished).
@@ -861,7 +953,48 @@ pub(crate) mod exit {
     }
 
     extern "C" fn at_exit() {
-        let _ = std::panic::catch_unwind(|| finish_all(Finish::ProcessExit));
+        let _ = std::panic::catch_unwind(|| {
+            finish_all(Finish::ProcessExit);
+            say_late_drops();
+        });
+    }
+
+    /// Pipelines that have stopped, with the records dropped after their shutdown that a
+    /// report has told of.
+    static STOPPED: Mutex<Vec<(Weak<Queue>, u64)>> = Mutex::new(Vec::new());
+
+    /// A report of a stopped pipeline told of `dropped` records logged after its shutdown.
+    pub(super) fn reported_drops(queue: &Arc<Queue>, dropped: u64) {
+        let mut stopped = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
+        stopped.retain(|(q, _)| q.strong_count() > 0);
+        match stopped
+            .iter_mut()
+            .find(|(q, _)| q.as_ptr() == Arc::as_ptr(queue))
+        {
+            Some((_, told)) => *told = dropped,
+            None => stopped.push((Arc::downgrade(queue), dropped)),
+        }
+    }
+
+    /// Records logged after a pipeline stopped (a thread still logging after the guard was
+    /// dropped) that no report has told of: said as the process exits, so none is lost
+    /// silently.
+    fn say_late_drops() {
+        let stopped = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
+        for (queue, told) in stopped.iter() {
+            let Some(queue) = queue.upgrade() else {
+                continue;
+            };
+            let dropped = queue.counters.dropped_closed.load(Ordering::Relaxed);
+            if dropped > *told {
+                eprintln!(
+                    "tracing-mllog: {} records were logged after the MLLOG pipeline shut down \
+                     (the guard was dropped, or `shutdown()` called, while threads still \
+                     logged) and are not in the log",
+                    dropped - told
+                );
+            }
+        }
     }
 
     /// Finishes every live pipeline of the process.

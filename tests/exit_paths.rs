@@ -895,6 +895,264 @@ fn an_eval_accuracy_line_reaches_the_file_at_once() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Exit paths that meet: a signal while `exit` writes the log, a worker stuck in a sink, other
+// threads still logging while one thread ends the process.
+
+/// A sink that takes `per_record` for every record (a slow or hung output, inline so that it
+/// holds up the MLLOG file as a slow file system would).
+struct SlowSink {
+    per_record: Duration,
+    /// From this record on, every write blocks for good.
+    hang_from: Option<u64>,
+    written: u64,
+}
+
+impl tracing_mllog::sink::Sink for SlowSink {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn write(&mut self, _: &Record) -> Result<(), tracing_mllog::sink::SinkError> {
+        self.written += 1;
+        if self.hang_from.is_some_and(|n| self.written >= n) {
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        std::thread::sleep(self.per_record);
+        Ok(())
+    }
+}
+
+const POINTS: u64 = 1500;
+
+/// `POINTS` events in a block behind a slow output, then `process::exit` while the worker is
+/// still writing them; a file named `exiting` says when.
+fn exit_behind_slow_output(log: &Path) -> ! {
+    let (layer, _guard) = small_builder(log)
+        .handle_signals(true)
+        .sink_with(
+            SlowSink {
+                per_record: Duration::from_millis(1),
+                hang_from: None,
+                written: 0,
+            },
+            tracing_mllog::sink::Delivery::Inline,
+        )
+        .build()
+        .expect("build");
+    tracing_subscriber::registry().with(layer).init();
+    drop(info_span!("init").entered());
+    let _run = info_span!("run").entered();
+    let _block = info_span!("block").entered();
+    for i in 0..POINTS {
+        mllog!("probe_point", i);
+    }
+    fs::write(log.with_file_name("exiting"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    std::process::exit(0);
+}
+
+/// SIGTERM arrives while `process::exit` is still writing the log: the signal's handling waits
+/// for the exit hook instead of ending the process under it, so every line is in the file.
+#[test]
+fn a_signal_during_exit_waits_for_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = spawn(
+        child_command("exit_behind_slow_output", dir.path(), &[]),
+        dir.path(),
+    );
+    let marker = dir.path().join("exiting");
+    let deadline = Instant::now() + CHILD_TIMEOUT;
+    while !marker.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The exit hook is draining 1 500 records at 1 ms each by now.
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: kill(2) on our own child's PID.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = finish(child, dir.path());
+    let records = out.records();
+    assert_balanced_and_ordered(&records);
+    assert_eq!(
+        find(&records, "probe_point").len() as u64,
+        POINTS,
+        "{}",
+        out.context()
+    );
+    assert_eq!(records.last().unwrap().key, "run_stop", "{}", out.context());
+}
+
+/// A worker stuck in a sink (a hung file system) with the queue full and another thread
+/// blocked logging into it: `process::exit` still ends within the shutdown timeout, and says
+/// that it gave up.
+fn exit_with_hung_output(log: &Path) -> ! {
+    let (layer, _guard) = small_builder(log)
+        .channel_capacity(64)
+        .shutdown_timeout(Duration::from_secs(1))
+        .sink_with(
+            SlowSink {
+                per_record: Duration::ZERO,
+                hang_from: Some(20),
+                written: 0,
+            },
+            tracing_mllog::sink::Delivery::Inline,
+        )
+        .build()
+        .expect("build");
+    tracing_subscriber::registry().with(layer).init();
+    drop(info_span!("init").entered());
+    let run = info_span!("run");
+    let block = info_span!(parent: &run, "block");
+    // A logger that fills the queue and then blocks in it (the default overflow policy).
+    std::thread::spawn(move || {
+        let _run = run.entered();
+        let _block = block.entered();
+        for i in 0u64.. {
+            mllog!("probe_point", i);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    std::process::exit(3);
+}
+
+#[test]
+fn a_hung_output_does_not_hang_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let out = run_case("exit_with_hung_output", dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", out.context());
+    // 1 s of shutdown timeout, twice at most (the exit hook, then the wait for its lock).
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        out.stderr.contains("shutdown timed out"),
+        "{}",
+        out.context()
+    );
+}
+
+/// One thread calls `process::exit` while others go on: one opens and closes blocks and evals
+/// in a tight loop, one logs points. `run_stop` is the last line, every interval before it is
+/// closed, and what the others logged afterwards is counted, not written.
+fn exit_while_others_log(log: &Path) -> ! {
+    let (layer, _guard) = small_builder(log).build().expect("build");
+    tracing_subscriber::registry().with(layer).init();
+    drop(info_span!("init").entered());
+    let run = info_span!("run");
+    let (run_a, run_b) = (run.clone(), run.clone());
+    std::thread::spawn(move || {
+        let _run = run_a.entered();
+        loop {
+            let _block = info_span!("block").entered();
+            drop(info_span!("train_step").entered());
+            let _eval = info_span!("eval").entered();
+            mllog!(keys::EVAL_ACCURACY, 0.9);
+        }
+    });
+    std::thread::spawn(move || {
+        let _run = run_b.entered();
+        for i in 0u64.. {
+            mllog!("probe_point", i);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    std::process::exit(7);
+}
+
+#[test]
+fn an_exit_from_one_thread_ends_the_log_while_others_log() {
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run_case("exit_while_others_log", dir.path(), &[]);
+        assert_eq!(out.status.code(), Some(7), "{}", out.context());
+        let records = out.records();
+        assert_eq!(records.last().unwrap().key, "run_stop", "{}", out.context());
+        assert_eq!(find(&records, "run_stop").len(), 1);
+        let mut open = 0i64;
+        for r in &records {
+            match r.event_type {
+                EventType::IntervalStart => open += 1,
+                EventType::IntervalEnd => open -= 1,
+                EventType::PointInTime => {}
+            }
+        }
+        assert_eq!(open, 0, "{:?}", intervals(&records));
+        assert!(
+            out.stderr.contains("dropped (after shutdown)"),
+            "{}",
+            out.context()
+        );
+    }
+}
+
+/// An output that fails (a full disk) is said on stderr at its first failure, while the run
+/// goes on, not only in the report at the end.
+fn output_on_a_full_disk(_log: &Path) {
+    let (layer, guard) = small_builder(Path::new("/dev/full"))
+        .build()
+        .expect("build");
+    tracing_subscriber::registry().with(layer).init();
+    drop(info_span!("init").entered());
+    let _run = info_span!("run").entered();
+    assert!(guard.flush(CHILD_TIMEOUT));
+    eprintln!("child: the run goes on");
+}
+
+#[test]
+fn a_failing_output_is_said_at_its_first_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_case("output_on_a_full_disk", dir.path(), &[]);
+    let said = out
+        .stderr
+        .find("error: sink `mllog-file` failed")
+        .unwrap_or_else(|| panic!("{}", out.context()));
+    let goes_on = out.stderr.find("child: the run goes on").unwrap();
+    assert!(said < goes_on, "{}", out.context());
+    assert!(
+        out.stderr.contains("No space left on device"),
+        "{}",
+        out.context()
+    );
+    // Once: the report at the end counts the rest.
+    assert_eq!(
+        out.stderr.matches("failed:").count(),
+        1,
+        "{}",
+        out.context()
+    );
+}
+
+/// Records logged after the guard was dropped are not written; the report printed as the guard
+/// drops cannot know of those that come later, so the process says them as it exits.
+fn logs_after_the_guard(log: &Path) {
+    let (layer, guard) = small_builder(log).build().expect("build");
+    tracing_subscriber::registry().with(layer).init();
+    drop(info_span!("init").entered());
+    drop(guard);
+    for i in 0..5u64 {
+        mllog!("late_point", i);
+    }
+}
+
+#[test]
+fn records_logged_after_the_guard_are_said_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_case("logs_after_the_guard", dir.path(), &[]);
+    assert!(out.status.success(), "{}", out.context());
+    assert!(
+        out.stderr
+            .contains("5 records were logged after the MLLOG pipeline shut down"),
+        "{}",
+        out.context()
+    );
+    assert!(find(&out.records(), "late_point").is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
 
 /// The child process of the tests above; started by them, never on its own.
 #[test]
@@ -912,6 +1170,11 @@ fn child() {
         "guard_discarded" => guard_discarded(&log, false),
         "guard_discarded_exit_in_run" => guard_discarded(&log, true),
         "build_fails" => build_fails(&log),
+        "exit_behind_slow_output" => exit_behind_slow_output(&log),
+        "exit_with_hung_output" => exit_with_hung_output(&log),
+        "exit_while_others_log" => exit_while_others_log(&log),
+        "output_on_a_full_disk" => output_on_a_full_disk(&log),
+        "logs_after_the_guard" => logs_after_the_guard(&log),
         other => panic!("unknown case {other}"),
     }
 }

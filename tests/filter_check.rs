@@ -101,6 +101,67 @@ fn the_wrapped_filter_lets_every_mllog_callsite_through() {
     }
 }
 
+/// `Option<Layer>` and `Vec<Layer>` do not pass `on_register_dispatch` on: the checks start
+/// from the first registered callsite instead, and are just as early.
+#[test]
+fn a_wrapped_layer_still_gets_the_early_warnings() {
+    let hidden = run_case("option_warn");
+    assert!(
+        hidden.contains("the subscriber enables no level above warn"),
+        "{hidden}"
+    );
+    let early = hidden.find("no level above").unwrap();
+    let end = hidden.find("no span or event reached the layer").unwrap();
+    assert!(early < end, "{hidden}");
+
+    // Callsites are put to the global subscriber, which holds the layer.
+    for case in ["option_targets_global", "vec_targets_global"] {
+        callsites_named(case);
+    }
+}
+
+/// Steps that never reach the layer name no callsite (a DEBUG span under an INFO filter is
+/// never registered; a scoped subscriber does not follow a step to another thread), but
+/// their count is wrong: the first record that shows it is said on stderr, once.
+#[test]
+fn lost_steps_are_said_by_the_first_record_that_shows_them() {
+    for (case, said) in [
+        // The layer fills in the count: 0 after an evaluation.
+        (
+            "lost_debug_steps",
+            "`eval_accuracy` gets samples_count 0: an evaluation was logged, but no `train_step` span",
+        ),
+        ("lost_scoped_steps", "`eval_accuracy` gets samples_count 0"),
+        // The loop gives the count itself: the layer's disagrees.
+        (
+            "lost_debug_steps_explicit",
+            "`eval_accuracy` says samples_count 64, but the layer has counted 0 samples",
+        ),
+        (
+            "some_steps_lost",
+            "`eval_accuracy` says samples_count 64, but the layer has counted 32 samples",
+        ),
+    ] {
+        let out = run_case(case);
+        assert!(out.contains(said), "{case}: {out}");
+        assert_eq!(out.matches("tracing-mllog: warning:").count(), 1, "{case}: {out}");
+        assert!(out.contains("child: steps logged"), "{case}: {out}");
+    }
+    // The same loops with every step seen: not a word.
+    for case in [
+        "debug_steps_wrapped",
+        "scoped_steps_same_thread",
+        "steps_explicit",
+    ] {
+        let out = run_case(case);
+        assert!(!out.contains("warning"), "{case}: {out}");
+        assert!(
+            out.contains("child: steps logged, run_stop samples_count 64"),
+            "{case}: {out}"
+        );
+    }
+}
+
 /// The child: one subscriber for the whole process, a short "run", the guard dropped at the
 /// end (which prints its report). Started by the test above, never on its own.
 #[test]
@@ -124,8 +185,36 @@ fn child() {
             .build()
             .expect("build")
     }
+    if STEP_CASES.contains(&case.as_str()) {
+        return steps_child(&case);
+    }
     let console_lines = Arc::new(Mutex::new(Vec::<u8>::new()));
     let (dispatch, guard) = match case.as_str() {
+        "option_warn" => {
+            let (layer, guard) = build(0);
+            let subscriber = tracing_subscriber::registry()
+                .with(LevelFilter::WARN)
+                .with(Some(layer));
+            (tracing::Dispatch::new(subscriber), guard)
+        }
+        "option_targets_global" | "vec_targets_global" => {
+            let (layer, guard) = build(0);
+            let dispatch = if case == "option_targets_global" {
+                tracing::Dispatch::new(
+                    tracing_subscriber::registry()
+                        .with(EnvFilter::new("hyper=debug"))
+                        .with(Some(layer)),
+                )
+            } else {
+                tracing::Dispatch::new(
+                    tracing_subscriber::registry()
+                        .with(EnvFilter::new("hyper=debug"))
+                        .with(vec![layer.boxed()]),
+                )
+            };
+            tracing::dispatcher::set_global_default(dispatch.clone()).expect("first subscriber");
+            (dispatch, guard)
+        }
         "fmt_env_filter" => {
             // The shape the fmt docs show: `fmt().with_env_filter(..).finish()`, our layer on top.
             let (layer, guard) = build(0);
@@ -218,4 +307,73 @@ impl std::io::Write for ConsoleWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// The cases run by [`steps_child`].
+const STEP_CASES: [&str; 7] = [
+    "lost_debug_steps",
+    "lost_scoped_steps",
+    "lost_debug_steps_explicit",
+    "some_steps_lost",
+    "debug_steps_wrapped",
+    "scoped_steps_same_thread",
+    "steps_explicit",
+];
+
+/// A run of two steps of 32 samples and an evaluation, with the steps where the case puts
+/// them; prints the `run_stop` count the layer wrote.
+fn steps_child(case: &str) {
+    let (sink, records) = tracing_mllog::sink::MemorySink::new();
+    let (layer, guard) = MllogLayer::builder()
+        .no_output()
+        .sink(sink)
+        .global_batch_size(32)
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .environment(Vec::<(String, String)>::new())
+        .build()
+        .expect("build");
+    let debug_steps = case.contains("debug");
+    let filter = if case == "debug_steps_wrapped" {
+        tracing_mllog::filter(EnvFilter::new("info")).boxed()
+    } else {
+        EnvFilter::new("info").boxed()
+    };
+    let subscriber = tracing_subscriber::registry().with(filter).with(layer);
+    let step = move |n: u64| {
+        if debug_steps {
+            drop(tracing::debug_span!("train_step", step = n).entered());
+        } else {
+            drop(tracing::info_span!("train_step", step = n).entered());
+        }
+    };
+    tracing::subscriber::with_default(subscriber, || {
+        drop(info_span!("init").entered());
+        let _run = info_span!("run").entered();
+        let _block = info_span!("block").entered();
+        for n in 1..=2 {
+            let elsewhere = case == "lost_scoped_steps" || (case == "some_steps_lost" && n == 2);
+            if elsewhere {
+                // Not the default subscriber there: the step never reaches the layer.
+                std::thread::spawn(move || step(n)).join().unwrap();
+            } else {
+                step(n);
+            }
+        }
+        if case.contains("explicit") || case == "some_steps_lost" {
+            mllog!(keys::EVAL_ACCURACY, 0.5, samples_count = 64);
+        } else {
+            mllog!(keys::EVAL_ACCURACY, 0.5);
+        }
+    });
+    assert!(guard.flush(Duration::from_secs(10)));
+    let run_stop = records
+        .records()
+        .into_iter()
+        .find(|r| r.key == "run_stop")
+        .expect("run_stop");
+    eprintln!(
+        "child: steps logged, run_stop samples_count {}",
+        run_stop.metadata.get("samples_count").expect("filled in")
+    );
+    drop(guard);
 }

@@ -130,6 +130,57 @@ fn warmup_steps_count_for_nothing_and_train_loss_has_the_count_after_the_step() 
     assert_eq!(losses[1].metadata.get("lr"), Some(&Value::Float(0.01)));
 }
 
+/// Nothing follows `run_stop`: a root `block` span still open when `run` closes ends first,
+/// and its own close later writes nothing.
+#[test]
+fn intervals_still_open_when_the_run_closes_end_before_it() {
+    let records = run(MllogLayer::builder().global_batch_size(8), |_| {
+        let run = info_span!("run");
+        let block = run.in_scope(|| info_span!(parent: None, "block"));
+        let eval = block.in_scope(|| info_span!("eval"));
+        drop(run);
+        drop(eval);
+        drop(block);
+    });
+    let keys: Vec<&str> = records
+        .iter()
+        .filter(|r| r.key.ends_with("_start") || r.key.ends_with("_stop"))
+        .map(|r| &*r.key)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "run_start",
+            "block_start",
+            "eval_start",
+            "eval_stop",
+            "block_stop",
+            "run_stop"
+        ]
+    );
+}
+
+/// A step whose body panics trained nothing: unwinding closes its span, which is not counted.
+#[test]
+fn a_step_that_panics_is_not_counted() {
+    let records = run(MllogLayer::builder().global_batch_size(8), |handle| {
+        let _run = info_span!("run").entered();
+        drop(info_span!("train_step", step = 0u64).entered());
+        let unwound = std::panic::catch_unwind(|| {
+            let _step = train_step!(step = 1u64).entered();
+            panic!("out of memory in the step");
+        });
+        assert!(unwound.is_err());
+        drop(info_span!("train_step", step = 2u64).entered());
+        assert_eq!(handle.steps(), 2);
+        assert_eq!(handle.samples(), 16);
+    });
+    assert_eq!(
+        find(&records, "run_stop")[0].metadata.get("samples_count"),
+        Some(&Value::Int(16))
+    );
+}
+
 /// Steps on one thread that close out of order, or nest, are each counted once with their own
 /// fields (the innermost-first fast path and the search below it).
 #[test]

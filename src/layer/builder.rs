@@ -606,6 +606,7 @@ impl Builder {
     /// is validated and every other sink started before the output file is opened, so a
     /// failed build never truncates the previous run's log.
     pub fn build<S>(mut self) -> Result<(MllogLayer<S>, Guard), Error> {
+        compiled_level_check(tracing::level_filters::STATIC_MAX_LEVEL)?;
         // Read once, here: everything below (the layer, rank detection, every sink, the
         // profiler) reads this snapshot or the builder's map, never the process again.
         let env = match self.environment.take() {
@@ -878,3 +879,39 @@ impl Builder {
 
 /// Longest `MLLOG_MAX_DELAY_MS`: a minute (a record waits at most this long for the worker).
 const MAX_DELAY_MS: u64 = 60_000;
+
+/// `mllog!` events are `INFO`, and so are the spans of every example: a `tracing` built with a
+/// lower maximum (its `max_level_warn` or `release_max_level_off` features, which Cargo turns
+/// on for every crate once one dependency asks) compiles them out, and no filter or check at
+/// run time could see them. Said at `build()`, before a run that could only log nothing.
+fn compiled_level_check(max: tracing_core::LevelFilter) -> Result<(), Error> {
+    if max >= tracing_core::LevelFilter::INFO {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the `tracing` crate is compiled with its maximum level at {max} (one of its \
+         `max_level_*` or `release_max_level_*` features is on), so every `mllog!` event and \
+         every INFO span is compiled out and the MLLOG log would be empty; enable INFO or more \
+         (`max_level_info`, `release_max_level_info`)"
+    )))
+}
+
+#[cfg(test)]
+mod compiled_level {
+    use super::compiled_level_check;
+    use tracing_core::LevelFilter;
+
+    #[test]
+    fn a_tracing_compiled_below_info_is_an_error_at_build() {
+        for max in [LevelFilter::OFF, LevelFilter::ERROR, LevelFilter::WARN] {
+            let err = compiled_level_check(max).unwrap_err().to_string();
+            assert!(err.contains(&format!("maximum level at {max}")), "{err}");
+            assert!(err.contains("max_level_info"), "{err}");
+        }
+        for max in [LevelFilter::INFO, LevelFilter::DEBUG, LevelFilter::TRACE] {
+            assert!(compiled_level_check(max).is_ok(), "{max}");
+        }
+        // This build's own level passes, or no test here could log anything.
+        assert!(compiled_level_check(tracing::level_filters::STATIC_MAX_LEVEL).is_ok());
+    }
+}

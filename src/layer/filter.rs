@@ -144,11 +144,11 @@ where
         self.is_mllog(event.metadata()) || self.inner.event_enabled(event, ctx)
     }
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        // MLLOG spans and events are INFO: a hint below it would disable them before any
-        // filter is asked.
-        self.inner
-            .max_level_hint()
-            .map(|hint| hint.max(LevelFilter::INFO))
+        // MLLOG spans may be at any level (`debug_span!("train_step")`): a hint below theirs
+        // would disable them before any filter is asked, unseen. Every callsite is then
+        // registered once and the wrapped filter's `never` is cached for it: a disabled
+        // `trace!` costs one more load at its call (its cached interest).
+        Some(LevelFilter::TRACE)
     }
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         self.inner.on_new_span(attrs, id, ctx);

@@ -15,6 +15,12 @@
 //! callsite before the filters inside it decide, so each callsite it maps is put to the whole
 //! subscriber afterwards, on a short-lived thread ([`CallsiteCheck`]): one the subscriber
 //! disables is named on stderr when it is first reached.
+//!
+//! The layer learns its subscriber from `on_register_dispatch`, which `Option<L>` and `Vec<L>`
+//! do not pass on (tracing-subscriber 0.3). The checks start when the subscriber is put
+//! together (`on_layer`, which they do pass on), and without a subscriber of its own the layer
+//! puts the callsites to the global one, if it is part of it. A scoped subscriber holding the
+//! layer that way gets the level check only.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -27,17 +33,32 @@ use tracing_core::{LevelFilter, Metadata};
 /// microseconds; this leaves a wide margin).
 const SETTLE: Duration = Duration::from_millis(500);
 
+/// How long a maximum level of `OFF` is taken for a subscriber put together but not installed
+/// yet (no dispatcher exists, so nothing is enabled) before it is believed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
 /// Starts the check for a layer whose state is `alive` (nothing is said once the layer is
-/// gone). Never fails: without a thread there is simply no early warning.
-pub(crate) fn spawn<T: Send + Sync + 'static>(alive: Weak<T>) {
+/// gone); `then` runs on the same thread once the subscriber is in place. Never fails:
+/// without a thread there is simply no early warning.
+pub(crate) fn spawn<T: Send + Sync + 'static>(
+    alive: Weak<T>,
+    then: impl FnOnce() + Send + 'static,
+) {
     let _ = std::thread::Builder::new()
         .name("mllog-filter-check".into())
         .spawn(move || {
             std::thread::sleep(SETTLE);
-            let max = LevelFilter::current();
+            let mut max = LevelFilter::current();
+            let mut waited = SETTLE;
+            while max == LevelFilter::OFF && waited < PATIENCE && alive.strong_count() > 0 {
+                std::thread::sleep(SETTLE);
+                waited += SETTLE;
+                max = LevelFilter::current();
+            }
             if alive.strong_count() > 0 && max < LevelFilter::INFO {
                 eprintln!("tracing-mllog: {}", warning(max));
             }
+            then();
         });
 }
 
@@ -58,12 +79,29 @@ pub(crate) struct CallsiteCheck {
     dispatch: OnceLock<WeakDispatch>,
     pending: Mutex<Vec<&'static Metadata<'static>>>,
     running: AtomicBool,
+    /// Held while a batch is checked and said, so that [`CallsiteCheck::check_now`] returns
+    /// only once everything queued before it has been said.
+    busy: Mutex<()>,
 }
 
 impl CallsiteCheck {
-    /// The subscriber the layer is part of.
-    pub(crate) fn set_dispatch(&self, dispatch: &tracing_core::Dispatch) {
+    /// The subscriber the layer is part of; the callsites registered before it was known are
+    /// checked now.
+    pub(crate) fn set_dispatch(self: &Arc<Self>, dispatch: &tracing_core::Dispatch) {
         let _ = self.dispatch.set(dispatch.downgrade());
+        if !self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            self.start();
+        }
+    }
+
+    /// Whether the subscriber is known.
+    pub(crate) fn has_dispatch(&self) -> bool {
+        self.dispatch.get().is_some()
     }
 
     /// Checks `meta` soon, on a thread of its own: the filters inside the layer decide
@@ -73,7 +111,12 @@ impl CallsiteCheck {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(meta);
-        if !self.running.swap(true, Ordering::AcqRel) {
+        self.start();
+    }
+
+    /// Starts the checking thread unless it runs (or the subscriber is not known yet).
+    fn start(self: &Arc<Self>) {
+        if self.dispatch.get().is_some() && !self.running.swap(true, Ordering::AcqRel) {
             let this = Arc::clone(self);
             let spawned = std::thread::Builder::new()
                 .name("mllog-filter-check".into())
@@ -84,8 +127,20 @@ impl CallsiteCheck {
         }
     }
 
+    /// Checks what is still queued on this thread, and waits (up to `deadline`) for a batch
+    /// being checked: the process may be about to exit, which would cut the checking thread
+    /// short and leave a disabled callsite unsaid.
+    pub(crate) fn check_now(&self, deadline: std::time::Instant) {
+        let _busy = crate::pipeline::lock_until(&self.busy, deadline);
+        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(dispatch) = self.dispatch.get().and_then(WeakDispatch::upgrade) {
+            say_disabled(&dispatch, batch);
+        }
+    }
+
     fn run(&self) {
         loop {
+            let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
             let batch =
                 std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
             if batch.is_empty() {
@@ -97,6 +152,7 @@ impl CallsiteCheck {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .is_empty();
+                drop(busy);
                 if more && !self.running.swap(true, Ordering::AcqRel) {
                     continue;
                 }
@@ -105,11 +161,16 @@ impl CallsiteCheck {
             let Some(dispatch) = self.dispatch.get().and_then(WeakDispatch::upgrade) else {
                 return self.running.store(false, Ordering::Release);
             };
-            for meta in batch {
-                if !dispatch.enabled(meta) {
-                    eprintln!("tracing-mllog: {}", disabled_warning(meta));
-                }
-            }
+            say_disabled(&dispatch, batch);
+        }
+    }
+}
+
+/// Names on stderr each callsite of `batch` that `dispatch` disables.
+fn say_disabled(dispatch: &tracing_core::Dispatch, batch: Vec<&'static Metadata<'static>>) {
+    for meta in batch {
+        if !dispatch.enabled(meta) {
+            eprintln!("tracing-mllog: {}", disabled_warning(meta));
         }
     }
 }

@@ -36,7 +36,7 @@ use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
-use crate::pipeline::{Ending, OpenIntervals, Pipeline};
+use crate::pipeline::{lock_until, Ending, OpenIntervals, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
@@ -134,6 +134,14 @@ pub(crate) struct LayerState {
     warmup_depth: AtomicU32,
     /// Whether the subscriber-filter check was started (once per layer).
     filter_checked: AtomicBool,
+    /// Whether lost steps were said on stderr (once per layer).
+    progress_warned: AtomicBool,
+    /// Held while an interval's records are queued and the open list changes, so that an exit
+    /// path ending the run sees every interval whose start is queued, and no interval record
+    /// lands after the `run_stop` it writes.
+    order: Mutex<()>,
+    /// An exit path has ended the run: intervals that open later are not written.
+    ended: AtomicBool,
     /// Each mapped callsite, put to the whole subscriber once registered.
     callsites: Arc<filter_check::CallsiteCheck>,
     /// Open interval and warmup spans, counted per bucket of their span id, so entering,
@@ -162,6 +170,9 @@ impl Default for LayerState {
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
             filter_checked: AtomicBool::new(false),
+            progress_warned: AtomicBool::new(false),
+            order: Mutex::new(()),
+            ended: AtomicBool::new(false),
             callsites: Arc::default(),
             open_buckets: [const { AtomicU32::new(0) }; SHARDS],
             step_buckets: [const { AtomicU32::new(0) }; SHARDS],
@@ -201,6 +212,11 @@ impl Shared {
     fn in_timed_run(&self) -> bool {
         self.state.run_open.load(Ordering::Relaxed)
             && self.state.warmup_depth.load(Ordering::Relaxed) == 0
+    }
+
+    /// See [`LayerState::order`]. Nothing panics while it is held.
+    fn order(&self) -> MutexGuard<'_, ()> {
+        self.state.order.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn open_intervals(&self) -> MutexGuard<'_, Vec<OpenInterval>> {
@@ -321,14 +337,62 @@ impl Shared {
     }
 
     /// Adds `samples_count` when the record says nothing about progress and the layer counts
-    /// samples (a global batch size is configured).
-    fn fill_progress(&self, md: &mut Metadata) {
-        if self.samples_per_step.is_some() && !PROGRESS_KEYS.iter().any(|k| md.get(k).is_some()) {
+    /// samples (a global batch size is configured). For a record that reports progress
+    /// (`checked`: a block's or the run's end, an `eval_accuracy`), also looks at the figure.
+    fn fill_progress(&self, md: &mut Metadata, checked: Option<&str>) {
+        if self.samples_per_step.is_none() {
+            return;
+        }
+        let counted = self.stats.samples();
+        // `Some`: the record says where it is itself (its `samples_count`, if it has one).
+        let given = if PROGRESS_KEYS.iter().any(|k| md.get(k).is_some()) {
+            Some(md.get(keys::SAMPLES_COUNT).and_then(Value::as_f64))
+        } else {
             md.fields.push((
                 Cow::Borrowed(keys::SAMPLES_COUNT),
-                Value::Int(self.stats.samples().into()),
+                Value::Int(counted.into()),
             ));
+            None
+        };
+        if let Some(key) = checked {
+            self.check_progress(key, counted, given);
         }
+    }
+
+    /// Steps that never reach the layer leave no trace of their own: no filter names them
+    /// when they sit above the subscriber's maximum level, a per-layer filter on this layer
+    /// hides them from it, a scoped subscriber (`set_default`) does not follow them to other
+    /// threads. What shows is the count, so the first record whose figure proves it is said
+    /// on stderr, once: samples counted 0 after an evaluation, or an `eval_accuracy` whose own
+    /// `samples_count` disagrees with the count.
+    #[cold]
+    fn check_progress(&self, key: &str, counted: u64, given: Option<Option<f64>>) {
+        let lost = match given {
+            None => counted == 0 && self.stats.evals() > 0,
+            Some(Some(given)) => key == keys::EVAL_ACCURACY && given != counted as f64,
+            Some(None) => false,
+        };
+        if !lost || !self.writes || self.state.progress_warned.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let figure = match given {
+            Some(Some(given)) => format!(
+                "`{key}` says samples_count {given}, but the layer has counted {counted} samples \
+                 from `train_step` spans, the figure `block_stop` and `run_stop` carry"
+            ),
+            _ => format!(
+                "`{key}` gets samples_count 0: an evaluation was logged, but no `train_step` \
+                 span has reached the layer since `run` opened, so `block_stop` and `run_stop` \
+                 say 0 samples and no throughput or `train_loss` is logged"
+            ),
+        };
+        eprintln!(
+            "tracing-mllog: warning: {figure}. Steps are lost when a filter disables their \
+             span (one above the subscriber's maximum level, e.g. `debug_span!(\"train_step\")` \
+             under an `info` filter; a per-layer filter on this layer), when they run on a \
+             thread a scoped subscriber (`set_default`, `with_default`) does not reach, or \
+             when a step's `samples` is not the global figure. README, \"Filters\"."
+        );
     }
 
     /// `tracked_stats {"throughput": samples/s, "train_step_time": s}` for a stretch of steps.
@@ -447,6 +511,10 @@ impl Core {
     #[inline]
     fn close_step(&self, frame: &StepFrame) {
         let shared = &*self.shared;
+        if std::thread::panicking() {
+            // The step ended by unwinding: it trained nothing.
+            return self.unwound_step(frame);
+        }
         let end_mono = Timestamp::mono_now();
         let f = &frame.fields;
         let samples = f.samples().or(shared.samples_per_step).unwrap_or(0);
@@ -455,6 +523,23 @@ impl Core {
             .on_step(end_mono.saturating_sub(frame.start_mono), samples);
         if frame.traced.is_some() || (shared.train_loss_every != 0 && f.loss().is_some()) {
             self.step_records(frame, total);
+        }
+    }
+
+    /// A step that ended by unwinding: not counted; a traced one still ends in the trace.
+    #[cold]
+    fn unwound_step(&self, frame: &StepFrame) {
+        let shared = &*self.shared;
+        if let Some(ids) = frame.traced {
+            let mut r = shared.step_trace_record(
+                frame.meta,
+                Timestamp::now(),
+                EventType::IntervalEnd,
+                ids,
+                &frame.fields,
+            );
+            r.metadata.set("unwound", true);
+            shared.pipeline.push(r);
         }
     }
 
@@ -541,6 +626,10 @@ impl Core {
         );
         let shared = &*self.shared;
         let spec = &shared.intervals[spec_index];
+        let _order = shared.order();
+        if shared.state.ended.load(Ordering::Relaxed) {
+            return shared.pipeline.discard_after_end();
+        }
         if spec.kind == Interval::Init && shared.cache_clear {
             let mut r = shared.record(
                 meta,
@@ -576,7 +665,7 @@ impl Core {
             start.namespace = ns;
         }
         if matches!(spec.kind, Interval::Block | Interval::Eval) {
-            shared.fill_progress(&mut start.metadata);
+            shared.fill_progress(&mut start.metadata, None);
         }
         shared.pipeline.push(start);
         if spec.kind == Interval::Init {
@@ -611,16 +700,40 @@ impl Core {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let shared = &*self.shared;
-        let open = {
-            let mut open = shared.open_intervals();
-            open.iter()
-                .rposition(|o| o.span == id.into_u64())
-                .map(|at| open.remove(at))
+        let order = shared.order();
+        let (open, inside) = {
+            let mut list = shared.open_intervals();
+            match list.iter().rposition(|o| o.span == id.into_u64()) {
+                Some(at) => {
+                    // Nothing may follow `run_stop`: what opened inside the run and is still
+                    // open (a root span, a phase on another task) ends first.
+                    let inside = if shared.intervals[list[at].spec].kind == Interval::Run {
+                        list.split_off(at + 1)
+                    } else {
+                        Vec::new()
+                    };
+                    (Some(list.remove(at)), inside)
+                }
+                None => (None, Vec::new()),
+            }
         };
         if let Some(open) = open {
+            for o in inside.into_iter().rev() {
+                shared
+                    .bucket(&Id::from_u64(o.span))
+                    .fetch_sub(1, Ordering::Relaxed);
+                let key = shared.intervals[o.spec].stop_key.clone();
+                shared.end_interval(o, Ending::Closed);
+                eprintln!(
+                    "tracing-mllog: warning: `run` closed while its `{key}` interval was open; \
+                     `{key}` is written now, before `run_stop` (its span's own close writes \
+                     nothing)"
+                );
+            }
             shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
             return shared.end_interval(open, Ending::Closed);
         }
+        drop(order);
         // Not an open interval (an exit path may have closed it already): a warmup span?
         let Some(span) = ctx.span(&id) else {
             return;
@@ -670,7 +783,7 @@ impl Shared {
         }
         end.metadata.fields = parts.metadata;
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
-            self.fill_progress(&mut end.metadata);
+            self.fill_progress(&mut end.metadata, Some(&spec.stop_key));
         }
         if let Some(ns) = parts.namespace {
             end.namespace = ns;
@@ -715,7 +828,13 @@ impl OpenIntervals for Shared {
     /// Ends every interval still open, innermost first, as the process or the pipeline goes
     /// away while spans are open (their own close will find nothing left to end). Returns the
     /// end keys written, in order.
-    fn end_open_intervals(&self, ending: Ending) -> Vec<Str> {
+    fn end_open_intervals(&self, ending: Ending, deadline: std::time::Instant) -> Vec<Str> {
+        // Waits for an interval being opened or closed on another thread to be queued whole;
+        // a thread stuck there (its push blocked on a worker stuck in a sink) is not waited
+        // for past the deadline.
+        let _order = lock_until(&self.state.order, deadline);
+        self.state.ended.store(true, Ordering::Relaxed);
+        let _sealing = self.pipeline.seal(deadline);
         let open = std::mem::take(&mut *self.open_intervals());
         let mut written = Vec::with_capacity(open.len());
         for o in open.into_iter().rev() {
@@ -725,6 +844,10 @@ impl OpenIntervals for Shared {
             self.end_interval(o, ending);
         }
         written
+    }
+
+    fn finish_checks(&self, deadline: std::time::Instant) {
+        self.state.callsites.check_now(deadline);
     }
 }
 
@@ -737,22 +860,59 @@ fn enter_tracked(shared: &Shared, id: &Id) {
     }
 }
 
+/// Starts the filter checks, once per layer, from whichever hook reaches the layer first:
+/// `on_layer` when the subscriber is put together (`Option<L>` and `Vec<L>` pass on nothing
+/// else before the first callsite, which an INFO callsite below the level filter never is),
+/// `on_register_dispatch`, or a callsite's registration. When no `on_register_dispatch` told
+/// the layer its subscriber by the time the level is read, the callsites are put to the global
+/// subscriber, if this layer is part of it.
+fn start_filter_checks(shared: &Arc<Shared>) {
+    if !shared.writes || shared.state.filter_checked.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    filter_check::spawn(Arc::downgrade(shared), move || {
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        if shared.state.callsites.has_dispatch() {
+            return;
+        }
+        let global = tracing_core::dispatcher::get_default(tracing_core::Dispatch::clone);
+        let ours = global
+            .downcast_ref::<Core>()
+            .is_some_and(|core| Arc::ptr_eq(&core.shared, &shared));
+        if ours {
+            #[cfg(feature = "otel-sdk")]
+            let _ = shared.state.dispatch.set(global.downgrade());
+            shared.state.callsites.set_dispatch(&global);
+        }
+    });
+}
+
 impl<S> Layer<S> for Core
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn on_layer(&mut self, _subscriber: &mut S) {
+        start_filter_checks(&self.shared);
+    }
+
     fn on_register_dispatch(&self, dispatch: &tracing_core::Dispatch) {
         let shared = &self.shared;
         #[cfg(feature = "otel-sdk")]
         let _ = shared.state.dispatch.set(dispatch.downgrade());
-        if shared.writes && !shared.state.filter_checked.swap(true, Ordering::Relaxed) {
+        if shared.writes {
             shared.state.callsites.set_dispatch(dispatch);
-            filter_check::spawn(Arc::downgrade(shared));
         }
+        start_filter_checks(shared);
     }
 
     fn register_callsite(&self, meta: &'static CallsiteMeta<'static>) -> Interest {
         let shared = &self.shared;
+        if !shared.state.filter_checked.load(Ordering::Relaxed) {
+            start_filter_checks(shared);
+        }
         if shared.writes && shared.class(meta) != Class::Ignored {
             shared.state.callsites.queue(meta);
         }
@@ -859,7 +1019,7 @@ where
             if let Some(metric) = value.as_f64() {
                 shared.stats.on_eval(metric);
             }
-            shared.fill_progress(&mut r.metadata);
+            shared.fill_progress(&mut r.metadata, Some(keys::EVAL_ACCURACY));
         }
         // The spare record was cleared on the worker: nothing to drop in these fields.
         forget(replace(

@@ -129,7 +129,15 @@ impl SinkCounters {
     }
 
     pub(crate) fn error(&self, message: String) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
+        if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+            // Said at once: a run of hours must not learn at its end that its log (or an
+            // export) has been failing since its first minute.
+            eprintln!(
+                "tracing-mllog: error: sink `{}` failed: {message} (later failures are counted; \
+                 the report at shutdown has them)",
+                self.name
+            );
+        }
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
     }
 

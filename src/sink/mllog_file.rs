@@ -74,7 +74,7 @@ impl MllogFileSink {
     pub fn create(path: impl AsRef<Path>, append: bool) -> std::io::Result<MllogFileSink> {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(|e| file_in_the_way(parent).unwrap_or(e))?;
         }
         let file: File = OpenOptions::new()
             .create(true)
@@ -214,6 +214,17 @@ impl Sink for MllogFileSink {
         }
         Ok(())
     }
+}
+
+/// `create_dir_all` fails with "File exists" when a component of the path is a regular file;
+/// the error names that file instead.
+fn file_in_the_way(dir: &Path) -> Option<std::io::Error> {
+    dir.ancestors().find(|a| a.is_file()).map(|file| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{} is a file, not a directory", file.display()),
+        )
+    })
 }
 
 #[cfg(test)]
