@@ -923,21 +923,29 @@ impl tracing_mllog::sink::Sink for SlowSink {
     }
 }
 
+/// [`small_builder`] with a [`SlowSink`] beside the MLLOG file.
+fn behind_slow_sink(
+    log: &Path,
+    per_record: Duration,
+    hang_from: Option<u64>,
+) -> tracing_mllog::Builder {
+    small_builder(log).sink_with(
+        SlowSink {
+            per_record,
+            hang_from,
+            written: 0,
+        },
+        tracing_mllog::sink::Delivery::Inline,
+    )
+}
+
 const POINTS: u64 = 1500;
 
 /// `POINTS` events in a block behind a slow output, then `process::exit` while the worker is
 /// still writing them; a file named `exiting` says when.
 fn exit_behind_slow_output(log: &Path) -> ! {
-    let (layer, _guard) = small_builder(log)
+    let (layer, _guard) = behind_slow_sink(log, Duration::from_millis(1), None)
         .handle_signals(true)
-        .sink_with(
-            SlowSink {
-                per_record: Duration::from_millis(1),
-                hang_from: None,
-                written: 0,
-            },
-            tracing_mllog::sink::Delivery::Inline,
-        )
         .build()
         .expect("build");
     tracing_subscriber::registry().with(layer).init();
@@ -986,17 +994,9 @@ fn a_signal_during_exit_waits_for_the_log() {
 /// blocked logging into it: `process::exit` still ends within the shutdown timeout, and says
 /// that it gave up.
 fn exit_with_hung_output(log: &Path) -> ! {
-    let (layer, _guard) = small_builder(log)
+    let (layer, _guard) = behind_slow_sink(log, Duration::ZERO, Some(20))
         .channel_capacity(64)
         .shutdown_timeout(Duration::from_secs(1))
-        .sink_with(
-            SlowSink {
-                per_record: Duration::ZERO,
-                hang_from: Some(20),
-                written: 0,
-            },
-            tracing_mllog::sink::Delivery::Inline,
-        )
         .build()
         .expect("build");
     tracing_subscriber::registry().with(layer).init();

@@ -336,6 +336,17 @@ impl Shared {
         r
     }
 
+    /// A traced step's trace-only end record, now.
+    fn step_end_record(&self, frame: &StepFrame, ids: IntervalIds) -> Box<Record> {
+        self.step_trace_record(
+            frame.meta,
+            Timestamp::now(),
+            EventType::IntervalEnd,
+            ids,
+            &frame.fields,
+        )
+    }
+
     /// Adds `samples_count` when the record says nothing about progress and the layer counts
     /// samples (a global batch size is configured). For a record that reports progress
     /// (`checked`: a block's or the run's end, an `eval_accuracy`), also looks at the figure.
@@ -531,13 +542,7 @@ impl Core {
     fn unwound_step(&self, frame: &StepFrame) {
         let shared = &*self.shared;
         if let Some(ids) = frame.traced {
-            let mut r = shared.step_trace_record(
-                frame.meta,
-                Timestamp::now(),
-                EventType::IntervalEnd,
-                ids,
-                &frame.fields,
-            );
+            let mut r = shared.step_end_record(frame, ids);
             r.metadata.set("unwound", true);
             shared.pipeline.push(r);
         }
@@ -550,13 +555,7 @@ impl Core {
         let shared = &*self.shared;
         let f = &frame.fields;
         if let Some(ids) = frame.traced {
-            let mut r = shared.step_trace_record(
-                frame.meta,
-                Timestamp::now(),
-                EventType::IntervalEnd,
-                ids,
-                f,
-            );
+            let mut r = shared.step_end_record(frame, ids);
             r.metadata.set(keys::SAMPLES_COUNT, total);
             if let Some(loss) = f.loss() {
                 r.metadata.set("loss", loss);
