@@ -142,6 +142,9 @@ struct Queue {
     /// through it).
     idle: AtomicBool,
     counters: Counters,
+    /// The layer's warnings about the run's own figures, for the report (which may be made
+    /// after the layer is gone).
+    warnings: Mutex<Vec<String>>,
 }
 
 thread_local! {
@@ -242,6 +245,7 @@ impl Pipeline {
             } else {
                 (capacity / 4).max(1)
             },
+            warnings: Mutex::new(Vec::new()),
             counters: Counters {
                 sinks: slots
                     .iter()
@@ -316,6 +320,15 @@ impl Pipeline {
     /// (`eval_accuracy`: the run may stop and exit right after it).
     pub(crate) fn push_urgent(&self, record: Box<Record>) {
         self.push_inner(record, true);
+    }
+
+    /// A warning about the run's own figures, for [`Report::warnings`].
+    pub(crate) fn warn(&self, warning: String) {
+        let q = &*self.queue;
+        q.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(warning);
     }
 
     /// Counts a record the layer did not produce because the run has been ended (an interval
@@ -705,7 +718,7 @@ impl GuardInner {
             return;
         }
         let report = self.report();
-        if !report.is_clean() || report.received_nothing() {
+        if !report.is_clean() || report.received_nothing() || !report.warnings.is_empty() {
             eprintln!("tracing-mllog: {report}");
         }
         if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
@@ -748,6 +761,12 @@ impl GuardInner {
                 || c.sink_timed_out.load(Ordering::Relaxed),
             compliance: self.compliance.as_ref().map(ComplianceHandle::report),
             sinks: c.sinks.iter().map(|s| s.report()).collect(),
+            warnings: self
+                .queue
+                .warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 
@@ -1092,6 +1111,10 @@ pub struct Report {
     /// The compliance checker's verdict on the records so far (the whole log after
     /// shutdown), when live checking is on.
     pub compliance: Option<crate::compliance::ComplianceReport>,
+    /// What the layer found wrong with the run's own figures, which no rule checks (steps it
+    /// never saw: a count of 0 after an evaluation, an `eval_accuracy` whose `samples_count`
+    /// disagrees with the count). Said on stderr when found, and again in the report.
+    pub warnings: Vec<String>,
 }
 
 impl Report {
@@ -1126,7 +1149,8 @@ impl std::fmt::Display for Report {
                 " (no span or event reached the layer: is it part of the subscriber in use \
                  (`.init()`, `set_global_default`, `with_default`)? A filter on the whole \
                  subscriber (`EnvFilter`, `LevelFilter`, `RUST_LOG`) hides spans from every \
-                 layer, this one included: filter the other layers instead \
+                 layer, this one included, and a per-layer filter on this layer \
+                 (`layer.with_filter(..)`) hides them from it: filter the other layers instead \
                  (`fmt::layer().with_filter(..)`); the highest level enabled now is {})",
                 tracing_core::LevelFilter::current()
             )?;
@@ -1166,6 +1190,9 @@ impl std::fmt::Display for Report {
                     write!(f, " (last: {e})")?;
                 }
             }
+        }
+        for w in &self.warnings {
+            write!(f, "\n  warning: {w}")?;
         }
         Ok(())
     }

@@ -145,7 +145,11 @@ fn lost_steps_are_said_by_the_first_record_that_shows_them() {
         let out = run_case(case);
         assert!(out.contains(said), "{case}: {out}");
         assert_eq!(out.matches("tracing-mllog: warning:").count(), 1, "{case}: {out}");
-        assert!(out.contains("child: steps logged"), "{case}: {out}");
+        // Said when found, and again in the report at the end of the run.
+        let said_at = out.find(said).unwrap();
+        let logged = out.find("child: steps logged").unwrap();
+        let in_report = out.rfind(&format!("\n  warning: {said}")).expect("in the report");
+        assert!(said_at < logged && logged < in_report, "{case}: {out}");
     }
     // The same loops with every step seen: not a word.
     for case in [

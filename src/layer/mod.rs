@@ -134,8 +134,8 @@ pub(crate) struct LayerState {
     warmup_depth: AtomicU32,
     /// Whether the subscriber-filter check was started (once per layer).
     filter_checked: AtomicBool,
-    /// Whether lost steps were said on stderr (once per layer).
-    progress_warned: AtomicBool,
+    /// Lost steps were said (once per layer).
+    lost_steps_said: AtomicBool,
     /// Held while an interval's records are queued and the open list changes, so that an exit
     /// path ending the run sees every interval whose start is queued, and no interval record
     /// lands after the `run_stop` it writes.
@@ -170,7 +170,7 @@ impl Default for LayerState {
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
             filter_checked: AtomicBool::new(false),
-            progress_warned: AtomicBool::new(false),
+            lost_steps_said: AtomicBool::new(false),
             order: Mutex::new(()),
             ended: AtomicBool::new(false),
             callsites: Arc::default(),
@@ -383,7 +383,7 @@ impl Shared {
             Some(Some(given)) => key == keys::EVAL_ACCURACY && given != counted as f64,
             Some(None) => false,
         };
-        if !lost || !self.writes || self.state.progress_warned.swap(true, Ordering::Relaxed) {
+        if !lost || !self.writes || self.state.lost_steps_said.swap(true, Ordering::Relaxed) {
             return;
         }
         let figure = match given {
@@ -397,13 +397,15 @@ impl Shared {
                  say 0 samples and no throughput or `train_loss` is logged"
             ),
         };
-        eprintln!(
-            "tracing-mllog: warning: {figure}. Steps are lost when a filter disables their \
-             span (one above the subscriber's maximum level, e.g. `debug_span!(\"train_step\")` \
-             under an `info` filter; a per-layer filter on this layer), when they run on a \
-             thread a scoped subscriber (`set_default`, `with_default`) does not reach, or \
-             when a step's `samples` is not the global figure. README, \"Filters\"."
+        let warning = format!(
+            "{figure}. Steps are lost when a filter disables their span (one above the \
+             subscriber's maximum level, e.g. `debug_span!(\"train_step\")` under an `info` \
+             filter; a per-layer filter on this layer), when they run on a thread a scoped \
+             subscriber (`set_default`, `with_default`) does not reach, or when a step's \
+             `samples` is not the global figure. README, \"Filters\"."
         );
+        eprintln!("tracing-mllog: warning: {warning}");
+        self.pipeline.warn(warning);
     }
 
     /// `tracked_stats {"throughput": samples/s, "train_step_time": s}` for a stretch of steps.
