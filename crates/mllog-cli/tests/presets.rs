@@ -186,7 +186,7 @@ fn every_fixed_value_changed_fails_in_closed_and_open_relaxes_it() {
 }
 
 #[test]
-fn the_issue_message_in_words() {
+fn preset_errors_name_the_value_the_benchmark_and_the_rule() {
     let err = Llama31_8b::default()
         .with_value("opt_adamw_beta_2", 0.999)
         .preset(Division::Closed, Ruleset::V6_1_0)
