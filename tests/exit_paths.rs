@@ -1035,8 +1035,8 @@ fn a_hung_output_does_not_hang_the_exit() {
 }
 
 /// One thread calls `process::exit` while others go on: one opens and closes blocks and evals
-/// in a tight loop, one logs points. `run_stop` is the last line, every interval before it is
-/// closed, and what the others logged afterwards is counted, not written.
+/// in a tight loop, one logs points. `run_stop` is the last line and every interval before it
+/// is closed.
 fn exit_while_others_log(log: &Path) -> ! {
     let (layer, _guard) = small_builder(log).build().expect("build");
     tracing_subscriber::registry().with(layer).init();
@@ -1081,11 +1081,6 @@ fn an_exit_from_one_thread_ends_the_log_while_others_log() {
             }
         }
         assert_eq!(open, 0, "{:?}", intervals(&records));
-        assert!(
-            out.stderr.contains("dropped (after shutdown)"),
-            "{}",
-            out.context()
-        );
     }
 }
 
