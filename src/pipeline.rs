@@ -937,7 +937,7 @@ impl Drop for Guard {
 /// to the one before it), and, when asked for, SIGTERM and SIGINT (a signal-hook thread that
 /// re-raises the signal's default action afterwards).
 pub(crate) mod exit {
-    use super::{Finish, GuardInner, Queue};
+    use super::{signal_name, Finish, GuardInner, Queue};
     use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex, Once, Weak};
 
@@ -1032,6 +1032,19 @@ pub(crate) mod exit {
         }
     }
 
+    /// Whether `sig` has a handler already (the program's own: `tokio::signal`, `signal-hook`,
+    /// `ctrlc`); the default action and "ignore" (a shell's background job) are none.
+    fn has_own_handler(sig: libc::c_int) -> bool {
+        // SAFETY: sigaction(2) with a null new action only reads the current one into `old`,
+        // a zeroed (valid) `sigaction`.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+                && old.sa_sigaction != libc::SIG_IGN
+        }
+    }
+
     /// Handles SIGTERM and SIGINT from now on: every live pipeline ends its run (`aborted`)
     /// and flushes, then the signal's default action (termination) happens. Once per process.
     pub(crate) fn handle_signals() -> std::io::Result<()> {
@@ -1039,6 +1052,17 @@ pub(crate) mod exit {
         let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
         if *installed {
             return Ok(());
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT] {
+            if has_own_handler(sig) {
+                eprintln!(
+                    "tracing-mllog: warning: the program handles {} itself; with signal \
+                     handling on, the signal also ends the run and then the process once the \
+                     log is flushed, which cuts that handler's work short (a last step, a \
+                     checkpoint). Leave `handle_signals` off if the program ends its run itself.",
+                    signal_name(sig)
+                );
+            }
         }
         let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT])?;
         std::thread::Builder::new()

@@ -1147,6 +1147,41 @@ fn records_logged_after_the_guard_are_said_at_exit() {
     assert!(find(&out.records(), "late_point").is_empty());
 }
 
+/// A program that handles SIGTERM itself, with the layer's signal handling turned on too: it is
+/// told at `build()` that the two do not go together.
+fn own_handler_and_signal_handling(log: &Path) {
+    extern "C" fn on_term(_: libc::c_int) {}
+    // SAFETY: installs an async-signal-safe handler (it does nothing).
+    unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
+    let (_layer, _guard) = small_builder(log)
+        .handle_signals(true)
+        .build::<tracing_subscriber::Registry>()
+        .expect("build");
+}
+
+#[test]
+fn a_program_with_its_own_sigterm_handler_is_told_at_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_case("own_handler_and_signal_handling", dir.path(), &[]);
+    assert!(out.status.success(), "{}", out.context());
+    assert!(
+        out.stderr.contains("the program handles SIGTERM itself"),
+        "{}",
+        out.context()
+    );
+    assert!(!out.stderr.contains("handles SIGINT"), "{}", out.context());
+    // Without a handler of the program's own, not a word.
+    let quiet = run_case("signal_off_quiet", dir.path(), &[]);
+    assert!(!quiet.stderr.contains("handles"), "{}", quiet.context());
+}
+
+fn signal_handling_without_own_handler(log: &Path) {
+    let (_layer, _guard) = small_builder(log)
+        .handle_signals(true)
+        .build::<tracing_subscriber::Registry>()
+        .expect("build");
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// The child process of the tests above; started by them, never on its own.
@@ -1170,6 +1205,8 @@ fn child() {
         "exit_while_others_log" => exit_while_others_log(&log),
         "output_on_a_full_disk" => output_on_a_full_disk(&log),
         "logs_after_the_guard" => logs_after_the_guard(&log),
+        "own_handler_and_signal_handling" => own_handler_and_signal_handling(&log),
+        "signal_off_quiet" => signal_handling_without_own_handler(&log),
         other => panic!("unknown case {other}"),
     }
 }
