@@ -93,10 +93,12 @@ pub enum EnvError {
         reason: String,
     },
     /// The variable is set but its value is not valid UTF-8.
-    #[error("environment variable {name}: the value is not valid UTF-8")]
+    #[error("environment variable {name}={value:?}: the value is not valid UTF-8")]
     NotUnicode {
         /// The variable.
         name: String,
+        /// Its value with each invalid byte sequence as U+FFFD, secrets masked.
+        value: String,
     },
 }
 
@@ -104,7 +106,7 @@ impl EnvError {
     /// The variable the error is about.
     pub fn name(&self) -> &str {
         match self {
-            EnvError::Invalid { name, .. } | EnvError::NotUnicode { name } => name,
+            EnvError::Invalid { name, .. } | EnvError::NotUnicode { name, .. } => name,
         }
     }
 }
@@ -121,9 +123,9 @@ impl From<EnvError> for crate::Error {
                 value,
                 reason,
             },
-            EnvError::NotUnicode { name } => crate::Error::Env {
+            EnvError::NotUnicode { name, value } => crate::Error::Env {
                 name,
-                value: String::new(),
+                value,
                 reason: "the value is not valid UTF-8".into(),
             },
         }
@@ -214,8 +216,9 @@ impl Env {
         match self.vars.get(name) {
             None => Ok(None),
             Some(Ok(v)) => Ok(Some(v)),
-            Some(Err(_)) => Err(EnvError::NotUnicode {
+            Some(Err(v)) => Err(EnvError::NotUnicode {
                 name: name.to_owned(),
+                value: self.redact_value(name, &v.to_string_lossy()),
             }),
         }
     }
@@ -457,7 +460,17 @@ mod tests {
         env.vars
             .insert("B".into(), Err(OsString::from_vec(vec![b'x', 0xff])));
         let err = env.flag("B").unwrap_err();
-        assert_eq!(err, EnvError::NotUnicode { name: "B".into() });
+        assert_eq!(
+            err,
+            EnvError::NotUnicode {
+                name: "B".into(),
+                value: "x\u{FFFD}".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "environment variable B=\"x\u{FFFD}\": the value is not valid UTF-8"
+        );
         assert_eq!(env.flag("A").unwrap(), Some(true));
     }
 }

@@ -2,6 +2,7 @@
 //! one place a feature flag decides what `Builder::build` can plug in. It sits outside `sink`
 //! and `profile` so that neither imports the other's registration.
 
+use crate::env::{Env, EnvError};
 use crate::sink::plug::Factory;
 
 /// The optional sinks (and the segment profiler), each registered once, under its feature:
@@ -20,3 +21,90 @@ pub(crate) const FACTORIES: &[Factory] = &[
     #[cfg(feature = "otel-sdk")]
     crate::sink::otel_plug,
 ];
+
+/// Variables that turn on an optional sink or the profiler. In a build without the feature
+/// that reads one, nothing would: an operator who sets `MLLOG_OTEL=1` would get no export and
+/// no word. `build()` says so instead, naming the variable and the feature.
+pub(crate) fn check_features(env: &Env) -> Result<(), EnvError> {
+    let needs = |on: bool, name: &str, feature: &str, compiled: bool| {
+        if on && !compiled {
+            return Err(env.invalid(
+                name,
+                format!(
+                    "nothing reads it: this build of tracing-mllog lacks its `{feature}` \
+                     feature (enable it, or unset the variable)"
+                ),
+            ));
+        }
+        Ok(())
+    };
+    let otel = env.flag("MLLOG_OTEL")? == Some(true);
+    needs(otel, "MLLOG_OTEL", "otel", cfg!(feature = "otel-sdk"))?;
+    let nvtx = env.flag("MLLOG_NVTX")? == Some(true);
+    needs(nvtx, "MLLOG_NVTX", "nvtx", cfg!(feature = "nvtx"))?;
+    let rpd = env.string("MLLOG_RPD_FILE")?.is_some();
+    needs(rpd, "MLLOG_RPD_FILE", "rpd", cfg!(feature = "rpd"))?;
+    let upload = env.string("MLLOG_UPLOAD_URL")?.is_some();
+    needs(
+        upload,
+        "MLLOG_UPLOAD_URL",
+        "object-store",
+        cfg!(feature = "object-store"),
+    )?;
+    // `PROFILER` is a common name: only the two values this crate reads are its business.
+    let profiler = env
+        .string("PROFILER")?
+        .map(|p| p.trim().to_ascii_lowercase());
+    if matches!(profiler.as_deref(), Some("rpd" | "cuda")) {
+        needs(
+            true,
+            "PROFILER",
+            "rpd` or `nvtx",
+            cfg!(feature = "profiling"),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_features;
+    use crate::env::Env;
+
+    /// Each variable that turns on an optional part is an error in a build without its
+    /// feature, and passes in one with it; switched off, it is never an error.
+    #[test]
+    fn a_variable_whose_feature_is_missing_is_an_error() {
+        for (name, value, compiled) in [
+            ("MLLOG_OTEL", "1", cfg!(feature = "otel-sdk")),
+            ("MLLOG_NVTX", "yes", cfg!(feature = "nvtx")),
+            ("MLLOG_RPD_FILE", "/tmp/run.rpd", cfg!(feature = "rpd")),
+            (
+                "MLLOG_UPLOAD_URL",
+                "s3://bucket/run",
+                cfg!(feature = "object-store"),
+            ),
+            ("PROFILER", "cuda", cfg!(feature = "profiling")),
+        ] {
+            let result = check_features(&Env::from_map([(name, value)]));
+            match result {
+                Ok(()) => assert!(compiled, "{name}={value} passed without its feature"),
+                Err(e) => {
+                    assert!(!compiled, "{name}: {e}");
+                    assert_eq!(e.name(), name);
+                    assert!(e.to_string().contains("feature"), "{e}");
+                }
+            }
+        }
+        for (name, value) in [
+            ("MLLOG_OTEL", "0"),
+            ("MLLOG_NVTX", "off"),
+            ("PROFILER", "nsys"),
+        ] {
+            assert!(
+                check_features(&Env::from_map([(name, value)])).is_ok(),
+                "{name}"
+            );
+        }
+    }
+}

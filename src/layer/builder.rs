@@ -614,6 +614,7 @@ impl Builder {
             None => Env::process(),
         };
         self.overlay_env(&env)?;
+        crate::registry::check_features(&env)?;
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
         }

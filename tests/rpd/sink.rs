@@ -356,3 +356,25 @@ fn sink_from_an_environment_map() {
     assert!(matches!(err, RpdError::Env(_)), "{err}");
     assert!(err.to_string().contains("MLLOG_RPD_SCHEMA=\"7\""), "{err}");
 }
+
+/// A file another writer keeps locked at start-up: the sink gives up after its busy timeout,
+/// and the error says that a lock held elsewhere is why.
+#[test]
+fn a_file_locked_at_start_names_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.rpd");
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = Instant::now();
+    let err = RpdConfig::new(&path)
+        .busy_timeout(Duration::from_millis(200))
+        .open()
+        .err()
+        .expect("the file is locked");
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let msg = err.to_string();
+    assert!(msg.contains("database is locked"), "{msg}");
+    assert!(msg.contains("another writer"), "{msg}");
+    assert!(msg.contains("busy timeout"), "{msg}");
+    holder.execute_batch("ROLLBACK").unwrap();
+}

@@ -722,7 +722,19 @@ fn sqlite(context: &'static str, e: rusqlite::Error) -> RpdError {
     RpdError::Sqlite {
         path: PathBuf::new(),
         context,
-        message: e.to_string(),
+        message: sqlite_message(&e),
+    }
+}
+
+/// SQLite's message, and for a lock, whose it is likely to be: "database is locked" alone
+/// sends a user looking at the setting that was being changed.
+pub(super) fn sqlite_message(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
+            "{e}: another writer (rpd_tracer, another rank, a viewer) held the file's lock \
+             past the busy timeout (`RpdConfig::busy_timeout`)"
+        ),
+        _ => e.to_string(),
     }
 }
 

@@ -241,7 +241,7 @@ fn sql_err(context: &'static str) -> impl FnOnce(rusqlite::Error) -> RpdError {
     move |e| RpdError::Sqlite {
         path: std::path::PathBuf::new(),
         context,
-        message: e.to_string(),
+        message: super::sqlite_message(&e),
     }
 }
 
@@ -399,7 +399,7 @@ pub(super) fn open(
     let conn = Connection::open(path).map_err(|e| RpdError::Sqlite {
         path: path.to_path_buf(),
         context: "opening",
-        message: e.to_string(),
+        message: super::sqlite_message(&e),
     })?;
     conn.busy_timeout(busy_timeout)
         .map_err(sql_err("setting the busy timeout"))?;
