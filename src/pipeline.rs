@@ -177,6 +177,13 @@ pub(crate) fn lock_until<T>(mutex: &Mutex<T>, deadline: Instant) -> Option<Mutex
 }
 
 impl Queue {
+    /// Whether this thread's records are refused: the worker has stopped, or an exit path has
+    /// sealed the queue and this thread is not the one ending the run. The thread-local is
+    /// read only once the queue is closed, so an open queue costs one load.
+    fn refuses(&self) -> bool {
+        self.closed.load(Ordering::SeqCst) && !ENDING_RUN.get()
+    }
+
     /// Whether a producer that just queued a record should wake a sleeping worker. Waking
     /// costs the training thread a system call (several microseconds, more than the rest of
     /// the record), so by default only interval records (rare: `run_start` should be checked
@@ -358,7 +365,7 @@ impl Pipeline {
     fn push_inner(&self, record: Box<Record>, urgent: bool) {
         let q = &*self.queue;
         q.pushing.fetch_add(1, Ordering::SeqCst);
-        if q.closed.load(Ordering::SeqCst) && !ENDING_RUN.get() {
+        if q.refuses() {
             q.pushing.fetch_sub(1, Ordering::SeqCst);
             q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
             return;
@@ -378,7 +385,7 @@ impl Pipeline {
                     return;
                 }
             }
-            if q.closed.load(Ordering::SeqCst) && !ENDING_RUN.get() {
+            if q.refuses() {
                 q.pushing.fetch_sub(1, Ordering::SeqCst);
                 q.counters.dropped_closed.fetch_add(1, Ordering::Relaxed);
                 return;

@@ -24,7 +24,8 @@ pub(crate) const FACTORIES: &[Factory] = &[
 
 /// Variables that turn on an optional sink or the profiler. In a build without the feature
 /// that reads one, nothing would: an operator who sets `MLLOG_OTEL=1` would get no export and
-/// no word. `build()` says so instead, naming the variable and the feature.
+/// no word. `build()` says so instead, naming the variable and the feature. The names are
+/// spelled out here: the modules' constants for them exist only with their features.
 pub(crate) fn check_features(env: &Env) -> Result<(), EnvError> {
     let needs = |on: bool, name: &str, feature: &str, compiled: bool| {
         if on && !compiled {

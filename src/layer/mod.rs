@@ -723,12 +723,13 @@ impl Core {
                 shared
                     .bucket(&Id::from_u64(o.span))
                     .fetch_sub(1, Ordering::Relaxed);
-                let key = shared.intervals[o.spec].stop_key.clone();
+                let spec = &shared.intervals[o.spec];
+                let (span, stop) = (spec.span_name.clone(), spec.stop_key.clone());
                 shared.end_interval(o, Ending::Closed);
                 eprintln!(
-                    "tracing-mllog: warning: `run` closed while its `{key}` interval was open; \
-                     `{key}` is written now, before `run_stop` (its span's own close writes \
-                     nothing)"
+                    "tracing-mllog: warning: `run` closed while a `{span}` span opened inside \
+                     it was still open; its `{stop}` is written now, before `run_stop` (the \
+                     span's own close writes nothing)"
                 );
             }
             shared.bucket(&id).fetch_sub(1, Ordering::Relaxed);
