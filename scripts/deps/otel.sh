@@ -9,9 +9,7 @@ fi
 MLLOG_ROTEL_BIN="$("$VENV/bin/python" -c "import rotel, os; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))")"
 export MLLOG_ROTEL_BIN
 # rotel-agent links libpython3.11 dynamically; a bare Debian 12 lacks the shared library.
-if ! ldd "$MLLOG_ROTEL_BIN" 2>/dev/null | grep -q "libpython.*=> /"; then
-  if command -v apt-get >/dev/null; then
-    echo "installing libpython3.11 for rotel-agent" >&2
-    (apt-get install -y -qq libpython3.11 >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq libpython3.11 >/dev/null; }) || true
-  fi
-fi
+. scripts/lib/need.sh
+_otel_rotel_links() { ! ldd "$MLLOG_ROTEL_BIN" | grep -q "not found"; }
+need_deb libpython3.11 "rotel-agent, the OTLP collector of the OpenTelemetry tests" _otel_rotel_links
+unset -f _otel_rotel_links

@@ -1,5 +1,6 @@
 //! Shared by the integration tests: the Python interpreter of the CI venv (with the pinned
-//! `mlperf-logging`) and the official compliance checker.
+//! `mlperf-logging`), the official compliance checker, and the published logs and submission
+//! folders that the oracle tests compare against.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,27 @@ pub fn python() -> &'static Path {
         );
         py
     })
+}
+
+/// A folder of the corpus of published MLPerf results (`real` for single result logs,
+/// `submissions` for whole submitter folders), which lives outside the repository:
+/// `MLLOG_CORPUS` names it (`scripts/test` sets it to `../shared/corpus` when that exists).
+/// Without the variable it says on stderr, past the test harness's capture, what `what` was
+/// not checked, and returns `None`; a variable naming a folder without `part` fails the test.
+pub fn corpus(part: &str, what: &str) -> Option<PathBuf> {
+    use std::io::Write as _;
+    let Some(root) = std::env::var_os("MLLOG_CORPUS") else {
+        let line = format!("skipped: {what} (MLLOG_CORPUS not set)\n");
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        return None;
+    };
+    let dir = Path::new(&root).join(part);
+    assert!(
+        dir.is_dir(),
+        "MLLOG_CORPUS={} has no {part}/ folder",
+        Path::new(&root).display()
+    );
+    Some(dir)
 }
 
 /// Runs the official checker on `log`; returns (passed, combined output).

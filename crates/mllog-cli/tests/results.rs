@@ -19,8 +19,6 @@ use mllog_core::results::score::{score_dir, BenchmarkScore, ScoreOptions};
 use mllog_core::results::summary::{summarize_file, summarize_text};
 use mllog_core::Benchmark;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/real");
-
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Converged,
@@ -526,7 +524,11 @@ fn package_command_output_passes_the_package_checker() {
 /// Python's result_summarizer reading of run_start / run_stop on the same file.
 #[test]
 fn real_corpus_summaries_match_python() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
+    let Some(corpus) = common::corpus("real", "summaries of the published logs against Python's")
+    else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
         .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -551,9 +553,9 @@ for f in sorted(os.listdir({dir:?})):
         out[f] = None
 print(json.dumps(out))
 "#,
-        dir = CORPUS
+        dir = corpus
     );
-    let py = python_json(&code, Path::new(CORPUS).parent().unwrap());
+    let py = python_json(&code, &corpus);
     let mut with_time = 0;
     for f in &files {
         let s = summarize_file(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
@@ -637,8 +639,10 @@ fn plot_inputs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Inputs of the plot tests: the generated llama2_70b_lora runs (with step times; one with a
-/// file name far wider than a panel) and two real logs of other benchmarks.
-fn plot_mix(dir: &Path) -> Vec<PathBuf> {
+/// file name far wider than a panel) and two published logs of other benchmarks, from the
+/// corpus (`None` without it).
+fn plot_mix(dir: &Path, what: &str) -> Option<Vec<PathBuf>> {
+    let corpus = common::corpus("real", what)?;
     let mut files = plot_inputs(dir);
     let long = dir.join(format!(
         "v6.1_{}_llama2_70b_lora_{}_result_3.txt",
@@ -647,9 +651,9 @@ fn plot_mix(dir: &Path) -> Vec<PathBuf> {
     ));
     std::fs::write(&long, gen_run(13, 9, 13.0, Kind::Converged, 3)).unwrap();
     files.push(long);
-    files.push(Path::new(CORPUS).join("v5.0_Supermicro_bert_AS-4126GS-NBR-LCC-N1_result_1.txt"));
-    files.push(Path::new(CORPUS).join("v5.0_QCT_dlrm_dcnv2_D74H-7U_result_0.txt"));
-    files
+    files.push(corpus.join("v5.0_Supermicro_bert_AS-4126GS-NBR-LCC-N1_result_1.txt"));
+    files.push(corpus.join("v5.0_QCT_dlrm_dcnv2_D74H-7U_result_0.txt"));
+    Some(files)
 }
 
 fn hex(c: [u8; 3]) -> String {
@@ -663,7 +667,9 @@ fn hex(c: [u8; 3]) -> String {
 fn svg_plot_parses_and_shows_panels_targets_and_runs() {
     use mllog_cli::plot::{run_colors, short_name, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
-    let files = plot_mix(tmp.path());
+    let Some(files) = plot_mix(tmp.path(), "the SVG plot of generated and published logs") else {
+        return;
+    };
     let svg = tmp.path().join("out.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
         .args(["summary", "--format", "csv", "--plot"])
@@ -758,7 +764,9 @@ fn svg_plot_parses_and_shows_panels_targets_and_runs() {
 fn png_plot_decodes_and_shows_target_and_runs() {
     use mllog_cli::plot::{render_rgb, run_colors, TARGET_COLOR};
     let tmp = tempfile::tempdir().unwrap();
-    let files = plot_mix(tmp.path());
+    let Some(files) = plot_mix(tmp.path(), "the PNG plot of generated and published logs") else {
+        return;
+    };
     let png_path = tmp.path().join("out.png");
     let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
         .args(["summary", "--plot"])
@@ -817,7 +825,10 @@ fn assert_border_is_background(px: &[u8], w: u32, h: u32) {
 #[test]
 fn plot_of_the_real_corpus() {
     use mllog_cli::plot::{render_rgb, render_svg, run_colors, PALETTE_SIZE, TARGET_COLOR};
-    let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
+    let Some(corpus) = common::corpus("real", "the plot of every published log") else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "txt"))

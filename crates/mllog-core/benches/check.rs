@@ -5,7 +5,8 @@
 //! `MLLOG_PYTHON` (one that can `import mlperf_logging`); without it the comparison is skipped.
 //! Files (written to a temporary directory, removed at the end):
 //!
-//! * `real_x<N>`: a real submission log (llama31_8b, HPE, from `tests/data/real`), its
+//! * `real_x<N>`: a real submission log (llama31_8b, HPE, from the corpus of published logs
+//!   that `MLLOG_CORPUS` names, as `scripts/test` sets it; skipped without it), its
 //!   lines between `run_start` and `run_stop` repeated to `MLLOG_BENCH_MB` (default 32) MB;
 //! * `generated`: a complete 6.1.0 llama31_8b log with `train_loss` and `tracked_stats` lines
 //!   (the bulk of real logs) filling it to the same size;
@@ -29,10 +30,7 @@ use mllog_core::compliance::{check_reader, example_log, Division, Ruleset};
 use mllog_core::keys::Benchmark;
 use mllog_core::record::{Metadata, Record, Value};
 
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/data/real/v5.1_HPE_llama31_8b_XD670-H200-n8_result_8.txt"
-);
+const CORPUS_LOG: &str = "real/v5.1_HPE_llama31_8b_XD670-H200-n8_result_8.txt";
 
 fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -191,7 +189,10 @@ fn main() {
 
     let dir = std::env::temp_dir().join(format!("mllog-check-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let real = std::fs::read_to_string(CORPUS).ok();
+    let corpus = std::env::var_os("MLLOG_CORPUS").map(|d| Path::new(&d).join(CORPUS_LOG));
+    let real = corpus
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(p).ok());
     let mut files: Vec<(String, PathBuf)> = Vec::new();
     let mut write = |name: String, text: &str| {
         let path = dir.join(format!("{name}.txt"));
@@ -203,7 +204,7 @@ fn main() {
             let (big, times) = extend(text, mb * 1_000_000);
             write(format!("real_x{times}"), &big);
         }
-        None => println!("corpus log {CORPUS} not found: real-log runs skipped"),
+        None => println!("skipped: the real-log runs ({CORPUS_LOG} under MLLOG_CORPUS not found)"),
     }
     write("generated".into(), &generated(mb * 1_000_000));
     if let (Some(text), true) = (&real, full) {

@@ -33,3 +33,25 @@ pub use keys::Benchmark;
 pub use record::{EventType, Record, Value};
 pub use run::{Direction, EvalSchedule, Target};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};
+
+/// The published result logs the unit tests also read, from the corpus outside the repository
+/// (`MLLOG_CORPUS`, set by `scripts/test`): their paths, or none, with a line on stderr saying
+/// what `what` did not cover.
+#[cfg(test)]
+pub(crate) fn published_logs(what: &str) -> Vec<std::path::PathBuf> {
+    use std::io::Write as _;
+    let Some(root) = std::env::var_os("MLLOG_CORPUS") else {
+        let line = format!("skipped: {what} (MLLOG_CORPUS not set)\n");
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        return Vec::new();
+    };
+    let dir = std::path::Path::new(&root).join("real");
+    let mut logs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("MLLOG_CORPUS: {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    logs.sort();
+    assert!(!logs.is_empty(), "no published logs in {}", dir.display());
+    logs
+}

@@ -412,14 +412,11 @@ fn check_reader_matches_full_feed() {
         c.report()
     };
     let mut logs: Vec<String> = Vec::new();
-    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real");
-    if let Ok(dir) = std::fs::read_dir(corpus) {
-        for e in dir.flatten() {
-            if e.path().extension().is_some_and(|x| x == "txt") {
-                let bytes = std::fs::read(e.path()).unwrap_or_default();
-                logs.push(String::from_utf8_lossy(&bytes).into_owned());
-            }
-        }
+    for path in
+        crate::published_logs("the streaming checker against the whole-file one on published logs")
+    {
+        let bytes = std::fs::read(path).unwrap();
+        logs.push(String::from_utf8_lossy(&bytes).into_owned());
     }
     let base = llama2();
     logs.push(edit(

@@ -1254,14 +1254,11 @@ host:1:5:::MLLOG {\"time_ms\": \"2.5\", \"key\": \"x\", \"value\": NaN, \"metada
         );
         bodies.push(deep.replace("[1]", "[[1]]"));
         bodies.push(deep);
-        let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real");
-        if let Ok(dir) = std::fs::read_dir(corpus) {
-            for e in dir.flatten() {
-                let text = std::fs::read(e.path()).unwrap_or_default();
-                for line in String::from_utf8_lossy(&text).lines() {
-                    if let Some(pos) = line.rfind(MLLOG_TOKEN) {
-                        bodies.push(line[pos + MLLOG_TOKEN.len()..].trim().to_string());
-                    }
+        for path in crate::published_logs("the record parser's two paths on published records") {
+            let text = std::fs::read(path).unwrap();
+            for line in String::from_utf8_lossy(&text).lines() {
+                if let Some(pos) = line.rfind(MLLOG_TOKEN) {
+                    bodies.push(line[pos + MLLOG_TOKEN.len()..].trim().to_string());
                 }
             }
         }
