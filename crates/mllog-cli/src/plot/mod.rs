@@ -7,8 +7,8 @@
 //! the plot, so a legend never covers data. Names are file names cut from the right: the start (round, submitter, system)
 //! is what tells runs apart.
 //!
-//! Text in PNG is drawn by ab_glyph from DejaVu Sans compiled into the binary (`fonts/`, with
-//! its licence): no system font lookup, so a machine without fontconfig or installed fonts
+//! Text in PNG is drawn by ab_glyph from DejaVu Sans compiled into the binary (the `dejavu`
+//! crate's copy of the font, with its licence): no system font lookup, so a machine without fontconfig or installed fonts
 //! gets the same picture. SVG names the family and leaves rendering to the viewer.
 
 use std::io;
@@ -117,7 +117,6 @@ const AXIS: Rgb = [60, 60, 60];
 // The family name SVG carries (with fallbacks for viewers without DejaVu) and under which the
 // compiled-in font is registered for PNG.
 const FAMILY: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
-static FONT: &[u8] = include_bytes!("fonts/DejaVuSans.ttf");
 
 // Text sizes in pixels (the glyph box height of the PNG; SVG scales them the same way).
 const TITLE: f64 = 26.0;
@@ -135,7 +134,7 @@ fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // A failure shows up as a drawing error ("font unavailable") on the first text.
-        let _ = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT);
+        let _ = plotters::style::register_font(FAMILY, FontStyle::Normal, dejavu::sans::regular());
     });
 }
 
@@ -844,7 +843,7 @@ pub fn render_rgb(runs: &[RunSummary]) -> io::Result<Bitmap> {
     {
         let backend = glyphs::Glyphs {
             inner: BitMapBackend::with_buffer(&mut rgb, (p.width, p.height)),
-            font: ab_glyph::FontRef::try_from_slice(FONT).map_err(other)?,
+            font: ab_glyph::FontRef::try_from_slice(dejavu::sans::regular()).map_err(other)?,
         };
         let root = backend.into_drawing_area();
         draw(&root, runs, &p).map_err(other)?;
