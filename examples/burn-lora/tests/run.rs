@@ -1,5 +1,5 @@
 //! The burn example's runs, as child processes of the release binary (`scripts/burn` runs
-//! these with `cargo test --release -p burn-lora`, after sourcing `scripts/venv.sh` for
+//! these with `cargo test --release --manifest-path examples/burn-lora/Cargo.toml`, after sourcing `scripts/venv.sh` for
 //! `MLLOG_PYTHON` and `scripts/deps/otel.sh` for `MLLOG_ROTEL_BIN`; without them the tests fail
 //! and say so, they never skip).
 //!
