@@ -139,12 +139,17 @@ macro_rules! __mllog_fields {
 /// `info_span!(parent: None, "<name>", ...)`. The attribute form, for a function that is one
 /// step: `#[instrument(name = "train_step", parent = None, skip_all, fields(step = step))]`.
 ///
+/// The first argument, unless it is a field (`name = value`, `?name`, `%name`), is the step:
+/// `train_step!(step)` and `train_step!(i + 1, lr)` mean `step = step` and `step = i + 1, lr`;
+/// the fields after it are `tracing`'s.
+///
 /// ```
 /// use tracing::field::Empty;
 /// use tracing_mllog::train_step;
 /// for step in 0..3u64 {
 ///     let s = train_step!(step, samples = 8u64, loss = Empty).entered();
 ///     s.record("loss", 0.5);
+///     let _next = train_step!(step + 1);
 /// }
 /// let _no_fields = train_step!().entered();
 /// ```
@@ -153,7 +158,22 @@ macro_rules! train_step {
     () => {
         ::tracing::info_span!(parent: ::core::option::Option::None, "train_step")
     };
-    ($($fields:tt)+) => {
-        ::tracing::info_span!(parent: ::core::option::Option::None, "train_step", $($fields)+)
+    // Fields as `tracing` writes them: `name = value`, `?name`, `%name`.
+    ($($k:ident).+ = $($rest:tt)*) => {
+        ::tracing::info_span!(
+            parent: ::core::option::Option::None, "train_step", $($k).+ = $($rest)*
+        )
+    };
+    (? $($rest:tt)*) => {
+        ::tracing::info_span!(parent: ::core::option::Option::None, "train_step", ? $($rest)*)
+    };
+    (% $($rest:tt)*) => {
+        ::tracing::info_span!(parent: ::core::option::Option::None, "train_step", % $($rest)*)
+    };
+    // Anything else first is the step: `train_step!(step)`, `train_step!(i + 1, lr)`.
+    ($step:expr $(, $($rest:tt)*)?) => {
+        ::tracing::info_span!(
+            parent: ::core::option::Option::None, "train_step", step = $step $(, $($rest)*)?
+        )
     };
 }

@@ -206,7 +206,8 @@ impl<'a> EventFields<'a> {
                 self.learned_key = Some(k);
                 Cow::Borrowed(k)
             }
-            None => Cow::Owned(s.to_owned()),
+            // A key of the program's own: copied like a string value, into a kept buffer.
+            None => Cow::Owned(self.copied(s)),
         }
     }
 
@@ -214,9 +215,14 @@ impl<'a> EventFields<'a> {
     /// and the buffer large enough. Not interned: with the buffers, a copy is cheaper than the
     /// look-up (keys and namespaces still are).
     fn string(&mut self, s: &str) -> Value {
+        Value::Str(Cow::Owned(self.copied(s)))
+    }
+
+    /// `s` in a stashed buffer (a new one only while the pool is cold).
+    fn copied(&mut self, s: &str) -> String {
         let mut buf = self.stash.strings.pop().unwrap_or_default();
         buf.push_str(s);
-        Value::Str(Cow::Owned(buf))
+        buf
     }
 
     fn role(&self, field: &Field) -> Role {

@@ -77,6 +77,24 @@ const PROGRESS_KEYS: [&str; 4] = [
     keys::FIRST_EPOCH_NUM,
 ];
 
+/// Whether the metadata says where in training the record is (one of [`PROGRESS_KEYS`]), and
+/// its `samples_count` if it has one: one pass, each name compared only where its length
+/// matches (an `eval_accuracy` pays this on every call).
+fn progress_of(md: &Metadata) -> Option<Option<&Value>> {
+    let mut progress = false;
+    let mut samples = None;
+    for (name, value) in &md.fields {
+        let is = |key: &str| name.len() == key.len() && **name == *key;
+        if is(keys::SAMPLES_COUNT) {
+            samples = samples.or(Some(value));
+            progress = true;
+        } else if !progress && PROGRESS_KEYS.iter().any(|k| is(k)) {
+            progress = true;
+        }
+    }
+    progress.then_some(samples)
+}
+
 /// Whether `meta` comes from a crate whose spans and events are never ours.
 pub(crate) fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
     let target = meta.target();
@@ -356,17 +374,18 @@ impl Shared {
         }
         let counted = self.stats.samples();
         // `Some`: the record says where it is itself (its `samples_count`, if it has one).
-        let given = if PROGRESS_KEYS.iter().any(|k| md.get(k).is_some()) {
-            Some(md.get(keys::SAMPLES_COUNT).and_then(Value::as_f64))
-        } else {
+        let given = progress_of(md);
+        // Said once: after that the check has nothing left to say.
+        if let Some(key) = checked {
+            if !self.state.lost_steps_said.load(Ordering::Relaxed) {
+                self.check_progress(key, counted, given.map(|v| v.and_then(Value::as_f64)));
+            }
+        }
+        if given.is_none() {
             md.fields.push((
                 Cow::Borrowed(keys::SAMPLES_COUNT),
                 Value::Int(counted.into()),
             ));
-            None
-        };
-        if let Some(key) = checked {
-            self.check_progress(key, counted, given);
         }
     }
 
