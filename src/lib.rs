@@ -3,6 +3,11 @@
 #![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Thread ids (`gettid`), the exit hooks (`atexit`, `sigaction`) and the profiler's thread
+// count (`/proc/self/task`) are Linux's.
+#[cfg(not(target_os = "linux"))]
+compile_error!("tracing-mllog builds for Linux only");
+
 // The format, the rules and the results live in `mllog-core` (no `tracing`); they are
 // re-exported at the paths they always had, so `tracing_mllog::keys::...` and `crate::keys`
 // keep working.
@@ -12,6 +17,7 @@ mod error;
 pub use mllog_core::{keys, record, results};
 mod layer;
 mod log_value;
+mod os_thread;
 mod pipeline;
 pub mod presets;
 #[cfg(feature = "profiling")]

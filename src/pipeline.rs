@@ -20,8 +20,8 @@ use crossbeam_queue::ArrayQueue;
 use crate::compliance::ComplianceHandle;
 use crate::record::Str;
 use crate::record::{EventType, Record};
-use crate::sink::accounting::{mark_worker_thread, SinkCounters};
-use crate::sink::isolated::{Call, Isolated};
+use crate::sink::accounting::{mark_worker_thread, Call, SinkCounters};
+use crate::sink::isolated::Isolated;
 use crate::sink::plug::SpanHook;
 pub use crate::sink::SinkReport;
 use crate::sink::{Delivery, Sink};
@@ -84,7 +84,7 @@ pub enum Overflow {
     DropAfter(Duration),
 }
 
-enum Control {
+enum WorkerControl {
     /// Drain and flush; the answer carries, when `every_sink`, one receiver per isolated sink
     /// that hears when that sink has flushed.
     Flush {
@@ -95,13 +95,13 @@ enum Control {
 }
 
 /// Where the worker sends records: a sink it calls itself, or an isolated sink's queue.
-enum Slot {
+enum Route {
     Inline(Box<dyn Sink>, Arc<SinkCounters>),
     Isolated(Isolated),
 }
 
 #[derive(Default)]
-struct Counters {
+struct QueueCounters {
     received: AtomicU64,
     dropped_full: AtomicU64,
     dropped_closed: AtomicU64,
@@ -141,7 +141,7 @@ struct Queue {
     /// record wakes it (one wake-up after an idle stretch, instead of timer wake-ups all
     /// through it).
     idle: AtomicBool,
-    counters: Counters,
+    counters: QueueCounters,
     /// The layer's warnings about the run's own figures, for the report (which may be made
     /// after the layer is gone).
     warnings: Mutex<Vec<String>>,
@@ -230,9 +230,9 @@ impl Pipeline {
         for (sink, delivery) in sinks {
             let counters = Arc::new(SinkCounters::new(sink.name(), delivery, sink.status()));
             slots.push(match delivery {
-                Delivery::Inline => Slot::Inline(sink, counters),
+                Delivery::Inline => Route::Inline(sink, counters),
                 Delivery::Isolated { capacity } => {
-                    Slot::Isolated(Isolated::spawn(sink, capacity, counters)?)
+                    Route::Isolated(Isolated::spawn(sink, capacity, counters)?)
                 }
             });
         }
@@ -253,15 +253,15 @@ impl Pipeline {
                 (capacity / 4).max(1)
             },
             warnings: Mutex::new(Vec::new()),
-            counters: Counters {
+            counters: QueueCounters {
                 sinks: slots
                     .iter()
                     .map(|s| match s {
-                        Slot::Inline(_, c) => c.clone(),
-                        Slot::Isolated(i) => i.counters().clone(),
+                        Route::Inline(_, c) => c.clone(),
+                        Route::Isolated(i) => i.counters().clone(),
                     })
                     .collect(),
-                ..Counters::default()
+                ..QueueCounters::default()
             },
         });
         for _ in 0..spares {
@@ -419,10 +419,10 @@ const IDLE_ROUNDS: u32 = 50;
 /// How long an idle worker sleeps if nothing wakes it (producers and the guard always do).
 const IDLE_PARK: Duration = Duration::from_secs(10);
 
-fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
+fn run_worker(q: &Queue, control: Receiver<WorkerControl>, mut sinks: Vec<Route>) {
     mark_worker_thread();
     let counters = &q.counters;
-    let drain = |sinks: &mut Vec<Slot>| -> bool {
+    let drain = |sinks: &mut Vec<Route>| -> bool {
         let mut any = false;
         while let Some(mut record) = q.records.pop() {
             write_all(sinks, counters, &record);
@@ -444,7 +444,7 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
         }
         let idle = q.max_delay.is_zero() || empty_rounds >= IDLE_ROUNDS;
         match control.try_recv() {
-            Ok(Control::Flush { every_sink, ack }) => {
+            Ok(WorkerControl::Flush { every_sink, ack }) => {
                 // Everything pushed before the flush request is in the queue by now.
                 drain(&mut sinks);
                 flush_all(&mut sinks);
@@ -454,8 +454,8 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
                     sinks
                         .iter_mut()
                         .filter_map(|s| match s {
-                            Slot::Isolated(i) => Some(i.flush_acked()),
-                            Slot::Inline(..) => None,
+                            Route::Isolated(i) => Some(i.flush_acked()),
+                            Route::Inline(..) => None,
                         })
                         .collect()
                 } else {
@@ -464,7 +464,7 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
                 let _ = ack.send(isolated);
                 continue;
             }
-            Ok(Control::Shutdown(d)) => break d,
+            Ok(WorkerControl::Shutdown(d)) => break d,
             Err(TryRecvError::Disconnected) => break Instant::now() + Duration::from_secs(5),
             Err(TryRecvError::Empty) => {}
         }
@@ -488,7 +488,7 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
     }
     drain(&mut sinks);
     while let Ok(c) = control.try_recv() {
-        if let Control::Flush { ack, .. } = c {
+        if let WorkerControl::Flush { ack, .. } = c {
             let _ = ack.send(Vec::new());
         }
     }
@@ -497,7 +497,7 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
     // each on its thread, all by the same deadline, a little before the guard's: a sink left
     // behind is in the report the guard takes.
     for slot in &mut sinks {
-        if let Slot::Inline(sink, c) = slot {
+        if let Route::Inline(sink, c) = slot {
             call(sink, c, Call::Close, |s| s.close(deadline));
         }
     }
@@ -505,12 +505,12 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
         (deadline.saturating_duration_since(Instant::now()) / 10).min(Duration::from_millis(100));
     let isolated_deadline = deadline.checked_sub(margin).unwrap_or(deadline);
     for slot in &mut sinks {
-        if let Slot::Isolated(i) = slot {
+        if let Route::Isolated(i) = slot {
             i.begin_close(isolated_deadline);
         }
     }
     for slot in &mut sinks {
-        if let Slot::Isolated(i) = slot {
+        if let Route::Isolated(i) = slot {
             if !i.wait_closed(isolated_deadline) {
                 counters.sink_timed_out.store(true, Ordering::Relaxed);
             }
@@ -518,21 +518,21 @@ fn run_worker(q: &Queue, control: Receiver<Control>, mut sinks: Vec<Slot>) {
     }
 }
 
-fn write_all(sinks: &mut [Slot], counters: &Counters, record: &Record) {
+fn write_all(sinks: &mut [Route], counters: &QueueCounters, record: &Record) {
     counters.received.fetch_add(1, Ordering::Relaxed);
     for slot in sinks {
         match slot {
-            Slot::Inline(sink, c) => call(sink, c, Call::Write, |s| s.write(record)),
-            Slot::Isolated(i) => i.write(record),
+            Route::Inline(sink, c) => call(sink, c, Call::Write, |s| s.write(record)),
+            Route::Isolated(i) => i.write(record),
         }
     }
 }
 
-fn flush_all(sinks: &mut [Slot]) {
+fn flush_all(sinks: &mut [Route]) {
     for slot in sinks {
         match slot {
-            Slot::Inline(sink, c) => call(sink, c, Call::Flush, |s| s.flush()),
-            Slot::Isolated(i) => i.flush_soon(),
+            Route::Inline(sink, c) => call(sink, c, Call::Flush, |s| s.flush()),
+            Route::Isolated(i) => i.flush_soon(),
         }
     }
 }
@@ -597,7 +597,7 @@ pub struct Guard {
 /// What a [`Guard`] and the process's exit hooks share: everything needed to end the run and
 /// stop the pipeline once, from whichever comes first.
 pub(crate) struct GuardInner {
-    control: Sender<Control>,
+    control: Sender<WorkerControl>,
     queue: Arc<Queue>,
     /// The worker thread, and a channel that disconnects when it ends.
     worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
@@ -610,7 +610,7 @@ pub(crate) struct GuardInner {
     /// Whether the layer behind this guard writes (on other ranks no record is expected).
     writes: bool,
     /// The layer's state, to end the intervals still open when the pipeline stops.
-    layer: OnceLock<Weak<dyn OpenIntervals>>,
+    layer: OnceLock<Weak<dyn EndOfRun>>,
     /// The layer's span hooks (the segment profiler): finished when the pipeline stops.
     hooks: Vec<Arc<dyn SpanHook>>,
     /// Held by the exit path that is ending the run: another one (a signal during
@@ -632,7 +632,7 @@ pub(crate) enum Ending {
 /// What the pipeline asks of the layer when it stops: end the intervals still open, innermost
 /// first, and say which end records were written. The layer implements it; the pipeline only
 /// knows this much of it.
-pub(crate) trait OpenIntervals: Send + Sync {
+pub(crate) trait EndOfRun: Send + Sync {
     /// Also seals the pipeline ([`Pipeline::seal`]); gives up waiting at `deadline`.
     fn end_open_intervals(&self, ending: Ending, deadline: Instant) -> Vec<Str>;
     /// Says on stderr, before the process may exit, what the layer's filter checks still
@@ -713,7 +713,7 @@ impl GuardInner {
         }
     }
 
-    /// See [`OpenIntervals::finish_checks`].
+    /// See [`EndOfRun::finish_checks`].
     fn finish_checks(&self, deadline: Instant) {
         if let Some(shared) = self.layer.get().and_then(Weak::upgrade) {
             shared.finish_checks(deadline);
@@ -742,7 +742,7 @@ impl GuardInner {
         let (ack, ack_rx) = bounded(1);
         if self
             .control
-            .send_deadline(Control::Flush { every_sink, ack }, deadline)
+            .send_deadline(WorkerControl::Flush { every_sink, ack }, deadline)
             .is_err()
         {
             return false;
@@ -790,7 +790,7 @@ impl GuardInner {
         let deadline = crate::sink::saturating_deadline(self.shutdown_timeout);
         if self
             .control
-            .send_deadline(Control::Shutdown(deadline), deadline)
+            .send_deadline(WorkerControl::Shutdown(deadline), deadline)
             .is_err()
         {
             self.timed_out.store(true, Ordering::Relaxed);
@@ -830,7 +830,7 @@ impl Guard {
 
     /// Registers the guard with the process's exit hooks and ties it to its layer's state;
     /// the last step of `build`.
-    pub(crate) fn arm<L: OpenIntervals + 'static>(&mut self, layer: &Arc<L>) {
+    pub(crate) fn arm<L: EndOfRun + 'static>(&mut self, layer: &Arc<L>) {
         let layer: Weak<L> = Arc::downgrade(layer);
         let _ = self.inner.layer.set(layer);
         exit::register(&self.inner);

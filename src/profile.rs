@@ -880,7 +880,7 @@ impl SegmentProfilerBuilder {
 }
 
 #[derive(Default)]
-struct State {
+struct ProfilerState {
     occurrences: u64,
     profiled: u64,
     active: bool,
@@ -888,7 +888,7 @@ struct State {
     last_error: Option<String>,
 }
 
-impl State {
+impl ProfilerState {
     fn fail(&mut self, message: String) {
         self.errors += 1;
         self.last_error = Some(message);
@@ -942,7 +942,7 @@ pub struct SegmentProfiler {
     starts: AtomicU64,
     stops: AtomicU64,
     flushes: AtomicU64,
-    state: Mutex<State>,
+    state: Mutex<ProfilerState>,
     kind: ProfilerKind,
     backend: Box<dyn Backend>,
     library: String,
@@ -1025,7 +1025,7 @@ impl SegmentProfiler {
             starts: AtomicU64::new(0),
             stops: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(ProfilerState::default()),
             kind,
             backend,
             library,
@@ -1044,7 +1044,7 @@ impl SegmentProfiler {
         self.kind
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProfilerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -1119,7 +1119,7 @@ impl SegmentProfiler {
     }
 
     /// Stops the one start made for this occurrence, then flushes where the profiler needs it.
-    fn stop_locked(&self, st: &mut State) {
+    fn stop_locked(&self, st: &mut ProfilerState) {
         self.stops.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.backend.stop() {
             st.fail(e);
@@ -1258,7 +1258,7 @@ impl crate::Guard {
 /// [`crate::Builder::profiler`], else the one `PROFILER` asks for, on the writing rank only;
 /// not a sink but a span hook of the layer.
 pub(crate) fn plug(
-    cx: &mut crate::sink::plug::Context<'_>,
+    cx: &mut crate::sink::plug::SinkSetup<'_>,
 ) -> Result<Option<crate::sink::plug::Plugged>, crate::Error> {
     let given = cx.options.take::<SegmentProfiler>();
     if !cx.writes {

@@ -14,7 +14,7 @@ use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline};
 use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
-use crate::sink::plug::{Context, LayerExtras, Options};
+use crate::sink::plug::{LayerExtras, Options, SinkSetup};
 use crate::sink::{Delivery, MllogFileSink, Sink};
 use crate::submission::{Division, OverlayEnv, Submission, SystemStatus};
 use crate::Error;
@@ -667,7 +667,7 @@ impl Builder {
         };
         let sink_names: Vec<String> = sinks.iter().map(|(s, _)| s.name().to_owned()).collect();
         let mut after_log = usize::from(compliance.is_some());
-        let mut cx = Context {
+        let mut cx = SinkSetup {
             env: &env,
             writes,
             rank,

@@ -7,7 +7,7 @@ use std::cell::Cell;
 use tracing_core::Metadata;
 
 use super::fields::Role;
-use super::step::Slot;
+use super::step::StepField;
 
 /// Fields classified per callsite; fields past these are classified by name when recorded.
 pub(crate) const MAPPED_FIELDS: usize = 16;
@@ -24,7 +24,7 @@ pub(crate) enum Class {
         file: &'static str,
     },
     /// The `train_step` span, with what each of its fields is.
-    Step([Slot; MAPPED_FIELDS]),
+    Step([StepField; MAPPED_FIELDS]),
     /// An interval span: the index of its interval spec.
     Interval(usize),
     /// The warmup span.

@@ -25,11 +25,11 @@ pub const STATUS_FIELD: &str = "status";
 
 /// Field values in the order they were first recorded.
 #[derive(Default, Debug, Clone)]
-pub(crate) struct Fields {
+pub(crate) struct SpanFields {
     pub(crate) items: SmallVec<[(&'static str, Value); 4]>,
 }
 
-impl Fields {
+impl SpanFields {
     fn set(&mut self, name: &'static str, value: Value) {
         match self.items.iter_mut().find(|(k, _)| *k == name) {
             Some(slot) => slot.1 = value,
@@ -312,7 +312,7 @@ impl Visit for EventFields<'_> {
     }
 }
 
-impl Visit for Fields {
+impl Visit for SpanFields {
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.set(field.name(), Value::Float(value));
     }
@@ -367,7 +367,7 @@ fn text_of(value: Value) -> Str {
     }
 }
 
-impl Fields {
+impl SpanFields {
     /// The parts of a stop record; `skip_status`: the `status` field is no metadata.
     pub(crate) fn into_parts(self, skip_status: bool) -> RecordParts {
         let mut parts = RecordParts {

@@ -13,6 +13,7 @@
 
 mod builder;
 mod callsite;
+mod entered;
 pub(crate) mod fields;
 mod filter;
 mod filter_check;
@@ -36,13 +37,13 @@ use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
-use crate::pipeline::{lock_until, Ending, OpenIntervals, Pipeline};
+use crate::pipeline::{lock_until, EndOfRun, Ending, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
 use callsite::{Class, MAPPED_FIELDS};
-use fields::{EventFields, Fields, Role as FieldRole, KEY_FIELD, STATUS_FIELD};
-use step::{OpenSteps, Slot, StepFields, StepFrame, StepVisitor, SHARDS};
+use fields::{EventFields, Role as FieldRole, SpanFields, KEY_FIELD, STATUS_FIELD};
+use step::{OpenSteps, StepField, StepFields, StepFrame, StepVisitor, SHARDS};
 
 /// Which span names become which interval keys.
 #[derive(Clone, Debug)]
@@ -283,9 +284,9 @@ impl Shared {
         }
         let name = meta.name();
         if *self.step_span == *name {
-            let mut slots = [Slot::Other; MAPPED_FIELDS];
+            let mut slots = [StepField::Other; MAPPED_FIELDS];
             for (slot, name) in slots.iter_mut().zip(names()) {
-                *slot = Slot::of(name);
+                *slot = StepField::of(name);
             }
             Class::Step(slots)
         } else if let Some(i) = self.intervals.iter().position(|s| *s.span_name == *name) {
@@ -326,7 +327,7 @@ impl Shared {
         r.value = value;
         r.metadata.file = Some(Cow::Borrowed(self.file_of(meta)));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
-        r.tid = step::thread_id();
+        r.tid = crate::os_thread::id();
         r
     }
 
@@ -479,7 +480,7 @@ pub(crate) struct OpenInterval {
     span: u64,
     spec: usize,
     ids: IntervalIds,
-    fields: Fields,
+    fields: SpanFields,
     /// The span's callsite: its end record names the same line as its start.
     meta: &'static CallsiteMeta<'static>,
     #[cfg(feature = "otel-sdk")]
@@ -492,7 +493,7 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    fn open_step(&self, attrs: &Attributes<'_>, id: &Id, slots: &[Slot]) {
+    fn open_step(&self, attrs: &Attributes<'_>, id: &Id, slots: &[StepField]) {
         let shared = &*self.shared;
         // Warmup steps and steps outside the run are not the timed run: no throughput, no
         // train_loss, no samples.
@@ -531,7 +532,7 @@ impl Core {
         let time = Timestamp::now();
         let ids = IntervalIds {
             id: shared.state.next_id.fetch_add(1, Ordering::Relaxed),
-            parent: step::current_interval(shared.id),
+            parent: entered::current_interval(shared.id),
         };
         let r = shared.step_trace_record(meta, time, EventType::IntervalStart, ids, fields);
         shared.pipeline.push(r);
@@ -607,7 +608,7 @@ impl Core {
             r.metadata.set("lr", lr);
         }
         r.metadata.set("step", step_no);
-        r.scope = step::current_interval(shared.id);
+        r.scope = entered::current_interval(shared.id);
         shared.pipeline.push(r);
     }
 
@@ -628,7 +629,7 @@ impl Core {
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let mut fields = Fields::default();
+        let mut fields = SpanFields::default();
         attrs.record(&mut fields);
         let parent = span
             .scope()
@@ -845,7 +846,7 @@ impl Shared {
     }
 }
 
-impl OpenIntervals for Shared {
+impl EndOfRun for Shared {
     /// Ends every interval still open, innermost first, as the process or the pipeline goes
     /// away while spans are open (their own close will find nothing left to end). Returns the
     /// end keys written, in order.
@@ -877,7 +878,7 @@ impl OpenIntervals for Shared {
 #[inline(never)]
 fn enter_tracked(shared: &Shared, id: &Id) {
     if let Some(interval) = shared.open_interval_id(id.into_u64()) {
-        step::enter_interval(shared.id, id.into_u64(), interval);
+        entered::enter_interval(shared.id, id.into_u64(), interval);
     }
 }
 
@@ -979,7 +980,7 @@ where
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
         if self.shared.maybe_tracked(id) {
-            step::exit_interval(self.shared.id, id.into_u64());
+            entered::exit_interval(self.shared.id, id.into_u64());
         }
     }
 
@@ -1053,8 +1054,8 @@ where
         forget(replace(&mut r.value, value));
         r.metadata.file = Some(Cow::Borrowed(file));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
-        r.tid = step::thread_id();
-        r.scope = step::current_interval(shared.id);
+        r.tid = crate::os_thread::id();
+        r.scope = entered::current_interval(shared.id);
         if is_eval {
             shared.pipeline.push_urgent(r);
         } else {

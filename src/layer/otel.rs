@@ -147,7 +147,7 @@ pub(super) fn open_traced<S>(
         Cow::Owned(format!("{name}_start")),
         crate::record::Value::Null,
     );
-    let mut fields = super::fields::Fields::default();
+    let mut fields = super::fields::SpanFields::default();
     attrs.record(&mut fields);
     if let Some(ns) = fields.start_parts(false, &mut r.metadata.fields) {
         r.namespace = ns;

@@ -18,7 +18,7 @@ use super::config::Backpressure;
 
 /// Counters shared by the sink, its processor, its export thread and every handle.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
+pub(crate) struct ExportCounters {
     pub spans_started: AtomicU64,
     pub spans_ended: AtomicU64,
     pub spans_exported: AtomicU64,
@@ -51,7 +51,7 @@ pub(crate) struct Counters {
     pub shutdown_deadline: Mutex<Option<Instant>>,
 }
 
-impl Counters {
+impl ExportCounters {
     fn past_shutdown_deadline(&self) -> bool {
         self.shutdown_deadline
             .lock()
@@ -60,7 +60,7 @@ impl Counters {
     }
 }
 
-impl Counters {
+impl ExportCounters {
     pub(crate) fn error(&self, msg: String) {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
     }
@@ -143,7 +143,7 @@ pub(crate) struct QueueProcessor {
 pub(crate) struct SpanQueue {
     tx: Sender<Msg>,
     backpressure: Backpressure,
-    counters: Arc<Counters>,
+    counters: Arc<ExportCounters>,
 }
 
 impl SpanQueue {
@@ -183,7 +183,7 @@ impl QueueProcessor {
         exporter: E,
         settings: Settings,
         executor: Executor,
-        counters: Arc<Counters>,
+        counters: Arc<ExportCounters>,
     ) -> std::io::Result<QueueProcessor> {
         let (tx, rx) = crossbeam_channel::bounded(settings.queue_size);
         let c = counters.clone();
@@ -254,7 +254,7 @@ impl SpanProcessor for QueueProcessor {
 fn export_loop<E: SpanExporter>(
     exporter: E,
     rx: Receiver<Msg>,
-    counters: Arc<Counters>,
+    counters: Arc<ExportCounters>,
     batch_size: usize,
     delay: Duration,
     executor: Executor,
