@@ -848,9 +848,8 @@ impl Guard {
     }
 
     /// The own report of the first sink (or span hook) that keeps one of type `T`, as it
-    /// stands: e.g. `guard.detail::<tracing_mllog::sink::UploadReport>()`. Each optional
-    /// sink also has a named shortcut (`Guard::upload_report`, `Guard::otel_report`,
-    /// `Guard::profile_report`) under its feature.
+    /// stands: e.g. `guard.detail::<tracing_mllog::sink::UploadReport>()`,
+    /// `::<OtelReport>()`, `::<ProfileReport>()`. The one way to read a sink's own report.
     pub fn detail<T: std::any::Any + Clone>(&self) -> Option<T> {
         let c = &self.inner.queue.counters;
         c.sinks

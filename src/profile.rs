@@ -442,7 +442,7 @@ pub enum ProfileError {
 
 /// What the profiler did, for the run report.
 ///
-/// Read it with [`crate::Guard::profile_report`] (also the profiler's
+/// Read it with [`crate::Guard::detail`]`::<ProfileReport>()` (also the profiler's
 /// [`crate::SinkReport::detail`]). A healthy one-shot profile ends with
 /// `starts == stops == 1` and `errors == 0`; `occurrences` below the segment's `N` means the
 /// segment never came (a run shorter than the step asked for). Without profiling there is
@@ -457,7 +457,7 @@ pub enum ProfileError {
 ///     .environment(Vec::<(String, String)>::new())
 ///     .build::<tracing_subscriber::Registry>()?;
 /// guard.shutdown();
-/// assert_eq!(guard.profile_report(), None);
+/// assert_eq!(guard.detail::<tracing_mllog::profile::ProfileReport>(), None);
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```
 ///
@@ -480,7 +480,7 @@ pub enum ProfileError {
 ///     }
 /// });
 /// guard.shutdown();
-/// let report = guard.profile_report().expect("profiling is on");
+/// let report = guard.detail::<tracing_mllog::profile::ProfileReport>().expect("profiling is on");
 /// assert_eq!((report.starts, report.stops, report.errors), (1, 1, 0), "{report:?}");
 /// assert_eq!(report.segment, "train_step:10");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -1234,23 +1234,6 @@ impl crate::sink::plug::SpanHook for SegmentProfiler {
 
     fn detail(&self) -> crate::sink::Detail {
         crate::sink::Detail::new(self.report())
-    }
-}
-
-impl crate::Builder {
-    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
-    /// `cuda`, `PROFILE_SEGMENT`, ...). An RPD profiler is best built before other threads
-    /// start: it may have to set `RPDT_*` variables (see [`ProfileError::TracerEnvironment`]).
-    pub fn profiler(mut self, profiler: SegmentProfiler) -> Self {
-        self.options.set(profiler);
-        self
-    }
-}
-
-impl crate::Guard {
-    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
-    pub fn profile_report(&self) -> Option<ProfileReport> {
-        self.detail()
     }
 }
 

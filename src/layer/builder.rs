@@ -878,6 +878,40 @@ impl Builder {
     }
 }
 
+/// The optional sinks' settings in code, each under its feature; `build()` hands them to the
+/// sink's registration (`crate::registry`), where the environment may override them.
+impl Builder {
+    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
+    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
+    #[cfg(feature = "rpd")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rpd")))]
+    pub fn rpd(mut self, config: crate::sink::RpdConfig) -> Self {
+        self.options.set(config);
+        self
+    }
+
+    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
+    /// the background, never blocking training, a final upload at shutdown. Needs a file
+    /// output.
+    #[cfg(feature = "object-store")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "object-store")))]
+    pub fn upload(mut self, config: crate::sink::UploadConfig) -> Self {
+        self.options.set(config);
+        self
+    }
+
+    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
+    /// `cuda`, `PROFILE_SEGMENT`, ...). An RPD profiler is best built before other threads
+    /// start: it may have to set `RPDT_*` variables (see
+    /// [`ProfileError::TracerEnvironment`](crate::profile::ProfileError::TracerEnvironment)).
+    #[cfg(feature = "profiling")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "profiling")))]
+    pub fn profiler(mut self, profiler: crate::profile::SegmentProfiler) -> Self {
+        self.options.set(profiler);
+        self
+    }
+}
+
 /// Longest `MLLOG_MAX_DELAY_MS`: a minute (a record waits at most this long for the worker).
 const MAX_DELAY_MS: u64 = 60_000;
 

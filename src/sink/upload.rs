@@ -185,7 +185,7 @@ enum Destination {
 ///
 /// Give it to [`crate::Builder::upload`] (or set `MLLOG_UPLOAD_URL`): the layer then keeps a
 /// copy of its MLLOG file in object storage, re-uploaded in the background and a last time
-/// at shutdown, when it is read back and compared; [`crate::Guard::upload_report`] says how
+/// at shutdown, when it is read back and compared; [`crate::Guard::detail`]`::<UploadReport>()` says how
 /// that went. Credentials come from the provider's usual variables or
 /// [`UploadConfig::option`]s and are never printed: `Debug` shows option keys but never
 /// option values, and URLs are shown without credentials or query string.
@@ -212,7 +212,7 @@ enum Destination {
 ///     mllog!(keys::SEED, 7);
 /// });
 /// guard.shutdown(); // the final upload, read back and compared
-/// let upload = guard.upload_report().expect("an uploader");
+/// let upload = guard.detail::<tracing_mllog::sink::UploadReport>().expect("an uploader");
 /// assert_eq!(upload.final_remote_matches_local, Some(true), "{upload}");
 /// assert_eq!(std::fs::read(&remote)?, std::fs::read(&local)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -704,7 +704,7 @@ fn install_crypto_provider() {
     }
 }
 
-/// What the uploader did (read it with [`crate::Guard::upload_report`] or
+/// What the uploader did (read it with [`crate::Guard::detail`]`::<UploadReport>()` or
 /// [`UploadHandle::report`]; the [`UploadConfig`] example checks it after shutdown).
 /// `final_remote_matches_local` is `None` until the final upload ran,
 /// then `Some(true)` only when the remote object was read back byte-identical to the local
@@ -804,7 +804,7 @@ impl UploadState {
 }
 
 /// Reads an [`UploadSink`]'s progress from any thread. Through the layer,
-/// [`crate::Guard::upload_report`] gives the same report.
+/// [`crate::Guard::detail`]`::<UploadReport>()` gives the same report.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -976,24 +976,6 @@ impl UploadSink {
             closed: false,
         };
         Ok((sink, UploadHandle { shared }))
-    }
-}
-
-impl crate::Builder {
-    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
-    /// the background, never blocking training, a final upload at shutdown. Needs a file
-    /// output.
-    pub fn upload(mut self, config: UploadConfig) -> Self {
-        self.options.set(config);
-        self
-    }
-}
-
-impl crate::Guard {
-    /// What the object-store uploader did: uploads, retries, the latest error, and after
-    /// shutdown whether the remote copy matches the local file.
-    pub fn upload_report(&self) -> Option<UploadReport> {
-        self.detail()
     }
 }
 

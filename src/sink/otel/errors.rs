@@ -5,8 +5,14 @@
 
 use std::time::Duration;
 
-use super::processor::Signal;
 use crate::sink::accounting::seconds;
+
+/// An OTLP signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    Traces,
+    Metrics,
+}
 
 /// Longest excerpt of the exporter's own message kept after the cause.
 const MAX_DETAIL: usize = 300;

@@ -31,7 +31,8 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider, SpanExporter};
 
 use self::attributes::{otel_value, record_attributes, KeyCache};
-use self::processor::{Executor, ExportCounters, QueueProcessor, Settings, Signal};
+use self::errors::Signal;
+use self::processor::{Executor, ExportCounters, QueueProcessor, Settings};
 use self::span::{LiveSpan, Parent, Spans};
 use super::{Sink, SinkError};
 use crate::record::{EventType, OtelFields, Record, TraceParent, Value};
@@ -976,13 +977,6 @@ impl OtelSink {
         }
         self.counters.closed.store(true, Ordering::Release);
         result
-    }
-}
-
-impl crate::Guard {
-    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
-    pub fn otel_report(&self) -> Option<OtelReport> {
-        self.detail()
     }
 }
 

@@ -15,6 +15,7 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 
 use super::config::Backpressure;
+use super::errors::Signal;
 
 /// Counters shared by the sink, its processor, its export thread and every handle.
 #[derive(Debug, Default)]
@@ -98,13 +99,6 @@ impl ExportCounters {
         };
         last.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
-}
-
-/// An OTLP signal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Signal {
-    Traces,
-    Metrics,
 }
 
 pub(crate) enum Msg {

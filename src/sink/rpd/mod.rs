@@ -802,15 +802,6 @@ fn sanitize_in_place(label: &mut String) {
     }
 }
 
-impl crate::Builder {
-    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
-    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
-    pub fn rpd(mut self, config: RpdConfig) -> Self {
-        self.options.set(config);
-        self
-    }
-}
-
 /// The registration (see `crate::registry::FACTORIES`): `MLLOG_RPD_FILE`, else
 /// [`crate::Builder::rpd`], on the writing rank.
 pub(crate) fn plug(
