@@ -690,7 +690,7 @@ impl Builder {
             }
         }
         if self.handle_signals && writes {
-            crate::pipeline::exit::handle_signals().map_err(Error::Worker)?;
+            crate::pipeline::handle_signals().map_err(Error::Worker)?;
         }
         // A rank with nothing to feed disables every callsite (see `MllogLayer`); a span hook
         // (the profiler) alone needs the spans too.
