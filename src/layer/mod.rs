@@ -19,6 +19,7 @@ mod filter;
 mod filter_check;
 #[cfg(feature = "otel-sdk")]
 mod otel;
+mod plan;
 mod step;
 
 pub use builder::{Builder, Interval};

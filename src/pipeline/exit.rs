@@ -5,20 +5,61 @@
 //! lock held by a stuck thread ([`lock_until`]).
 
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
-use std::sync::TryLockError;
-use std::sync::{Arc, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
-use super::globals::{
-    lock, DETACHED_GUARDS, EXIT_HOOKS, LIVE_GUARDS, SIGNALS_HANDLED, STOPPED_PIPELINES,
-};
-use super::guard::{Ending, GuardInner};
 use super::queue::Queue;
+
+// The pipeline's process-global state, all of it, each with the reason it must be global: the
+// exit paths run outside any value the program holds, so what they act on has to be reachable
+// from a `static`.
+
+/// Every guard built in this process, weakly (a dropped guard has finished): `exit()`, a
+/// panic hook and a signal have no guard in hand, yet must finish every live pipeline.
+static LIVE_GUARDS: Mutex<Vec<Weak<dyn Finishable>>> = Mutex::new(Vec::new());
+
+/// Guards dropped before any record (`let (layer, _) = ..`), kept alive here so the pipeline
+/// runs on and is flushed at exit instead of losing the whole log.
+static DETACHED_GUARDS: Mutex<Vec<Arc<dyn Finishable>>> = Mutex::new(Vec::new());
+
+/// Pipelines that have stopped, with the records dropped after their shutdown that a report
+/// has told of: what a thread still logs after the guard is gone is said once, at exit, when
+/// no report will follow.
+static STOPPED_PIPELINES: Mutex<Vec<(Weak<Queue>, u64)>> = Mutex::new(Vec::new());
+
+/// The `atexit` and panic hooks are registered once per process, whatever the number of
+/// layers: libc keeps a hook forever, and each would finish every pipeline again.
+static EXIT_HOOKS: Once = Once::new();
+
+/// SIGTERM and SIGINT are handled by one thread per process: a signal has one disposition
+/// per process, and a second iterator would see the same signal twice.
+static SIGNALS_HANDLED: Mutex<bool> = Mutex::new(false);
+
+/// Locks one of these, poisoned or not: nothing panics while they are held, and a list left
+/// by a panicking thread is still consistent.
+fn lock<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What an exit path finishes: a guard's shared part (`GuardInner`), known here only by this.
+pub(crate) trait Finishable: Send + Sync {
+    /// Ends the run and stops the pipeline, once, whoever asks first.
+    fn finish(&self, how: Finish);
+}
+
+/// How an interval comes to its end.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Ending {
+    /// Its span closed, or the process exits normally with it open: `run_stop`'s status
+    /// follows the usual rule (an explicit `status`, else the target, else `aborted`).
+    Closed,
+    /// The run was cut short (a signal, the guard dropped while the run is open): `aborted`.
+    Aborted,
+}
 
 /// Puts `guard` in reach of the exit paths; registers the `atexit` and panic hooks on the
 /// first call.
-pub(crate) fn register(guard: &Arc<GuardInner>) {
+pub(crate) fn register(guard: Weak<dyn Finishable>) {
     EXIT_HOOKS.call_once(|| {
         // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds (it catches panics).
         unsafe { libc::atexit(at_exit) };
@@ -32,11 +73,11 @@ pub(crate) fn register(guard: &Arc<GuardInner>) {
     });
     let mut live = lock(&LIVE_GUARDS);
     live.retain(|g| g.strong_count() > 0);
-    live.push(Arc::downgrade(guard));
+    live.push(guard);
 }
 
 /// Keeps a guard dropped before any record alive until the process exits.
-pub(crate) fn detach(guard: Arc<GuardInner>) {
+pub(crate) fn detach(guard: Arc<dyn Finishable>) {
     lock(&DETACHED_GUARDS).push(guard);
 }
 
@@ -85,7 +126,7 @@ fn say_late_drops() {
 
 /// Finishes every live pipeline of the process.
 pub(crate) fn finish_all(how: Finish) {
-    let mut guards: Vec<Arc<GuardInner>> = lock(&LIVE_GUARDS)
+    let mut guards: Vec<Arc<dyn Finishable>> = lock(&LIVE_GUARDS)
         .iter()
         .filter_map(Weak::upgrade)
         .collect();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
-use super::exit::{self, lock_until, Finish};
+use super::exit::{self, lock_until, Ending, Finish, Finishable};
 use super::queue::Queue;
 use super::report::Report;
 use super::worker::WorkerControl;
@@ -85,16 +85,6 @@ pub(crate) struct GuardInner {
     /// `process::exit`) waits for it, so it neither returns nor lets the process die while
     /// the log is still being written.
     pub(super) finishing: Mutex<()>,
-}
-
-/// How an interval comes to its end.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Ending {
-    /// Its span closed, or the process exits normally with it open: `run_stop`'s status
-    /// follows the usual rule (an explicit `status`, else the target, else `aborted`).
-    Closed,
-    /// The run was cut short (a signal, the guard dropped while the run is open): `aborted`.
-    Aborted,
 }
 
 /// What the pipeline asks of the layer when it stops: end the intervals still open, innermost
@@ -242,35 +232,20 @@ impl GuardInner {
     }
 }
 
+impl Finishable for GuardInner {
+    fn finish(&self, how: Finish) {
+        GuardInner::finish(self, how);
+    }
+}
+
 impl Guard {
-    fn parts(&mut self) -> &mut GuardInner {
-        // Only `build` attaches, before the guard is shared with the exit hooks.
-        Arc::get_mut(&mut self.inner).expect("guard parts are attached before it is shared")
-    }
-
-    /// The layer writes: a shutdown without a single record is reported (see
-    /// [`Report::received_nothing`]).
-    pub(crate) fn expect_records(&mut self) {
-        self.parts().writes = true;
-    }
-
     /// Registers the guard with the process's exit hooks and ties it to its layer's state;
     /// the last step of `build`.
-    pub(crate) fn arm<L: EndOfRun + 'static>(&mut self, layer: &Arc<L>) {
+    pub(crate) fn arm<L: EndOfRun + 'static>(&self, layer: &Arc<L>) {
         let layer: Weak<L> = Arc::downgrade(layer);
         let _ = self.inner.layer.set(layer);
-        exit::register(&self.inner);
-    }
-
-    pub(crate) fn attach_compliance(&mut self, handle: ComplianceHandle, warn: bool) {
-        let parts = self.parts();
-        parts.compliance = Some(handle);
-        parts.warn_compliance = warn;
-    }
-
-    /// The layer's span hooks, finished when the pipeline stops.
-    pub(crate) fn attach_hooks(&mut self, hooks: Vec<Arc<dyn SpanHook>>) {
-        self.parts().hooks = hooks;
+        let live: Weak<dyn Finishable> = Arc::downgrade(&self.inner) as Weak<GuardInner>;
+        exit::register(live);
     }
 
     /// The own report of the first sink (or span hook) that keeps one of type `T`, as it

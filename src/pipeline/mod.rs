@@ -10,11 +10,10 @@
 //! The rooms: [`queue`](self::queue) (the sending side and the queue it shares with the
 //! worker), [`worker`](self::worker) (the worker thread), [`guard`](self::guard) (the
 //! [`Guard`] and ending the run once), [`exit`](self::exit) (the process's ways out),
-//! [`report`](self::report) (the [`Report`]); the process-global state is all in
-//! [`globals`](self::globals), each static with its reason.
+//! [`report`](self::report) (the [`Report`]); the process-global state is all at the top of
+//! [`exit`](self::exit), each static with its reason.
 
 mod exit;
-mod globals;
 mod guard;
 mod queue;
 mod report;
@@ -28,31 +27,61 @@ use crossbeam_channel::bounded;
 use crossbeam_queue::ArrayQueue;
 
 pub use crate::sink::SinkReport;
-pub(crate) use exit::{handle_signals, lock_until};
+pub(crate) use exit::{handle_signals, lock_until, Ending};
+pub(crate) use guard::EndOfRun;
 pub use guard::Guard;
-pub(crate) use guard::{EndOfRun, Ending};
 pub use queue::Overflow;
 pub(crate) use queue::Pipeline;
+
 pub use report::Report;
 
+use crate::compliance::ComplianceHandle;
 use crate::record::Record;
 use crate::sink::accounting::SinkCounters;
 use crate::sink::isolated::Isolated;
+use crate::sink::plug::SpanHook;
 use crate::sink::{Delivery, Sink};
 use guard::GuardInner;
 use queue::{Queue, QueueCounters};
 use worker::{run_worker, Route};
 
+/// Everything a pipeline is started with: `Builder::build`'s last step hands it over whole.
+pub(crate) struct Start {
+    /// The sinks in the order the worker calls them, each with its delivery.
+    pub(crate) sinks: Vec<(Box<dyn Sink>, Delivery)>,
+    /// Records the queue holds.
+    pub(crate) capacity: usize,
+    pub(crate) overflow: Overflow,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) max_delay: Duration,
+    /// The live checker's handle (for `preflight` and the report), and whether a failing
+    /// verdict is printed at shutdown.
+    pub(crate) compliance: Option<(ComplianceHandle, bool)>,
+    /// The layer writes: a shutdown without a single record is reported (see
+    /// [`Report::received_nothing`]).
+    pub(crate) writes: bool,
+    /// The layer's span hooks (the segment profiler), finished when the pipeline stops.
+    pub(crate) hooks: Vec<Arc<dyn SpanHook>>,
+}
+
 impl Pipeline {
     /// Starts the worker thread with these sinks, each delivered by its policy (an isolated
-    /// sink gets its own thread here).
-    pub(crate) fn start(
-        sinks: Vec<(Box<dyn Sink>, Delivery)>,
-        capacity: usize,
-        overflow: Overflow,
-        shutdown_timeout: Duration,
-        max_delay: Duration,
-    ) -> std::io::Result<(Pipeline, Guard)> {
+    /// sink gets its own thread here), and the guard that stops it.
+    pub(crate) fn start(start: Start) -> std::io::Result<(Pipeline, Guard)> {
+        let Start {
+            sinks,
+            capacity,
+            overflow,
+            shutdown_timeout,
+            max_delay,
+            compliance,
+            writes,
+            hooks,
+        } = start;
+        let (compliance, warn_compliance) = match compliance {
+            Some((handle, warn)) => (Some(handle), warn),
+            None => (None, false),
+        };
         let capacity = capacity.max(1);
         // A spare record for every record that can be in flight (each queue slot, the one the
         // worker holds, one per producer filling one), allocated now: the training thread
@@ -122,11 +151,11 @@ impl Pipeline {
                 shutdown_timeout,
                 timed_out: AtomicBool::new(false),
                 reported: AtomicBool::new(false),
-                compliance: None,
-                warn_compliance: false,
-                writes: false,
+                compliance,
+                warn_compliance,
+                writes,
                 layer: OnceLock::new(),
-                hooks: Vec::new(),
+                hooks,
                 finishing: Mutex::new(()),
             }),
         };
