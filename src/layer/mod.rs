@@ -17,7 +17,6 @@ mod entered;
 pub(crate) mod fields;
 mod filter;
 mod filter_check;
-#[cfg(feature = "otel-sdk")]
 mod otel;
 mod plan;
 mod step;
@@ -177,10 +176,8 @@ pub(crate) struct LayerState {
     /// extensions so that the exit paths (`process::exit`, a signal, an early guard drop),
     /// which have no span to look up, can close them, innermost first.
     intervals: Mutex<Vec<OpenInterval>>,
-    /// The subscriber, to ask tracing-opentelemetry for an enclosing span's context (inside a
-    /// hook, `dispatcher::get_default` gives no subscriber).
-    #[cfg(feature = "otel-sdk")]
-    dispatch: std::sync::OnceLock<tracing_core::dispatcher::WeakDispatch>,
+    /// The subscriber, for the OTel bridge.
+    dispatch: otel::OtelDispatch,
 }
 
 impl Default for LayerState {
@@ -198,8 +195,7 @@ impl Default for LayerState {
             step_buckets: [const { AtomicU32::new(0) }; SHARDS],
             steps: OpenSteps::default(),
             intervals: Mutex::new(Vec::new()),
-            #[cfg(feature = "otel-sdk")]
-            dispatch: std::sync::OnceLock::new(),
+            dispatch: otel::OtelDispatch::default(),
         }
     }
 }
@@ -484,8 +480,7 @@ pub(crate) struct OpenInterval {
     fields: SpanFields,
     /// The span's callsite: its end record names the same line as its start.
     meta: &'static CallsiteMeta<'static>,
-    #[cfg(feature = "otel-sdk")]
-    otel: Option<Box<crate::record::OtelFields>>,
+    otel: otel::IntervalOtel,
 }
 
 /// Turns our spans and events into records.
@@ -640,8 +635,7 @@ impl Core {
             id: self.shared.state.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
         };
-        #[cfg(feature = "otel-sdk")]
-        let otel_fields = otel::interval_fields(
+        let otel_fields = otel::IntervalOtel::open(
             attrs,
             parent.is_none().then_some(&span),
             &self.shared.state.dispatch,
@@ -661,8 +655,7 @@ impl Core {
                 Value::Bool(true),
             );
             r.scope = parent;
-            #[cfg(feature = "otel-sdk")]
-            r.otel.clone_from(&otel_fields);
+            otel_fields.copy_to(&mut r);
             shared.pipeline.push(r);
         }
         match spec.kind {
@@ -679,8 +672,7 @@ impl Core {
         );
         start.interval = Some(ids);
         start.scope = parent;
-        #[cfg(feature = "otel-sdk")]
-        start.otel.clone_from(&otel_fields);
+        otel_fields.copy_to(&mut start);
         // The run's `status` decides run_stop's status; it is no metadata.
         let skip_status = spec.kind == Interval::Run;
         if let Some(ns) = fields.start_parts(skip_status, &mut start.metadata.fields) {
@@ -709,7 +701,6 @@ impl Core {
             ids,
             fields,
             meta,
-            #[cfg(feature = "otel-sdk")]
             otel: otel_fields,
         });
         shared.bucket(id).fetch_add(1, Ordering::Relaxed);
@@ -761,7 +752,6 @@ impl Core {
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        #[cfg(feature = "otel-sdk")]
         if otel::close_traced(shared, &id, &span) {
             return;
         }
@@ -800,10 +790,7 @@ impl Shared {
         );
         end.interval = Some(open.ids);
         end.scope = open.ids.parent;
-        #[cfg(feature = "otel-sdk")]
-        {
-            end.otel = open.otel;
-        }
+        open.otel.move_to(&mut end);
         end.metadata.fields = parts.metadata;
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
             self.fill_progress(&mut end.metadata, Some(&spec.stop_key));
@@ -906,8 +893,7 @@ fn start_filter_checks(shared: &Arc<Shared>) {
             .downcast_ref::<Core>()
             .is_some_and(|core| Arc::ptr_eq(&core.shared, &shared));
         if ours {
-            #[cfg(feature = "otel-sdk")]
-            let _ = shared.state.dispatch.set(global.downgrade());
+            shared.state.dispatch.set(&global);
             shared.state.callsites.set_dispatch(&global);
         }
     });
@@ -923,8 +909,7 @@ where
 
     fn on_register_dispatch(&self, dispatch: &tracing_core::Dispatch) {
         let shared = &self.shared;
-        #[cfg(feature = "otel-sdk")]
-        let _ = shared.state.dispatch.set(dispatch.downgrade());
+        shared.state.dispatch.set(dispatch);
         if shared.writes {
             shared.state.callsites.set_dispatch(dispatch);
         }
@@ -953,10 +938,7 @@ where
         }
         let spec_index = match self.shared.class(meta) {
             Class::Ignored | Class::Event { .. } => {
-                #[cfg(feature = "otel-sdk")]
-                if !self.shared.traced_spans.is_empty() {
-                    otel::open_traced(&self.shared, attrs, id, &ctx);
-                }
+                otel::open_traced(&self.shared, attrs, id, &ctx);
                 return;
             }
             Class::Interval(i) => i,
@@ -1001,8 +983,7 @@ where
         let span = id.into_u64();
         if let Some(open) = shared.open_intervals().iter_mut().find(|o| o.span == span) {
             values.record(&mut open.fields);
-            #[cfg(feature = "otel-sdk")]
-            values.record(&mut otel::OtelVisitor(&mut open.otel));
+            open.otel.record(values);
         }
     }
 
