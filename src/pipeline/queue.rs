@@ -20,7 +20,7 @@ use crate::sink::accounting::SinkCounters;
 /// [`Delivery::Inline`](crate::sink::Delivery::Inline) (the MLLOG file, the live checker, a
 /// sink added that way) stalls the worker. [`Overflow::Block`] then holds up the training
 /// thread until there is room; [`Overflow::DropAfter`] bounds that wait and counts every
-/// record it gives up in [`Report::dropped_queue_full`]:
+/// record it gives up in [`Report::dropped_queue_full`](crate::Report::dropped_queue_full):
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};

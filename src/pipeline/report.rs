@@ -5,7 +5,7 @@ use crate::sink::SinkReport;
 
 /// What the pipeline delivered and what it lost, and the live compliance verdict.
 ///
-/// [`Guard::report`] gives it as it stands, [`Guard::shutdown`] at the end; a guard that is
+/// [`Guard::report`](crate::Guard::report) gives it as it stands, [`Guard::shutdown`](crate::Guard::shutdown) at the end; a guard that is
 /// dropped prints it to stderr when something was lost. `Display` gives a one-line summary
 /// for a training log:
 ///
@@ -47,7 +47,7 @@ pub struct Report {
     pub writes: bool,
     /// Records that reached the worker.
     pub records: u64,
-    /// Records dropped because the channel stayed full (only with [`Overflow::DropAfter`]).
+    /// Records dropped because the channel stayed full (only with [`Overflow::DropAfter`](crate::Overflow::DropAfter)).
     pub dropped_queue_full: u64,
     /// Records produced after the pipeline shut down (e.g. logging after the guard dropped).
     pub dropped_after_shutdown: u64,
