@@ -610,17 +610,21 @@ impl RpdSink {
             },
         )?;
         let (pid, marker, empty) = (self.pid, self.marker_id, self.empty_id);
+        // The columns both schemas share, first in each row.
+        let common = |st: &mut rusqlite::Statement<'_>, i: usize, r: &ApiRow| {
+            st.raw_bind_parameter(i, r.id)?;
+            st.raw_bind_parameter(i + 1, pid)?;
+            st.raw_bind_parameter(i + 2, r.tid)?;
+            st.raw_bind_parameter(i + 3, r.start)?;
+            st.raw_bind_parameter(i + 4, r.end)?;
+            st.raw_bind_parameter(i + 5, marker)
+        };
         match self.schema {
             RpdSchema::V3 => {
                 let head = "INSERT INTO rocpd_api (id, pid, tid, start, \"end\", apiName_id, \
                             category_id, domain_id, args_id) VALUES ";
                 insert_rows(&tx, head, 9, &self.pending_api, |st, i, r| {
-                    st.raw_bind_parameter(i, r.id)?;
-                    st.raw_bind_parameter(i + 1, pid)?;
-                    st.raw_bind_parameter(i + 2, r.tid)?;
-                    st.raw_bind_parameter(i + 3, r.start)?;
-                    st.raw_bind_parameter(i + 4, r.end)?;
-                    st.raw_bind_parameter(i + 5, marker)?;
+                    common(st, i, r)?;
                     st.raw_bind_parameter(i + 6, empty)?;
                     st.raw_bind_parameter(i + 7, marker)?;
                     st.raw_bind_parameter(i + 8, r.args_id)
@@ -630,12 +634,7 @@ impl RpdSink {
                 let head = "INSERT INTO rocpd_api (id, pid, tid, start, \"end\", apiName_id, \
                             args_id) VALUES ";
                 insert_rows(&tx, head, 7, &self.pending_api, |st, i, r| {
-                    st.raw_bind_parameter(i, r.id)?;
-                    st.raw_bind_parameter(i + 1, pid)?;
-                    st.raw_bind_parameter(i + 2, r.tid)?;
-                    st.raw_bind_parameter(i + 3, r.start)?;
-                    st.raw_bind_parameter(i + 4, r.end)?;
-                    st.raw_bind_parameter(i + 5, marker)?;
+                    common(st, i, r)?;
                     st.raw_bind_parameter(i + 6, r.args_id)
                 })?;
             }
