@@ -1149,8 +1149,8 @@ macro_rules! delegate {
 }
 
 // The hot hooks are marked `#[inline]`: left to itself, LLVM stopped inlining these one-line
-// delegations into `Layered` once the hooks behind them grew a little (~40 instructions per
-// step in `examples/budgets.rs`).
+// delegations into `Layered` once the hooks behind them grew a little (it showed in every
+// step of `examples/budgets.rs`).
 impl<S> Layer<S> for MllogLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,

@@ -106,8 +106,8 @@ pub(crate) struct Queue {
     pub(super) wake_at: usize,
     /// Records queued since the worker last fell asleep (it sleeps only on an empty queue), for
     /// `wake_at`. Counted with a plain load and store: producers racing may undercount, which
-    /// only defers the wake-up to the timer or to a full queue; `ArrayQueue::len` cost ~10
-    /// instructions more per record (`examples/budgets.rs`).
+    /// only defers the wake-up to the timer or to a full queue; `ArrayQueue::len` cost more per
+    /// record (`examples/budgets.rs` shows it).
     pub(super) queued_asleep: AtomicUsize,
     /// The worker found nothing for a while and sleeps without its short timer: the next
     /// record wakes it (one wake-up after an idle stretch, instead of timer wake-ups all
