@@ -31,7 +31,7 @@
 use std::process::Command;
 
 use tracing::{info_span, Dispatch};
-use tracing_mllog::{mllog, train_step, MllogLayer};
+use tracing_mllog::{keys, mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
 #[path = "../benches/support/stacks.rs"]
@@ -73,12 +73,19 @@ enum Budget {
 ///   (into a buffer the recycled record kept, no allocation: ~60 per string); a list can only
 ///   reach a layer as `Debug` (`tracing::Value` is sealed), so `core::fmt::write` (~50), the
 ///   hand-over and the list built in a kept buffer: ~110 more than a number value;
+/// - `event_eval_accuracy` (with `epoch_num` and `samples_count`) and `event_custom_key` (a
+///   key that is no MLLOG constant, a short string value, one numeric field): the same 1,000.
+///   An `eval_accuracy` also feeds the run's convergence, looks once at its progress fields
+///   and wakes the worker; a key of the program's own is copied into a kept buffer, like a
+///   string value;
 /// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
 const BUDGETS: &[(&str, Budget)] = &[
     ("event_3_fields", Budget::Ir(1_000)),
     ("event_string", Budget::Ir(1_000)),
     ("event_f32", Budget::Ir(1_000)),
     ("event_small_list", Budget::Ir(1_000)),
+    ("event_eval_accuracy", Budget::Ir(1_000)),
+    ("event_custom_key", Budget::Ir(1_000)),
     ("train_step_span", Budget::Ir(1_500)),
     ("train_step_child", Budget::TimesRegistry(2.0)),
     ("train_step_async", Budget::TimesRegistry(2.0)),
@@ -412,6 +419,12 @@ fn run(stack_name: &str, workload: &str, n: u64) {
         "event_small_list" => events(&keep, n, |i| {
             mllog!("tracked_stats", [0.9, 0.95], samples_count = i)
         }),
+        // The evaluation the run's convergence and progress checks read.
+        "event_eval_accuracy" => events(&keep, n, |i| {
+            mllog!(keys::EVAL_ACCURACY, 0.5, epoch_num = i, samples_count = i)
+        }),
+        // A key of the program's own, no MLLOG constant, with a short string value.
+        "event_custom_key" => events(&keep, n, |i| mllog!("data_shard", "shard-07", step = i)),
         "train_step_span" => {
             // Inside the run: steps are counted (throughput, samples), the real case; a root
             // span, as `train_step!` opens it.

@@ -3,6 +3,11 @@
 #![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Thread ids (`gettid`), the exit hooks (`atexit`, `sigaction`) and the profiler's thread
+// count (`/proc/self/task`) are Linux's.
+#[cfg(not(target_os = "linux"))]
+compile_error!("tracing-mllog builds for Linux only");
+
 // The format, the rules and the results live in `mllog-core` (no `tracing`); they are
 // re-exported at the paths they always had, so `tracing_mllog::keys::...` and `crate::keys`
 // keep working.
@@ -12,6 +17,7 @@ mod error;
 pub use mllog_core::{keys, record, results};
 mod layer;
 mod log_value;
+mod os_thread;
 mod pipeline;
 pub mod presets;
 #[cfg(feature = "profiling")]
@@ -139,12 +145,17 @@ macro_rules! __mllog_fields {
 /// `info_span!(parent: None, "<name>", ...)`. The attribute form, for a function that is one
 /// step: `#[instrument(name = "train_step", parent = None, skip_all, fields(step = step))]`.
 ///
+/// The first argument, unless it is a field (`name = value`, `?name`, `%name`), is the step:
+/// `train_step!(step)` and `train_step!(i + 1, lr)` mean `step = step` and `step = i + 1, lr`;
+/// the fields after it are `tracing`'s.
+///
 /// ```
 /// use tracing::field::Empty;
 /// use tracing_mllog::train_step;
 /// for step in 0..3u64 {
 ///     let s = train_step!(step, samples = 8u64, loss = Empty).entered();
 ///     s.record("loss", 0.5);
+///     let _next = train_step!(step + 1);
 /// }
 /// let _no_fields = train_step!().entered();
 /// ```
@@ -153,7 +164,22 @@ macro_rules! train_step {
     () => {
         ::tracing::info_span!(parent: ::core::option::Option::None, "train_step")
     };
-    ($($fields:tt)+) => {
-        ::tracing::info_span!(parent: ::core::option::Option::None, "train_step", $($fields)+)
+    // Fields as `tracing` writes them: `name = value`, `?name`, `%name`.
+    ($($k:ident).+ = $($rest:tt)*) => {
+        ::tracing::info_span!(
+            parent: ::core::option::Option::None, "train_step", $($k).+ = $($rest)*
+        )
+    };
+    (? $($rest:tt)*) => {
+        ::tracing::info_span!(parent: ::core::option::Option::None, "train_step", ? $($rest)*)
+    };
+    (% $($rest:tt)*) => {
+        ::tracing::info_span!(parent: ::core::option::Option::None, "train_step", % $($rest)*)
+    };
+    // Anything else first is the step: `train_step!(step)`, `train_step!(i + 1, lr)`.
+    ($step:expr $(, $($rest:tt)*)?) => {
+        ::tracing::info_span!(
+            parent: ::core::option::Option::None, "train_step", step = $step $(, $($rest)*)?
+        )
     };
 }

@@ -156,7 +156,7 @@ impl<T: LogValue + ?Sized> fmt::Debug for Composite<'_, T> {
 
 /// The hand-over between [`Composite`]'s `Debug` and the layer, on the thread that logs: plain
 /// `Copy` cells (no destructor, so no lazy registration on each access).
-struct Slot {
+struct Handover {
     /// Set by the layer just before it formats a field: the next `Composite` formatted on this
     /// thread is for it.
     armed: Cell<bool>,
@@ -168,8 +168,8 @@ struct Slot {
 }
 
 thread_local! {
-    static SLOT: Slot = const {
-        Slot {
+    static SLOT: Handover = const {
+        Handover {
             armed: Cell::new(false),
             full: Cell::new(false),
             out: Cell::new(std::ptr::null_mut()),

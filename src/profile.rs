@@ -442,7 +442,7 @@ pub enum ProfileError {
 
 /// What the profiler did, for the run report.
 ///
-/// Read it with [`crate::Guard::profile_report`] (also the profiler's
+/// Read it with [`crate::Guard::detail`]`::<ProfileReport>()` (also the profiler's
 /// [`crate::SinkReport::detail`]). A healthy one-shot profile ends with
 /// `starts == stops == 1` and `errors == 0`; `occurrences` below the segment's `N` means the
 /// segment never came (a run shorter than the step asked for). Without profiling there is
@@ -457,7 +457,7 @@ pub enum ProfileError {
 ///     .environment(Vec::<(String, String)>::new())
 ///     .build::<tracing_subscriber::Registry>()?;
 /// guard.shutdown();
-/// assert_eq!(guard.profile_report(), None);
+/// assert_eq!(guard.detail::<tracing_mllog::profile::ProfileReport>(), None);
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```
 ///
@@ -480,7 +480,7 @@ pub enum ProfileError {
 ///     }
 /// });
 /// guard.shutdown();
-/// let report = guard.profile_report().expect("profiling is on");
+/// let report = guard.detail::<tracing_mllog::profile::ProfileReport>().expect("profiling is on");
 /// assert_eq!((report.starts, report.stops, report.errors), (1, 1, 0), "{report:?}");
 /// assert_eq!(report.segment, "train_step:10");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -880,7 +880,7 @@ impl SegmentProfilerBuilder {
 }
 
 #[derive(Default)]
-struct State {
+struct ProfilerState {
     occurrences: u64,
     profiled: u64,
     active: bool,
@@ -888,7 +888,7 @@ struct State {
     last_error: Option<String>,
 }
 
-impl State {
+impl ProfilerState {
     fn fail(&mut self, message: String) {
         self.errors += 1;
         self.last_error = Some(message);
@@ -942,7 +942,7 @@ pub struct SegmentProfiler {
     starts: AtomicU64,
     stops: AtomicU64,
     flushes: AtomicU64,
-    state: Mutex<State>,
+    state: Mutex<ProfilerState>,
     kind: ProfilerKind,
     backend: Box<dyn Backend>,
     library: String,
@@ -1025,7 +1025,7 @@ impl SegmentProfiler {
             starts: AtomicU64::new(0),
             stops: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(ProfilerState::default()),
             kind,
             backend,
             library,
@@ -1044,7 +1044,7 @@ impl SegmentProfiler {
         self.kind
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProfilerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -1119,7 +1119,7 @@ impl SegmentProfiler {
     }
 
     /// Stops the one start made for this occurrence, then flushes where the profiler needs it.
-    fn stop_locked(&self, st: &mut State) {
+    fn stop_locked(&self, st: &mut ProfilerState) {
         self.stops.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.backend.stop() {
             st.fail(e);
@@ -1237,28 +1237,11 @@ impl crate::sink::plug::SpanHook for SegmentProfiler {
     }
 }
 
-impl crate::Builder {
-    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
-    /// `cuda`, `PROFILE_SEGMENT`, ...). An RPD profiler is best built before other threads
-    /// start: it may have to set `RPDT_*` variables (see [`ProfileError::TracerEnvironment`]).
-    pub fn profiler(mut self, profiler: SegmentProfiler) -> Self {
-        self.options.set(profiler);
-        self
-    }
-}
-
-impl crate::Guard {
-    /// What the segment profiler did (starts, stops, flushes, errors), when profiling is on.
-    pub fn profile_report(&self) -> Option<ProfileReport> {
-        self.detail()
-    }
-}
-
 /// The registration (see `crate::registry::FACTORIES`): the profiler given to
 /// [`crate::Builder::profiler`], else the one `PROFILER` asks for, on the writing rank only;
 /// not a sink but a span hook of the layer.
 pub(crate) fn plug(
-    cx: &mut crate::sink::plug::Context<'_>,
+    cx: &mut crate::sink::plug::SinkSetup<'_>,
 ) -> Result<Option<crate::sink::plug::Plugged>, crate::Error> {
     let given = cx.options.take::<SegmentProfiler>();
     if !cx.writes {

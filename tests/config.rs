@@ -408,6 +408,11 @@ fn profiler_settings_are_read_from_the_builders_environment() {
             .environment(env(vars))
             .build::<tracing_subscriber::Registry>()
             .unwrap();
-        assert!(guard.profile_report().is_none(), "{vars:?}");
+        assert!(
+            guard
+                .detail::<tracing_mllog::profile::ProfileReport>()
+                .is_none(),
+            "{vars:?}"
+        );
     }
 }

@@ -149,7 +149,9 @@ fn otel_settings_come_from_the_builders_map() {
         let _init = info_span!("init").entered();
     });
     let report = guard.shutdown();
-    let otel = guard.otel_report().expect("the OTel sink was built");
+    let otel = guard
+        .detail::<tracing_mllog::sink::OtelReport>()
+        .expect("the OTel sink was built");
     assert!(otel.spans_exported >= 1, "{otel:?}");
     assert_eq!(otel.export_errors, 0, "{otel:?}");
     // The same report through the generic per-sink report.

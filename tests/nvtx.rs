@@ -523,7 +523,9 @@ fn run_profiled(env: &[(&str, &str)], calls: &Path) -> tracing_mllog::profile::P
     });
     let report = guard.shutdown();
     assert!(report.is_clean(), "{report}");
-    guard.profile_report().expect("profiling is on")
+    guard
+        .detail::<tracing_mllog::profile::ProfileReport>()
+        .expect("profiling is on")
 }
 
 #[test]

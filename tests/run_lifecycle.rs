@@ -130,6 +130,49 @@ fn warmup_steps_count_for_nothing_and_train_loss_has_the_count_after_the_step() 
     assert_eq!(losses[1].metadata.get("lr"), Some(&Value::Float(0.01)));
 }
 
+/// `train_step!`'s first argument is the step, whatever expression it is; a field written as
+/// `name = value` or shorthand is still a field.
+#[test]
+fn the_macro_takes_any_expression_as_the_step() {
+    let records = run(
+        MllogLayer::builder()
+            .global_batch_size(8)
+            .train_loss_every(1),
+        |handle| {
+            let _run = info_span!("run").entered();
+            let lr = 0.5;
+            for i in 0..3u64 {
+                let s = train_step!(i * 10 + 1, lr, loss = Empty).entered();
+                s.record("loss", 2.0);
+            }
+            let step = 7u64;
+            drop(train_step!(step, loss = 1.0).entered());
+            drop(train_step!(step = 9u64, loss = 1.0).entered());
+            assert_eq!(handle.steps(), 5);
+        },
+    );
+    let steps: Vec<_> = find(&records, "train_loss")
+        .iter()
+        .map(|r| {
+            (
+                r.metadata.get("step").cloned(),
+                r.metadata.get("lr").cloned(),
+            )
+        })
+        .collect();
+    let lr = Some(Value::Float(0.5));
+    assert_eq!(
+        steps,
+        [
+            (Some(Value::Int(1)), lr.clone()),
+            (Some(Value::Int(11)), lr.clone()),
+            (Some(Value::Int(21)), lr),
+            (Some(Value::Int(7)), None),
+            (Some(Value::Int(9)), None),
+        ]
+    );
+}
+
 /// Nothing follows `run_stop`: a root `block` span still open when `run` closes ends first,
 /// and its own close later writes nothing.
 #[test]

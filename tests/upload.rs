@@ -1190,7 +1190,10 @@ fn child_run_with_dead_store() {
     println!("CHILD-REPORT upload: {}", handle.report());
     println!("CHILD-REPORT upload debug: {:?}", handle.report());
     println!("CHILD-REPORT handle debug: {handle:?}");
-    println!("CHILD-REPORT guard upload: {:?}", guard.upload_report());
+    println!(
+        "CHILD-REPORT guard upload: {:?}",
+        guard.detail::<tracing_mllog::sink::UploadReport>()
+    );
     // Errors at configuration time go through the same redaction.
     let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap();
     for url in [
@@ -1473,7 +1476,10 @@ fn child_with_non_utf8_variables() {
                 mllog!(keys::EVAL_ACCURACY, 0.5, samples_count = 1u64);
             });
             guard.shutdown();
-            println!("CHILD-OK {}", guard.upload_report().unwrap());
+            println!(
+                "CHILD-OK {}",
+                guard.detail::<tracing_mllog::sink::UploadReport>().unwrap()
+            );
         }
         Err(e) => println!("CHILD-ERR {e}"),
     }

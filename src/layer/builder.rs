@@ -7,14 +7,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::plan::{Place, SinkPlan};
 use super::{IntervalSpec, MllogLayer, Shared};
-use crate::compliance::{ComplianceSink, LivePolicy, Ruleset};
+use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, Ruleset};
 use crate::env::Env;
 use crate::keys::{self, Benchmark};
-use crate::pipeline::{Guard, Overflow, Pipeline};
+use crate::pipeline::{Guard, Overflow, Pipeline, Start};
 use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
-use crate::sink::plug::{Context, LayerExtras, Options};
+use crate::sink::plug::{LayerExtras, Options, SinkSetup};
 use crate::sink::{Delivery, MllogFileSink, Sink};
 use crate::submission::{Division, OverlayEnv, Submission, SystemStatus};
 use crate::Error;
@@ -605,10 +606,20 @@ impl Builder {
     /// error naming the variable when an environment value is unusable. Every other setting
     /// is validated and every other sink started before the output file is opened, so a
     /// failed build never truncates the previous run's log.
-    pub fn build<S>(mut self) -> Result<(MllogLayer<S>, Guard), Error> {
+    pub fn build<S>(self) -> Result<(MllogLayer<S>, Guard), Error> {
+        // The settings: the code's, then the environment over them, validated.
+        let mut settings = self.resolve()?;
+        // The sinks, each at its place (`plan::Place` is the order), the output opened last.
+        let planned = settings.plan()?;
+        // The pipeline and the layer, each started with everything it needs.
+        settings.start(planned)
+    }
+
+    /// Reads the environment once (the process's, or the map given to
+    /// [`Builder::environment`]: everything after this reads that snapshot), applies it over
+    /// the builder's settings and validates them.
+    fn resolve(mut self) -> Result<Settings, Error> {
         compiled_level_check(tracing::level_filters::STATIC_MAX_LEVEL)?;
-        // Read once, here: everything below (the layer, rank detection, every sink, the
-        // profiler) reads this snapshot or the builder's map, never the process again.
         let env = match self.environment.take() {
             Some(map) => Env::from_map(map),
             None => Env::process(),
@@ -618,84 +629,24 @@ impl Builder {
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
         }
-
         let rank = match self.rank {
             Some(r) => r,
             None => env.rank()?.map_or(0, |(r, _)| r),
         };
         let writes = self.all_ranks || rank == self.writer_rank;
-
-        // Each sink with its delivery: the MLLOG output and the checker inline, the rest
-        // isolated unless chosen otherwise (see `Delivery`).
-        let mut sinks: Vec<(Box<dyn Sink>, Delivery)> = Vec::new();
-        let output = if writes {
-            self.output.take().unwrap_or(Output::Stdout)
-        } else {
-            Output::Nowhere
-        };
-        // A sink may need the file's path (the uploader reads it).
-        let file_path = match &output {
-            Output::File(path) => Some(path.clone()),
-            _ => None,
-        };
-        // The MLLOG output is opened (and a file truncated) last, once everything else has
-        // started: it goes first in the sink order, so this placeholder keeps its place.
-        let has_output = !matches!(output, Output::Nowhere);
-        sinks.extend(
-            self.sinks
-                .into_iter()
-                .filter(|(_, every_rank, _)| writes || *every_rank)
-                .map(|(sink, _, delivery)| (sink, delivery)),
-        );
-        let mut compliance = None;
-        let warn_at_shutdown = matches!(self.live_check, LivePolicy::Warn);
-        if writes && !matches!(self.live_check, LivePolicy::Off) {
-            let policy = std::mem::take(&mut self.live_check);
-            let sink = ComplianceSink::new(self.ruleset).with_policy(policy);
-            let sink = match self.eval_schedule {
-                Some(schedule) => sink.with_eval_schedule(schedule),
-                None => sink,
-            };
-            compliance = Some(sink.handle());
-            // Right after the MLLOG output: it checks exactly the lines written.
-            sinks.insert(0, (Box::new(sink), Delivery::Inline));
-        }
-        // The optional sinks, each from its registration (see `crate::registry::FACTORIES`).
-        let mut extras = LayerExtras {
-            trace_steps: self.trace_steps,
-            ..LayerExtras::default()
-        };
-        let sink_names: Vec<String> = sinks.iter().map(|(s, _)| s.name().to_owned()).collect();
-        let mut after_log = usize::from(compliance.is_some());
-        let mut cx = Context {
-            env: &env,
-            writes,
+        let intervals = self.interval_specs()?;
+        Ok(Settings {
+            builder: self,
+            env,
             rank,
-            output_file: file_path.as_deref(),
-            submission: &self.submission,
-            options: &mut self.options,
-            sink_names: &sink_names,
-            extras: &mut extras,
-        };
-        for factory in crate::registry::FACTORIES {
-            let Some(plugged) = factory(&mut cx)? else {
-                continue;
-            };
-            if plugged.after_log {
-                // Right after the MLLOG output and the checker, in registration order.
-                sinks.insert(after_log, (plugged.sink, plugged.delivery));
-                after_log += 1;
-            } else {
-                sinks.push((plugged.sink, plugged.delivery));
-            }
-        }
-        if self.handle_signals && writes {
-            crate::pipeline::exit::handle_signals().map_err(Error::Worker)?;
-        }
-        // A rank with nothing to feed disables every callsite (see `MllogLayer`); a span hook
-        // (the profiler) alone needs the spans too.
-        let active = has_output || !sinks.is_empty() || !extras.span_hooks.is_empty();
+            writes,
+            intervals,
+        })
+    }
 
+    /// The interval each span name maps to: the defaults, renamed, and the custom ones. Two
+    /// intervals (or a step or warmup span) under one name are an error.
+    fn interval_specs(&mut self) -> Result<Vec<IntervalSpec>, Error> {
         let mut intervals: Vec<IntervalSpec> = Interval::defaults()
             .into_iter()
             .map(|(kind, name, start, stop)| IntervalSpec {
@@ -705,12 +656,12 @@ impl Builder {
                 kind,
             })
             .collect();
-        for (kind, name) in self.span_names {
+        for (kind, name) in std::mem::take(&mut self.span_names) {
             if let Some(spec) = intervals.iter_mut().find(|s| s.kind == kind) {
                 spec.span_name = Cow::Owned(name);
             }
         }
-        intervals.extend(self.custom);
+        intervals.append(&mut self.custom);
         let mut names: Vec<&str> = intervals.iter().map(|s| &*s.span_name).collect();
         names.extend([self.step_span.as_str(), self.warmup_span.as_str()]);
         names.sort_unstable();
@@ -720,76 +671,7 @@ impl Builder {
                 w[0]
             )));
         }
-
-        // Last: open the output (truncating a file), now that nothing else can fail.
-        match output {
-            Output::Stdout => {
-                sinks.insert(0, (Box::new(MllogFileSink::stdout()), Delivery::Inline))
-            }
-            Output::File(path) => {
-                let sink = MllogFileSink::create(&path, self.append)
-                    .map_err(|source| Error::Output { path, source })?;
-                sinks.insert(0, (Box::new(sink), Delivery::Inline));
-            }
-            Output::Writer(w) => {
-                sinks.insert(0, (Box::new(MllogFileSink::writer(w)), Delivery::Inline));
-            }
-            Output::Nowhere => {}
-        }
-        // The MLLOG output and the checker (first) are the log: always inline.
-        let the_log = usize::from(has_output) + usize::from(compliance.is_some());
-        for (sink, delivery) in sinks.iter_mut().skip(the_log) {
-            if let Some((_, d)) = self.deliveries.iter().rev().find(|(n, _)| n == sink.name()) {
-                *delivery = *d;
-            }
-        }
-        let (pipeline, mut guard) = Pipeline::start(
-            sinks,
-            self.capacity,
-            self.overflow,
-            self.shutdown_timeout,
-            self.max_delay,
-        )
-        .map_err(Error::Worker)?;
-        if let Some(handle) = compliance {
-            guard.attach_compliance(handle, warn_at_shutdown);
-        }
-        if writes {
-            guard.expect_records();
-        }
-        guard.attach_hooks(extras.span_hooks.clone());
-        static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let shared = Arc::new(Shared {
-            id: LAYERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
-            pipeline,
-            intervals,
-            step_span: Cow::Owned(self.step_span),
-            warmup_span: Cow::Owned(self.warmup_span),
-            // Leaked once per layer, so that every record borrows it instead of cloning a String.
-            namespace: Cow::Borrowed(Box::leak(self.namespace.into_boxed_str())),
-            root_dir: self.root_dir,
-            cache_clear: self.cache_clear,
-            after_init_start: {
-                let mut records = self.submission.records();
-                if let Some(seed) = self.seed {
-                    records.push((Cow::Borrowed(keys::SEED), Value::Int(seed)));
-                }
-                records.extend(self.hyperparameters);
-                records
-            },
-            writes,
-            active,
-            samples_per_step: self.samples_per_step,
-            train_loss_every: self.train_loss_every,
-            throughput_stats: self.throughput_stats,
-            trace_steps: extras.trace_steps,
-            traced_spans: extras.traced_spans,
-            stats: Arc::new(crate::run::RunStats::new(self.target)),
-            span_hooks: extras.span_hooks.into_boxed_slice(),
-            state: Default::default(),
-        });
-        guard.arm(&shared);
-        Ok((MllogLayer::new(shared), guard))
+        Ok(intervals)
     }
 
     fn overlay_env(&mut self, env: &Env) -> Result<(), Error> {
@@ -875,6 +757,203 @@ impl Builder {
         }
         self.submission
             .overlay_env(&|name| env.raw(name).ok().flatten().map(str::to_owned))
+    }
+}
+
+/// A builder with the environment applied and validated: what the sinks and the layer are
+/// made of.
+struct Settings {
+    builder: Builder,
+    env: Env,
+    rank: u32,
+    writes: bool,
+    intervals: Vec<IntervalSpec>,
+}
+
+/// The sinks of one build and what they ask of the layer and the guard.
+struct Planned {
+    plan: SinkPlan,
+    /// The live checker's handle, and whether its failing verdict is printed at shutdown.
+    compliance: Option<(ComplianceHandle, bool)>,
+    extras: LayerExtras,
+}
+
+impl Settings {
+    /// Every sink at its place: the given ones (on every rank where asked), the live checker,
+    /// the optional sinks from their registrations (`crate::registry::FACTORIES`), and last,
+    /// once nothing else can fail, the MLLOG output, opened (a file truncated) now.
+    fn plan(&mut self) -> Result<Planned, Error> {
+        let b = &mut self.builder;
+        let writes = self.writes;
+        let output = if writes {
+            b.output.take().unwrap_or(Output::Stdout)
+        } else {
+            Output::Nowhere
+        };
+        // A sink may need the file's path (the uploader reads it).
+        let file_path = match &output {
+            Output::File(path) => Some(path.clone()),
+            _ => None,
+        };
+        let mut plan = SinkPlan::default();
+        for (sink, every_rank, delivery) in std::mem::take(&mut b.sinks) {
+            if writes || every_rank {
+                plan.add(Place::Given, sink, delivery);
+            }
+        }
+        let mut compliance = None;
+        if writes && !matches!(b.live_check, LivePolicy::Off) {
+            let warn_at_shutdown = matches!(b.live_check, LivePolicy::Warn);
+            let policy = std::mem::take(&mut b.live_check);
+            let sink = ComplianceSink::new(b.ruleset).with_policy(policy);
+            let sink = match b.eval_schedule.take() {
+                Some(schedule) => sink.with_eval_schedule(schedule),
+                None => sink,
+            };
+            compliance = Some((sink.handle(), warn_at_shutdown));
+            plan.add(Place::Checker, Box::new(sink), Delivery::Inline);
+        }
+        let mut extras = LayerExtras {
+            trace_steps: b.trace_steps,
+            ..LayerExtras::default()
+        };
+        let sink_names = plan.names();
+        let mut cx = SinkSetup {
+            env: &self.env,
+            writes,
+            rank: self.rank,
+            output_file: file_path.as_deref(),
+            submission: &b.submission,
+            options: &mut b.options,
+            sink_names: &sink_names,
+            extras: &mut extras,
+        };
+        for factory in crate::registry::FACTORIES {
+            if let Some(plugged) = factory(&mut cx)? {
+                let place = if plugged.after_log {
+                    Place::AfterLog
+                } else {
+                    Place::Optional
+                };
+                plan.add(place, plugged.sink, plugged.delivery);
+            }
+        }
+        let sink: Option<Box<dyn Sink>> = match output {
+            Output::Stdout => Some(Box::new(MllogFileSink::stdout())),
+            Output::File(path) => Some(Box::new(
+                MllogFileSink::create(&path, b.append)
+                    .map_err(|source| Error::Output { path, source })?,
+            )),
+            Output::Writer(w) => Some(Box::new(MllogFileSink::writer(w))),
+            Output::Nowhere => None,
+        };
+        if let Some(sink) = sink {
+            plan.add(Place::Output, sink, Delivery::Inline);
+        }
+        Ok(Planned {
+            plan,
+            compliance,
+            extras,
+        })
+    }
+
+    /// Starts the pipeline with its sinks and the layer over it, ties the guard to the layer
+    /// and the process's exit paths.
+    fn start<S>(self, planned: Planned) -> Result<(MllogLayer<S>, Guard), Error> {
+        let Settings {
+            builder: b,
+            writes,
+            intervals,
+            ..
+        } = self;
+        let Planned {
+            plan,
+            compliance,
+            extras,
+        } = planned;
+        if b.handle_signals && writes {
+            crate::pipeline::handle_signals().map_err(Error::Worker)?;
+        }
+        // A rank with nothing to feed disables every callsite (see `MllogLayer`); a span hook
+        // (the profiler) alone needs the spans too.
+        let active = !plan.is_empty() || !extras.span_hooks.is_empty();
+        let (pipeline, guard) = Pipeline::start(Start {
+            sinks: plan.into_ordered(&b.deliveries),
+            capacity: b.capacity,
+            overflow: b.overflow,
+            shutdown_timeout: b.shutdown_timeout,
+            max_delay: b.max_delay,
+            compliance,
+            writes,
+            hooks: extras.span_hooks.clone(),
+        })
+        .map_err(Error::Worker)?;
+        static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let shared = Arc::new(Shared {
+            id: LAYERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+            pipeline,
+            intervals,
+            step_span: Cow::Owned(b.step_span),
+            warmup_span: Cow::Owned(b.warmup_span),
+            // Leaked once per layer, so that every record borrows it instead of cloning a String.
+            namespace: Cow::Borrowed(Box::leak(b.namespace.into_boxed_str())),
+            root_dir: b.root_dir,
+            cache_clear: b.cache_clear,
+            after_init_start: {
+                let mut records = b.submission.records();
+                if let Some(seed) = b.seed {
+                    records.push((Cow::Borrowed(keys::SEED), Value::Int(seed)));
+                }
+                records.extend(b.hyperparameters);
+                records
+            },
+            writes,
+            active,
+            samples_per_step: b.samples_per_step,
+            train_loss_every: b.train_loss_every,
+            throughput_stats: b.throughput_stats,
+            trace_steps: extras.trace_steps,
+            traced_spans: extras.traced_spans,
+            stats: Arc::new(crate::run::RunStats::new(b.target)),
+            span_hooks: extras.span_hooks.into_boxed_slice(),
+            state: Default::default(),
+        });
+        guard.arm(&shared);
+        Ok((MllogLayer::new(shared), guard))
+    }
+}
+
+/// The optional sinks' settings in code, each under its feature; `build()` hands them to the
+/// sink's registration (`crate::registry`), where the environment may override them.
+impl Builder {
+    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
+    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
+    #[cfg(feature = "rpd")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rpd")))]
+    pub fn rpd(mut self, config: crate::sink::RpdConfig) -> Self {
+        self.options.set(config);
+        self
+    }
+
+    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
+    /// the background, never blocking training, a final upload at shutdown. Needs a file
+    /// output.
+    #[cfg(feature = "object-store")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "object-store")))]
+    pub fn upload(mut self, config: crate::sink::UploadConfig) -> Self {
+        self.options.set(config);
+        self
+    }
+
+    /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
+    /// `cuda`, `PROFILE_SEGMENT`, ...). An RPD profiler is best built before other threads
+    /// start: it may have to set `RPDT_*` variables (see
+    /// [`ProfileError::TracerEnvironment`](crate::profile::ProfileError::TracerEnvironment)).
+    #[cfg(feature = "profiling")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "profiling")))]
+    pub fn profiler(mut self, profiler: crate::profile::SegmentProfiler) -> Self {
+        self.options.set(profiler);
+        self
     }
 }
 

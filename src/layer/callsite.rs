@@ -7,7 +7,7 @@ use std::cell::Cell;
 use tracing_core::Metadata;
 
 use super::fields::Role;
-use super::step::Slot;
+use super::step::StepField;
 
 /// Fields classified per callsite; fields past these are classified by name when recorded.
 pub(crate) const MAPPED_FIELDS: usize = 16;
@@ -24,7 +24,7 @@ pub(crate) enum Class {
         file: &'static str,
     },
     /// The `train_step` span, with what each of its fields is.
-    Step([Slot; MAPPED_FIELDS]),
+    Step([StepField; MAPPED_FIELDS]),
     /// An interval span: the index of its interval spec.
     Interval(usize),
     /// The warmup span.
@@ -81,8 +81,8 @@ pub(crate) fn class(
 thread_local! {
     /// The interned key of the last event of the callsite in the same slot of `CACHE` ("" at
     /// first): nearly every callsite logs one key, so its next event compares the key's text
-    /// with this instead of looking it up, ~60 instructions less per event
-    /// (`examples/budgets.rs`). Beside `CACHE` rather than in its entries, which every span
+    /// with this instead of looking it up (cheaper per event in
+    /// `examples/budgets.rs`). Beside `CACHE` rather than in its entries, which every span
     /// hook copies. A slot another callsite took over only makes a hint that does not match.
     static KEYS: [Cell<&'static str>; SLOTS] = const { [const { Cell::new("") }; SLOTS] };
 }

@@ -25,11 +25,11 @@ pub const STATUS_FIELD: &str = "status";
 
 /// Field values in the order they were first recorded.
 #[derive(Default, Debug, Clone)]
-pub(crate) struct Fields {
+pub(crate) struct SpanFields {
     pub(crate) items: SmallVec<[(&'static str, Value); 4]>,
 }
 
-impl Fields {
+impl SpanFields {
     fn set(&mut self, name: &'static str, value: Value) {
         match self.items.iter_mut().find(|(k, _)| *k == name) {
             Some(slot) => slot.1 = value,
@@ -206,7 +206,8 @@ impl<'a> EventFields<'a> {
                 self.learned_key = Some(k);
                 Cow::Borrowed(k)
             }
-            None => Cow::Owned(s.to_owned()),
+            // A key of the program's own: copied like a string value, into a kept buffer.
+            None => Cow::Owned(self.copied(s)),
         }
     }
 
@@ -214,9 +215,14 @@ impl<'a> EventFields<'a> {
     /// and the buffer large enough. Not interned: with the buffers, a copy is cheaper than the
     /// look-up (keys and namespaces still are).
     fn string(&mut self, s: &str) -> Value {
+        Value::Str(Cow::Owned(self.copied(s)))
+    }
+
+    /// `s` in a stashed buffer (a new one only while the pool is cold).
+    fn copied(&mut self, s: &str) -> String {
         let mut buf = self.stash.strings.pop().unwrap_or_default();
         buf.push_str(s);
-        Value::Str(Cow::Owned(buf))
+        buf
     }
 
     fn role(&self, field: &Field) -> Role {
@@ -306,7 +312,7 @@ impl Visit for EventFields<'_> {
     }
 }
 
-impl Visit for Fields {
+impl Visit for SpanFields {
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.set(field.name(), Value::Float(value));
     }
@@ -361,7 +367,7 @@ fn text_of(value: Value) -> Str {
     }
 }
 
-impl Fields {
+impl SpanFields {
     /// The parts of a stop record; `skip_status`: the `status` field is no metadata.
     pub(crate) fn into_parts(self, skip_status: bool) -> RecordParts {
         let mut parts = RecordParts {

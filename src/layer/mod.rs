@@ -13,11 +13,12 @@
 
 mod builder;
 mod callsite;
+mod entered;
 pub(crate) mod fields;
 mod filter;
 mod filter_check;
-#[cfg(feature = "otel-sdk")]
 mod otel;
+mod plan;
 mod step;
 
 pub use builder::{Builder, Interval};
@@ -36,13 +37,13 @@ use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
-use crate::pipeline::{lock_until, Ending, OpenIntervals, Pipeline};
+use crate::pipeline::{lock_until, EndOfRun, Ending, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
 use callsite::{Class, MAPPED_FIELDS};
-use fields::{EventFields, Fields, Role as FieldRole, KEY_FIELD, STATUS_FIELD};
-use step::{OpenSteps, Slot, StepFields, StepFrame, StepVisitor, SHARDS};
+use fields::{EventFields, Role as FieldRole, SpanFields, KEY_FIELD, STATUS_FIELD};
+use step::{OpenSteps, StepField, StepFields, StepFrame, StepVisitor, SHARDS};
 
 /// Which span names become which interval keys.
 #[derive(Clone, Debug)]
@@ -76,6 +77,24 @@ const PROGRESS_KEYS: [&str; 4] = [
     keys::EPOCH_COUNT,
     keys::FIRST_EPOCH_NUM,
 ];
+
+/// Whether the metadata says where in training the record is (one of [`PROGRESS_KEYS`]), and
+/// its `samples_count` if it has one: one pass, each name compared only where its length
+/// matches (an `eval_accuracy` pays this on every call).
+fn progress_of(md: &Metadata) -> Option<Option<&Value>> {
+    let mut progress = false;
+    let mut samples = None;
+    for (name, value) in &md.fields {
+        let is = |key: &str| name.len() == key.len() && **name == *key;
+        if is(keys::SAMPLES_COUNT) {
+            samples = samples.or(Some(value));
+            progress = true;
+        } else if !progress && PROGRESS_KEYS.iter().any(|k| is(k)) {
+            progress = true;
+        }
+    }
+    progress.then_some(samples)
+}
 
 /// Whether `meta` comes from a crate whose spans and events are never ours.
 pub(crate) fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
@@ -157,10 +176,8 @@ pub(crate) struct LayerState {
     /// extensions so that the exit paths (`process::exit`, a signal, an early guard drop),
     /// which have no span to look up, can close them, innermost first.
     intervals: Mutex<Vec<OpenInterval>>,
-    /// The subscriber, to ask tracing-opentelemetry for an enclosing span's context (inside a
-    /// hook, `dispatcher::get_default` gives no subscriber).
-    #[cfg(feature = "otel-sdk")]
-    dispatch: std::sync::OnceLock<tracing_core::dispatcher::WeakDispatch>,
+    /// The subscriber, for the OTel bridge.
+    dispatch: otel::OtelDispatch,
 }
 
 impl Default for LayerState {
@@ -178,8 +195,7 @@ impl Default for LayerState {
             step_buckets: [const { AtomicU32::new(0) }; SHARDS],
             steps: OpenSteps::default(),
             intervals: Mutex::new(Vec::new()),
-            #[cfg(feature = "otel-sdk")]
-            dispatch: std::sync::OnceLock::new(),
+            dispatch: otel::OtelDispatch::default(),
         }
     }
 }
@@ -265,9 +281,9 @@ impl Shared {
         }
         let name = meta.name();
         if *self.step_span == *name {
-            let mut slots = [Slot::Other; MAPPED_FIELDS];
+            let mut slots = [StepField::Other; MAPPED_FIELDS];
             for (slot, name) in slots.iter_mut().zip(names()) {
-                *slot = Slot::of(name);
+                *slot = StepField::of(name);
             }
             Class::Step(slots)
         } else if let Some(i) = self.intervals.iter().position(|s| *s.span_name == *name) {
@@ -308,7 +324,7 @@ impl Shared {
         r.value = value;
         r.metadata.file = Some(Cow::Borrowed(self.file_of(meta)));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
-        r.tid = step::thread_id();
+        r.tid = crate::os_thread::id();
         r
     }
 
@@ -356,17 +372,18 @@ impl Shared {
         }
         let counted = self.stats.samples();
         // `Some`: the record says where it is itself (its `samples_count`, if it has one).
-        let given = if PROGRESS_KEYS.iter().any(|k| md.get(k).is_some()) {
-            Some(md.get(keys::SAMPLES_COUNT).and_then(Value::as_f64))
-        } else {
+        let given = progress_of(md);
+        // Said once: after that the check has nothing left to say.
+        if let Some(key) = checked {
+            if !self.state.lost_steps_said.load(Ordering::Relaxed) {
+                self.check_progress(key, counted, given.map(|v| v.and_then(Value::as_f64)));
+            }
+        }
+        if given.is_none() {
             md.fields.push((
                 Cow::Borrowed(keys::SAMPLES_COUNT),
                 Value::Int(counted.into()),
             ));
-            None
-        };
-        if let Some(key) = checked {
-            self.check_progress(key, counted, given);
         }
     }
 
@@ -460,11 +477,10 @@ pub(crate) struct OpenInterval {
     span: u64,
     spec: usize,
     ids: IntervalIds,
-    fields: Fields,
+    fields: SpanFields,
     /// The span's callsite: its end record names the same line as its start.
     meta: &'static CallsiteMeta<'static>,
-    #[cfg(feature = "otel-sdk")]
-    otel: Option<Box<crate::record::OtelFields>>,
+    otel: otel::IntervalOtel,
 }
 
 /// Turns our spans and events into records.
@@ -473,7 +489,7 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    fn open_step(&self, attrs: &Attributes<'_>, id: &Id, slots: &[Slot]) {
+    fn open_step(&self, attrs: &Attributes<'_>, id: &Id, slots: &[StepField]) {
         let shared = &*self.shared;
         // Warmup steps and steps outside the run are not the timed run: no throughput, no
         // train_loss, no samples.
@@ -512,7 +528,7 @@ impl Core {
         let time = Timestamp::now();
         let ids = IntervalIds {
             id: shared.state.next_id.fetch_add(1, Ordering::Relaxed),
-            parent: step::current_interval(shared.id),
+            parent: entered::current_interval(shared.id),
         };
         let r = shared.step_trace_record(meta, time, EventType::IntervalStart, ids, fields);
         shared.pipeline.push(r);
@@ -588,7 +604,7 @@ impl Core {
             r.metadata.set("lr", lr);
         }
         r.metadata.set("step", step_no);
-        r.scope = step::current_interval(shared.id);
+        r.scope = entered::current_interval(shared.id);
         shared.pipeline.push(r);
     }
 
@@ -609,7 +625,7 @@ impl Core {
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let mut fields = Fields::default();
+        let mut fields = SpanFields::default();
         attrs.record(&mut fields);
         let parent = span
             .scope()
@@ -619,8 +635,7 @@ impl Core {
             id: self.shared.state.next_id.fetch_add(1, Ordering::Relaxed),
             parent,
         };
-        #[cfg(feature = "otel-sdk")]
-        let otel_fields = otel::interval_fields(
+        let otel_fields = otel::IntervalOtel::open(
             attrs,
             parent.is_none().then_some(&span),
             &self.shared.state.dispatch,
@@ -640,8 +655,7 @@ impl Core {
                 Value::Bool(true),
             );
             r.scope = parent;
-            #[cfg(feature = "otel-sdk")]
-            r.otel.clone_from(&otel_fields);
+            otel_fields.copy_to(&mut r);
             shared.pipeline.push(r);
         }
         match spec.kind {
@@ -658,8 +672,7 @@ impl Core {
         );
         start.interval = Some(ids);
         start.scope = parent;
-        #[cfg(feature = "otel-sdk")]
-        start.otel.clone_from(&otel_fields);
+        otel_fields.copy_to(&mut start);
         // The run's `status` decides run_stop's status; it is no metadata.
         let skip_status = spec.kind == Interval::Run;
         if let Some(ns) = fields.start_parts(skip_status, &mut start.metadata.fields) {
@@ -688,7 +701,6 @@ impl Core {
             ids,
             fields,
             meta,
-            #[cfg(feature = "otel-sdk")]
             otel: otel_fields,
         });
         shared.bucket(id).fetch_add(1, Ordering::Relaxed);
@@ -740,7 +752,6 @@ impl Core {
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        #[cfg(feature = "otel-sdk")]
         if otel::close_traced(shared, &id, &span) {
             return;
         }
@@ -779,10 +790,7 @@ impl Shared {
         );
         end.interval = Some(open.ids);
         end.scope = open.ids.parent;
-        #[cfg(feature = "otel-sdk")]
-        {
-            end.otel = open.otel;
-        }
+        open.otel.move_to(&mut end);
         end.metadata.fields = parts.metadata;
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
             self.fill_progress(&mut end.metadata, Some(&spec.stop_key));
@@ -826,7 +834,7 @@ impl Shared {
     }
 }
 
-impl OpenIntervals for Shared {
+impl EndOfRun for Shared {
     /// Ends every interval still open, innermost first, as the process or the pipeline goes
     /// away while spans are open (their own close will find nothing left to end). Returns the
     /// end keys written, in order.
@@ -858,7 +866,7 @@ impl OpenIntervals for Shared {
 #[inline(never)]
 fn enter_tracked(shared: &Shared, id: &Id) {
     if let Some(interval) = shared.open_interval_id(id.into_u64()) {
-        step::enter_interval(shared.id, id.into_u64(), interval);
+        entered::enter_interval(shared.id, id.into_u64(), interval);
     }
 }
 
@@ -885,8 +893,7 @@ fn start_filter_checks(shared: &Arc<Shared>) {
             .downcast_ref::<Core>()
             .is_some_and(|core| Arc::ptr_eq(&core.shared, &shared));
         if ours {
-            #[cfg(feature = "otel-sdk")]
-            let _ = shared.state.dispatch.set(global.downgrade());
+            shared.state.dispatch.set(&global);
             shared.state.callsites.set_dispatch(&global);
         }
     });
@@ -902,8 +909,7 @@ where
 
     fn on_register_dispatch(&self, dispatch: &tracing_core::Dispatch) {
         let shared = &self.shared;
-        #[cfg(feature = "otel-sdk")]
-        let _ = shared.state.dispatch.set(dispatch.downgrade());
+        shared.state.dispatch.set(dispatch);
         if shared.writes {
             shared.state.callsites.set_dispatch(dispatch);
         }
@@ -932,10 +938,7 @@ where
         }
         let spec_index = match self.shared.class(meta) {
             Class::Ignored | Class::Event { .. } => {
-                #[cfg(feature = "otel-sdk")]
-                if !self.shared.traced_spans.is_empty() {
-                    otel::open_traced(&self.shared, attrs, id, &ctx);
-                }
+                otel::open_traced(&self.shared, attrs, id, &ctx);
                 return;
             }
             Class::Interval(i) => i,
@@ -960,7 +963,7 @@ where
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
         if self.shared.maybe_tracked(id) {
-            step::exit_interval(self.shared.id, id.into_u64());
+            entered::exit_interval(self.shared.id, id.into_u64());
         }
     }
 
@@ -980,8 +983,7 @@ where
         let span = id.into_u64();
         if let Some(open) = shared.open_intervals().iter_mut().find(|o| o.span == span) {
             values.record(&mut open.fields);
-            #[cfg(feature = "otel-sdk")]
-            values.record(&mut otel::OtelVisitor(&mut open.otel));
+            open.otel.record(values);
         }
     }
 
@@ -1034,8 +1036,8 @@ where
         forget(replace(&mut r.value, value));
         r.metadata.file = Some(Cow::Borrowed(file));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
-        r.tid = step::thread_id();
-        r.scope = step::current_interval(shared.id);
+        r.tid = crate::os_thread::id();
+        r.scope = entered::current_interval(shared.id);
         if is_eval {
             shared.pipeline.push_urgent(r);
         } else {
@@ -1147,8 +1149,8 @@ macro_rules! delegate {
 }
 
 // The hot hooks are marked `#[inline]`: left to itself, LLVM stopped inlining these one-line
-// delegations into `Layered` once the hooks behind them grew a little (~40 instructions per
-// step in `examples/budgets.rs`).
+// delegations into `Layered` once the hooks behind them grew a little (it showed in every
+// step of `examples/budgets.rs`).
 impl<S> Layer<S> for MllogLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,

@@ -3,7 +3,6 @@
 //! span id rather than in span extensions, so a step costs no allocation and may close on any
 //! thread.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -14,7 +13,7 @@ use tracing_core::field::{Field, Visit};
 /// index in [`StepFields`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
-pub(crate) enum Slot {
+pub(crate) enum StepField {
     /// `step`: the step number (for `train_loss` frequency and metadata).
     Step = 0,
     /// `samples`: samples this step trains (default: the configured global batch size).
@@ -29,25 +28,25 @@ pub(crate) enum Slot {
     Other = 5,
 }
 
-impl Slot {
-    pub(crate) fn of(name: &str) -> Slot {
+impl StepField {
+    pub(crate) fn of(name: &str) -> StepField {
         match name {
-            "step" => Slot::Step,
-            "samples" => Slot::Samples,
-            "samples_count" => Slot::SamplesCount,
-            "loss" => Slot::Loss,
-            "lr" => Slot::Lr,
-            _ => Slot::Other,
+            "step" => StepField::Step,
+            "samples" => StepField::Samples,
+            "samples_count" => StepField::SamplesCount,
+            "loss" => StepField::Loss,
+            "lr" => StepField::Lr,
+            _ => StepField::Other,
         }
     }
 
     fn is_float(self) -> bool {
-        matches!(self, Slot::Loss | Slot::Lr)
+        matches!(self, StepField::Loss | StepField::Lr)
     }
 }
 
-/// The fields a `train_step` span carries, packed: a presence bit per [`Slot`] instead of five
-/// `Option`s keeps the frame small, and a scratch value for [`Slot::Other`] makes capturing a
+/// The fields a `train_step` span carries, packed: a presence bit per [`StepField`] instead of five
+/// `Option`s keeps the frame small, and a scratch value for [`StepField::Other`] makes capturing a
 /// field a store and an `or`, with no branch.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct StepFields {
@@ -56,20 +55,20 @@ pub(crate) struct StepFields {
 }
 
 impl StepFields {
-    fn get(&self, slot: Slot) -> Option<u64> {
+    fn get(&self, slot: StepField) -> Option<u64> {
         let i = slot as usize;
         (self.present & (1 << i) != 0).then_some(self.values[i])
     }
 
     #[inline(always)]
-    fn put(&mut self, slot: Slot, bits: u64) {
+    fn put(&mut self, slot: StepField, bits: u64) {
         let i = slot as usize;
         self.values[i] = bits;
         self.present |= 1 << i;
     }
 
     #[inline(always)]
-    fn put_u64(&mut self, slot: Slot, value: u64) {
+    fn put_u64(&mut self, slot: StepField, value: u64) {
         if slot.is_float() {
             self.put(slot, (value as f64).to_bits());
         } else {
@@ -81,29 +80,29 @@ impl StepFields {
     #[cold]
     #[inline(never)]
     fn put_u64_named(&mut self, name: &str, value: u64) {
-        self.put_u64(Slot::of(name), value);
+        self.put_u64(StepField::of(name), value);
     }
 
-    fn put_f64(&mut self, slot: Slot, value: f64) {
+    fn put_f64(&mut self, slot: StepField, value: f64) {
         if slot.is_float() {
             self.put(slot, value.to_bits());
         }
     }
 
     pub(crate) fn step(&self) -> Option<u64> {
-        self.get(Slot::Step)
+        self.get(StepField::Step)
     }
     pub(crate) fn samples(&self) -> Option<u64> {
-        self.get(Slot::Samples)
+        self.get(StepField::Samples)
     }
     pub(crate) fn samples_count(&self) -> Option<u64> {
-        self.get(Slot::SamplesCount)
+        self.get(StepField::SamplesCount)
     }
     pub(crate) fn loss(&self) -> Option<f64> {
-        self.get(Slot::Loss).map(f64::from_bits)
+        self.get(StepField::Loss).map(f64::from_bits)
     }
     pub(crate) fn lr(&self) -> Option<f64> {
-        self.get(Slot::Lr).map(f64::from_bits)
+        self.get(StepField::Lr).map(f64::from_bits)
     }
 }
 
@@ -111,14 +110,14 @@ impl StepFields {
 /// its end are classified by name).
 pub(crate) struct StepVisitor<'a> {
     pub(crate) fields: &'a mut StepFields,
-    pub(crate) slots: &'a [Slot],
+    pub(crate) slots: &'a [StepField],
 }
 
 impl StepVisitor<'_> {
-    fn slot(&self, field: &Field) -> Slot {
+    fn slot(&self, field: &Field) -> StepField {
         match self.slots.get(field.index()) {
             Some(slot) => *slot,
-            None => Slot::of(field.name()),
+            None => StepField::of(field.name()),
         }
     }
 }
@@ -216,93 +215,4 @@ impl OpenSteps {
         let at = shard.iter().position(|fr| fr.span == span)?;
         Some(shard.swap_remove(at))
     }
-}
-
-/// One interval span entered on this thread.
-#[derive(Clone, Copy)]
-struct Entered {
-    /// The layer (`Shared::id`, never 0) that tracks it: interval ids are numbered per layer,
-    /// and two layers (in one subscriber or in two) each see their own intervals only.
-    layer: u64,
-    span: u64,
-    interval: u64,
-}
-
-thread_local! {
-    /// Interval spans entered on this thread, innermost last. Gives a record its enclosing
-    /// interval without a span lookup. Per thread by nature: what is entered is the current
-    /// span of a thread (an instrumented future enters its span on the thread that polls it,
-    /// and exits it before the poll returns).
-    static ENTERED_INTERVALS: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
-    /// The last entry of `ENTERED_INTERVALS` (layer 0: none), which every event reads: a `Cell`
-    /// without a destructor is read without the registration check a `Vec`'s thread local pays
-    /// (~15 instructions per event in `examples/budgets.rs`).
-    static INNERMOST: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-    /// The OS thread id (`gettid`), cached; 0 until first asked.
-    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// The OS thread id of the calling thread, cached per thread.
-#[inline]
-pub(crate) fn thread_id() -> u32 {
-    TID.with(|t| {
-        let mut v = t.get();
-        if v == 0 {
-            // SAFETY: gettid takes no arguments and cannot fail.
-            v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-            t.set(v);
-        }
-        v
-    })
-}
-
-pub(crate) fn enter_interval(layer: u64, span: u64, interval: u64) {
-    ENTERED_INTERVALS.with(|s| {
-        s.borrow_mut().push(Entered {
-            layer,
-            span,
-            interval,
-        })
-    });
-    INNERMOST.with(|c| c.set((layer, interval)));
-}
-
-pub(crate) fn exit_interval(layer: u64, span: u64) {
-    let innermost = ENTERED_INTERVALS.with(|s| {
-        let mut stack = s.borrow_mut();
-        if let Some(at) = stack
-            .iter()
-            .rposition(|e| e.layer == layer && e.span == span)
-        {
-            stack.remove(at);
-        }
-        stack.last().map_or((0, 0), |e| (e.layer, e.interval))
-    });
-    INNERMOST.with(|c| c.set(innermost));
-}
-
-/// The innermost interval of `layer` entered on this thread.
-#[inline]
-pub(crate) fn current_interval(layer: u64) -> Option<u64> {
-    let (innermost_layer, interval) = INNERMOST.with(|c| c.get());
-    if innermost_layer == layer {
-        Some(interval)
-    } else if innermost_layer == 0 {
-        None
-    } else {
-        current_interval_below(layer)
-    }
-}
-
-/// Another layer's interval is innermost (several layers, or one that shut down with
-/// intervals entered): this layer's innermost one, if any.
-#[cold]
-fn current_interval_below(layer: u64) -> Option<u64> {
-    ENTERED_INTERVALS.with(|s| {
-        s.borrow()
-            .iter()
-            .rev()
-            .find(|e| e.layer == layer)
-            .map(|e| e.interval)
-    })
 }

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::isolated::Call;
+use super::delivery::Delivery;
 #[cfg(doc)]
 use super::Sink;
-use super::{Delivery, Detail, SinkStatus};
+use super::{Detail, SinkStatus};
 
 thread_local! {
     /// Set on the worker thread so that anything a sink (or a crate a sink uses) logs through
@@ -28,6 +28,35 @@ pub(crate) fn on_worker_thread() -> bool {
 /// Marks the current thread as one that runs sinks: what it logs is not recorded.
 pub(crate) fn mark_worker_thread() {
     ON_WORKER.with(|w| w.set(true));
+}
+
+/// The call a sink is in, for drop reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    Write,
+    Flush,
+    Close,
+}
+
+impl Call {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Call::Write => "write",
+            Call::Flush => "flush",
+            Call::Close => "close",
+        }
+    }
+}
+
+/// A duration in words: `35 ms`, `4.2 s`, `10 s`.
+pub(crate) fn seconds(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 /// One sink's accounting, shared by the worker and (for an isolated sink) the sink's thread.
@@ -76,7 +105,7 @@ impl DropCause {
             } => format!(
                 "queue full ({capacity} records) while the sink was blocked in {} for {}",
                 call.as_str(),
-                super::isolated::seconds(*d)
+                seconds(*d)
             ),
             DropCause::QueueFull {
                 capacity,

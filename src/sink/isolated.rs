@@ -14,118 +14,11 @@ use crossbeam_channel::{
     bounded, select, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError,
 };
 
-use super::accounting::{DropCause, SinkCounters};
+use super::accounting::{seconds, Call, DropCause, SinkCounters};
 use super::{Sink, SinkError};
 use crate::record::Record;
 
-/// How the pipeline's worker hands records to one sink: the per-sink policy that decides
-/// which sinks may hold up the MLLOG file (and, once the record queue is full, the training
-/// thread) and which may lose records instead.
-///
-/// Defaults per sink kind: the MLLOG output and the live compliance checker are always
-/// [`Delivery::Inline`] (a missing line makes the log non-compliant); the RPD, OpenTelemetry
-/// and object-store sinks and every sink added with [`crate::Builder::sink`] are
-/// [`Delivery::Isolated`] with [`Delivery::DEFAULT_CAPACITY`]. Choose otherwise with
-/// [`crate::Builder::sink_with`] and [`crate::Builder::sink_delivery`].
-///
-/// An isolated sink that stalls loses records, counted with the reason, while the MLLOG
-/// stream keeps every one:
-///
-/// ```
-/// use std::sync::{Arc, Mutex};
-/// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, Record};
-/// use tracing_subscriber::prelude::*;
-///
-/// /// A sink that stalls while `gate` is held (a collector that stopped answering, say).
-/// struct Stalled(Arc<Mutex<()>>);
-///
-/// impl Sink for Stalled {
-///     fn name(&self) -> &str {
-///         "stalled"
-///     }
-///     fn write(&mut self, _: &Record) -> Result<(), SinkError> {
-///         drop(self.0.lock().unwrap());
-///         Ok(())
-///     }
-/// }
-///
-/// let gate = Arc::new(Mutex::new(()));
-/// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
-///     .sink_with(Stalled(gate.clone()), Delivery::Isolated { capacity: 4 })
-///     .environment(Vec::<(String, String)>::new())
-///     .build()?;
-/// let held = gate.lock().unwrap();
-/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-///     for step in 0..50u64 {
-///         mllog!("train_loss", 0.5, step);
-///     }
-/// });
-/// drop(held);
-/// let report = guard.shutdown();
-/// assert_eq!(report.records, 50); // the worker (and the MLLOG file) got every record
-/// let stalled = report.sinks.iter().find(|s| s.name == "stalled").unwrap();
-/// assert!(stalled.dropped > 0, "{report}");
-/// assert_eq!(stalled.written + stalled.dropped, 50, "{report}");
-/// assert!(stalled.drop_reason.as_deref().unwrap().contains("queue full"), "{report}");
-/// # Ok::<(), tracing_mllog::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// On the worker thread, in order with the MLLOG file: lossless, but a sink that stalls
-    /// delays the MLLOG file behind it and, once the record queue is full, the training
-    /// thread (with the default [`crate::Overflow::Block`]).
-    Inline,
-    /// On the sink's own thread, fed through a bounded queue of `capacity` records (copies).
-    /// A sink that falls behind or stalls catches up later, or, once its queue is full, loses
-    /// the records that do not fit: they are counted in its [`crate::SinkReport`] with the
-    /// reason (e.g. how long the sink had been blocked in a write). It never delays the
-    /// MLLOG file or the training thread.
-    Isolated {
-        /// Records the queue holds (at least 1).
-        capacity: usize,
-    },
-}
-
-impl Delivery {
-    /// The default queue of an isolated sink, the size of the pipeline's own record queue.
-    pub const DEFAULT_CAPACITY: usize = 4096;
-
-    /// [`Delivery::Isolated`] with [`Delivery::DEFAULT_CAPACITY`].
-    pub const fn isolated() -> Delivery {
-        Delivery::Isolated {
-            capacity: Self::DEFAULT_CAPACITY,
-        }
-    }
-}
-
-impl Default for Delivery {
-    fn default() -> Self {
-        Delivery::isolated()
-    }
-}
-
-/// The call a sink is in, for drop reasons.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Call {
-    Write,
-    Flush,
-    Close,
-}
-
-impl Call {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Call::Write => "write",
-            Call::Flush => "flush",
-            Call::Close => "close",
-        }
-    }
-}
-
-enum Control {
+enum SinkControl {
     /// Flush once every record accepted before this request has been written.
     Flush {
         target: u64,
@@ -140,7 +33,7 @@ enum Control {
 }
 
 /// What the sink's thread and the worker share.
-struct State {
+struct SinkThread {
     counters: Arc<SinkCounters>,
     /// The call the sink is in and since when (`None` between calls).
     busy: Mutex<Option<(Call, Instant)>>,
@@ -150,7 +43,7 @@ struct State {
     flush_queued: AtomicBool,
 }
 
-impl State {
+impl SinkThread {
     fn busy(&self) -> Option<(Call, Duration)> {
         self.busy
             .lock()
@@ -163,8 +56,8 @@ impl State {
 /// fit in the queue is counted as dropped.
 pub(crate) struct Isolated {
     records: Sender<Record>,
-    control: Sender<Control>,
-    state: Arc<State>,
+    control: Sender<SinkControl>,
+    state: Arc<SinkThread>,
     capacity: usize,
     /// Records accepted into the queue.
     accepted: u64,
@@ -182,7 +75,7 @@ impl Isolated {
         let capacity = capacity.max(1);
         let (records, records_rx) = bounded(capacity);
         let (control, control_rx) = unbounded();
-        let state = Arc::new(State {
+        let state = Arc::new(SinkThread {
             counters,
             busy: Mutex::new(None),
             handled: AtomicU64::new(0),
@@ -230,7 +123,7 @@ impl Isolated {
     /// Asks for a flush after the records queued so far, unless one is already waiting.
     pub(crate) fn flush_soon(&mut self) {
         if !self.state.flush_queued.swap(true, Ordering::AcqRel) {
-            let _ = self.control.send(Control::Flush {
+            let _ = self.control.send(SinkControl::Flush {
                 target: self.accepted,
                 ack: None,
             });
@@ -241,7 +134,7 @@ impl Isolated {
     /// (or is disconnected if the sink's thread has stopped).
     pub(crate) fn flush_acked(&mut self) -> Receiver<()> {
         let (ack, ack_rx) = bounded(1);
-        let _ = self.control.send(Control::Flush {
+        let _ = self.control.send(SinkControl::Flush {
             target: self.accepted,
             ack: Some(ack),
         });
@@ -256,7 +149,7 @@ impl Isolated {
             return;
         }
         let (done, done_rx) = bounded(1);
-        let _ = self.control.send(Control::Close {
+        let _ = self.control.send(SinkControl::Close {
             target: self.accepted,
             deadline,
             done,
@@ -297,22 +190,13 @@ impl Isolated {
     }
 }
 
-/// `4.2 s`, `35 ms`.
-pub(crate) fn seconds(d: Duration) -> String {
-    if d >= Duration::from_secs(1) {
-        format!("{:.1} s", d.as_secs_f64())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
-}
-
 /// The sink's thread: writes records in order; flushes and closes when the worker asks, after
 /// the records queued before the request.
 fn run(
     mut sink: Box<dyn Sink>,
     records: &Receiver<Record>,
-    control: &Receiver<Control>,
-    state: &State,
+    control: &Receiver<SinkControl>,
+    state: &SinkThread,
 ) {
     super::accounting::mark_worker_thread();
     let sink = &mut sink;
@@ -327,7 +211,7 @@ fn run(
                 }
             },
             recv(control) -> c => match c {
-                Ok(Control::Flush { target, ack }) => {
+                Ok(SinkControl::Flush { target, ack }) => {
                     catch_up(sink, state, records, target);
                     if ack.is_none() {
                         state.flush_queued.store(false, Ordering::Release);
@@ -337,7 +221,7 @@ fn run(
                         let _ = ack.send(());
                     }
                 }
-                Ok(Control::Close { target, deadline, done }) => {
+                Ok(SinkControl::Close { target, deadline, done }) => {
                     catch_up(sink, state, records, target);
                     call(sink, state, Call::Close, |s| s.close(deadline));
                     let _ = done.send(());
@@ -350,7 +234,7 @@ fn run(
 }
 
 /// Writes queued records until `target` have been handled (all of them are queued already).
-fn catch_up(sink: &mut Box<dyn Sink>, state: &State, records: &Receiver<Record>, target: u64) {
+fn catch_up(sink: &mut Box<dyn Sink>, state: &SinkThread, records: &Receiver<Record>, target: u64) {
     while state.handled.load(Ordering::Acquire) < target {
         match records.recv() {
             Ok(record) => write(sink, state, &record),
@@ -359,7 +243,7 @@ fn catch_up(sink: &mut Box<dyn Sink>, state: &State, records: &Receiver<Record>,
     }
 }
 
-fn write(sink: &mut Box<dyn Sink>, state: &State, record: &Record) {
+fn write(sink: &mut Box<dyn Sink>, state: &SinkThread, record: &Record) {
     call(sink, state, Call::Write, |s| s.write(record));
     state.handled.fetch_add(1, Ordering::Release);
 }
@@ -367,7 +251,7 @@ fn write(sink: &mut Box<dyn Sink>, state: &State, record: &Record) {
 /// One call into the sink, timed and accounted; `busy` says what it is doing meanwhile.
 fn call(
     sink: &mut Box<dyn Sink>,
-    state: &State,
+    state: &SinkThread,
     what: Call,
     f: impl FnOnce(&mut Box<dyn Sink>) -> Result<(), SinkError>,
 ) {

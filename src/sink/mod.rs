@@ -4,6 +4,7 @@
 //! thread behind its own bounded queue, so that it cannot hold up the MLLOG file.
 
 pub(crate) mod accounting;
+mod delivery;
 pub(crate) mod isolated;
 mod memory;
 mod mllog_file;
@@ -28,7 +29,7 @@ pub(crate) use rpd::plug as rpd_plug;
 pub(crate) use upload::plug as upload_plug;
 
 pub use accounting::SinkReport;
-pub use isolated::Delivery;
+pub use delivery::Delivery;
 pub use memory::{MemoryHandle, MemorySink};
 pub use mllog_file::MllogFileSink;
 #[cfg(feature = "nvtx")]

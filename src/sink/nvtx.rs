@@ -288,7 +288,7 @@ impl NvtxSink {
 /// The registration (see `crate::registry::FACTORIES`): on the writing rank, once, also when
 /// `Builder::sink` added one (two would draw every range twice).
 pub(crate) fn plug(
-    cx: &mut super::plug::Context<'_>,
+    cx: &mut super::plug::SinkSetup<'_>,
 ) -> Result<Option<super::plug::Plugged>, crate::Error> {
     let sink = NvtxSink::from_env(cx.env).map_err(|e| crate::Error::start("the NVTX sink", e))?;
     match sink {
@@ -348,15 +348,9 @@ impl std::fmt::Debug for NvtxSink {
 }
 
 /// The ranges start on this (the worker's) thread: say so on the timeline.
-#[cfg(target_os = "linux")]
 fn name_this_thread() {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    nvtx::name_thread(tid as u32, c"mllog worker");
+    nvtx::name_thread(crate::os_thread::id(), c"mllog worker");
 }
-
-#[cfg(not(target_os = "linux"))]
-fn name_this_thread() {}
 
 /// `block_start` → `block`; `run_stop` → `run`; other keys unchanged.
 fn interval_name(key: &str) -> &str {

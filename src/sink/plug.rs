@@ -17,7 +17,7 @@ use crate::submission::Submission;
 
 /// What a factory sees of the build.
 #[allow(dead_code)] // each field is read by some of the optional sinks
-pub(crate) struct Context<'a> {
+pub(crate) struct SinkSetup<'a> {
     /// The environment of this build (the process's, or the builder's map).
     pub(crate) env: &'a Env,
     /// Whether this rank writes MLLOG records.
@@ -59,7 +59,7 @@ impl Plugged {
 
 /// One optional sink's registration: `Ok(None)` when the environment and the builder do not
 /// ask for it (or this rank has no use for it).
-pub(crate) type Factory = fn(&mut Context<'_>) -> Result<Option<Plugged>, crate::Error>;
+pub(crate) type Factory = fn(&mut SinkSetup<'_>) -> Result<Option<Plugged>, crate::Error>;
 
 /// Settings given to the builder for optional sinks, by type (one of each).
 #[derive(Default)]

@@ -172,7 +172,7 @@ impl RetryPolicy {
     }
 }
 
-enum Target {
+enum Destination {
     Url(Url),
     Store {
         store: Arc<dyn ObjectStore>,
@@ -185,7 +185,7 @@ enum Target {
 ///
 /// Give it to [`crate::Builder::upload`] (or set `MLLOG_UPLOAD_URL`): the layer then keeps a
 /// copy of its MLLOG file in object storage, re-uploaded in the background and a last time
-/// at shutdown, when it is read back and compared; [`crate::Guard::upload_report`] says how
+/// at shutdown, when it is read back and compared; [`crate::Guard::detail`]`::<UploadReport>()` says how
 /// that went. Credentials come from the provider's usual variables or
 /// [`UploadConfig::option`]s and are never printed: `Debug` shows option keys but never
 /// option values, and URLs are shown without credentials or query string.
@@ -212,13 +212,13 @@ enum Target {
 ///     mllog!(keys::SEED, 7);
 /// });
 /// guard.shutdown(); // the final upload, read back and compared
-/// let upload = guard.upload_report().expect("an uploader");
+/// let upload = guard.detail::<tracing_mllog::sink::UploadReport>().expect("an uploader");
 /// assert_eq!(upload.final_remote_matches_local, Some(true), "{upload}");
 /// assert_eq!(std::fs::read(&remote)?, std::fs::read(&local)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct UploadConfig {
-    target: Target,
+    target: Destination,
     interval: Option<Duration>,
     important_keys: Vec<String>,
     retry: RetryPolicy,
@@ -297,13 +297,13 @@ impl UploadConfig {
                     .into(),
             });
         }
-        Ok(UploadConfig::with_target(Target::Url(parsed)))
+        Ok(UploadConfig::with_target(Destination::Url(parsed)))
     }
 
     /// Uploads into a store you built yourself (a wrapped, throttled or in-memory store) at
     /// `object_path` (`"runs/42/mllog.log"`; ending in `/` appends the local file's name).
     pub fn from_store(store: Arc<dyn ObjectStore>, object_path: &str) -> UploadConfig {
-        UploadConfig::with_target(Target::Store {
+        UploadConfig::with_target(Destination::Store {
             store,
             path: object_path.to_string(),
         })
@@ -334,7 +334,7 @@ impl UploadConfig {
         Ok(Some(config))
     }
 
-    fn with_target(target: Target) -> UploadConfig {
+    fn with_target(target: Destination) -> UploadConfig {
         UploadConfig {
             target,
             interval: Some(DEFAULT_INTERVAL),
@@ -415,9 +415,9 @@ impl UploadConfig {
     /// The destination for reports: the URL without user info, query or fragment.
     pub fn display_url(&self) -> String {
         match &self.target {
-            Target::Url(url) => redact_url(url),
+            Destination::Url(url) => redact_url(url),
             // A store's `Display` is its own; it may name an endpoint with user info.
-            Target::Store { store, path } => redact(&format!("{store}/{path}"), &[]),
+            Destination::Store { store, path } => redact(&format!("{store}/{path}"), &[]),
         }
     }
 
@@ -428,8 +428,8 @@ impl UploadConfig {
         local_file: &FsPath,
     ) -> Result<(Arc<dyn ObjectStore>, ObjectPath), UploadError> {
         let (store, dir_or_key) = match &self.target {
-            Target::Store { store, path } => (store.clone(), path.clone()),
-            Target::Url(url) => {
+            Destination::Store { store, path } => (store.clone(), path.clone()),
+            Destination::Url(url) => {
                 let store = build_store(url, &self.options, self.from_env, &self.secrets())?;
                 // The key within the bucket as object_store reads the URL: for the path-style
                 // https forms (`https://s3.<region>.amazonaws.com/bucket/key`, R2, Azure
@@ -704,7 +704,7 @@ fn install_crypto_provider() {
     }
 }
 
-/// What the uploader did (read it with [`crate::Guard::upload_report`] or
+/// What the uploader did (read it with [`crate::Guard::detail`]`::<UploadReport>()` or
 /// [`UploadHandle::report`]; the [`UploadConfig`] example checks it after shutdown).
 /// `final_remote_matches_local` is `None` until the final upload ran,
 /// then `Some(true)` only when the remote object was read back byte-identical to the local
@@ -784,7 +784,7 @@ impl fmt::Display for UploadReport {
     }
 }
 
-struct Shared {
+struct UploadState {
     report: Mutex<UploadReport>,
     coalesced: AtomicU64,
     urgent: AtomicBool,
@@ -797,14 +797,14 @@ struct Shared {
     final_done: AtomicBool,
 }
 
-impl Shared {
+impl UploadState {
     fn update(&self, f: impl FnOnce(&mut UploadReport)) {
         f(&mut self.report.lock().unwrap_or_else(|e| e.into_inner()));
     }
 }
 
 /// Reads an [`UploadSink`]'s progress from any thread. Through the layer,
-/// [`crate::Guard::upload_report`] gives the same report.
+/// [`crate::Guard::detail`]`::<UploadReport>()` gives the same report.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -826,7 +826,7 @@ impl Shared {
 /// ```
 #[derive(Clone)]
 pub struct UploadHandle {
-    shared: Arc<Shared>,
+    shared: Arc<UploadState>,
 }
 
 impl fmt::Debug for UploadHandle {
@@ -875,7 +875,7 @@ impl UploadHandle {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct UploadSink {
-    shared: Arc<Shared>,
+    shared: Arc<UploadState>,
     important: HashSet<String>,
     pending_urgent: bool,
     done_rx: mpsc::Receiver<Result<(), String>>,
@@ -891,7 +891,7 @@ impl fmt::Debug for UploadSink {
 }
 
 struct Uploader {
-    shared: Arc<Shared>,
+    shared: Arc<UploadState>,
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
     local_file: PathBuf,
@@ -918,7 +918,7 @@ impl UploadSink {
             url,
             ..UploadReport::default()
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(UploadState {
             report: Mutex::new(report),
             coalesced: AtomicU64::new(0),
             urgent: AtomicBool::new(false),
@@ -979,24 +979,6 @@ impl UploadSink {
     }
 }
 
-impl crate::Builder {
-    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
-    /// the background, never blocking training, a final upload at shutdown. Needs a file
-    /// output.
-    pub fn upload(mut self, config: UploadConfig) -> Self {
-        self.options.set(config);
-        self
-    }
-}
-
-impl crate::Guard {
-    /// What the object-store uploader did: uploads, retries, the latest error, and after
-    /// shutdown whether the remote copy matches the local file.
-    pub fn upload_report(&self) -> Option<UploadReport> {
-        self.detail()
-    }
-}
-
 impl super::SinkStatus for UploadHandle {
     fn detail(&self) -> super::Detail {
         super::Detail::new(self.report())
@@ -1007,7 +989,7 @@ impl super::SinkStatus for UploadHandle {
 /// [`crate::Builder::upload`], on the writing rank, right after the MLLOG file (it uploads
 /// what that sink has just flushed).
 pub(crate) fn plug(
-    cx: &mut super::plug::Context<'_>,
+    cx: &mut super::plug::SinkSetup<'_>,
 ) -> Result<Option<super::plug::Plugged>, crate::Error> {
     let start = |e| crate::Error::start("the object-store upload", e);
     let from_env = UploadConfig::from_env(cx.env).map_err(start)?;

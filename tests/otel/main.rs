@@ -446,7 +446,9 @@ fn rank_child() {
         }
     });
     let report = guard.shutdown();
-    let o = guard.otel_report().expect("MLLOG_OTEL=1 is set");
+    let o = guard
+        .detail::<tracing_mllog::sink::OtelReport>()
+        .expect("MLLOG_OTEL=1 is set");
     println!(
         "OTEL_REPORT rank={rank} started={} exported={} dropped={} errors={} pipeline_dropped={} \
          trace_errors={} metric_errors={} last_trace_error={:?} last_metric_error={:?} last_error={:?}",

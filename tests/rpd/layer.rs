@@ -91,7 +91,9 @@ fn layer_drives_profiler_and_rpd_sink(warmup_in_run: bool) {
             && at("rpdflush") < at("step 3"),
         "{log:?}"
     );
-    let profile = guard.profile_report().unwrap();
+    let profile = guard
+        .detail::<tracing_mllog::profile::ProfileReport>()
+        .unwrap();
     assert_eq!((profile.starts, profile.stops, profile.flushes), (1, 1, 1));
 
     // The RPD sink got the run's intervals from the same stream, nested in time.
@@ -148,7 +150,9 @@ fn only_the_writing_rank_profiles() {
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
         let _run = info_span!("run").entered();
     });
-    assert!(guard.profile_report().is_none());
+    assert!(guard
+        .detail::<tracing_mllog::profile::ProfileReport>()
+        .is_none());
     drop(guard);
     let log = lines(&calls);
     assert!(!log.iter().any(|l| l == "rpdstart"), "{log:?}");
@@ -216,7 +220,9 @@ fn profiler_settings_come_from_the_builders_map() {
     });
     let report = guard.shutdown();
     assert!(report.is_clean(), "{report}");
-    let profile = guard.profile_report().expect("profiling is on");
+    let profile = guard
+        .detail::<tracing_mllog::profile::ProfileReport>()
+        .expect("profiling is on");
     assert_eq!(profile.rpd_file.as_deref(), Some(file.as_path()));
     assert_eq!(profile.segment, "train_step:2");
     assert_eq!(

@@ -9,6 +9,8 @@ use opentelemetry_sdk::Resource;
 use crate::keys::Benchmark;
 use crate::submission::Submission;
 
+/// The service name (read by the sink, not by the exporter, so a builder's map is honoured).
+pub(crate) const ENV_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
 /// Largest span queue (`OtelConfig::queue_size`, `MLLOG_OTEL_QUEUE_SIZE`).
 pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 
@@ -409,7 +411,7 @@ impl OtelConfig {
         let from_env = match &self.env_service_name {
             Some(name) => name.clone(),
             None => crate::env::Env::process()
-                .string(super::env::ENV_SERVICE_NAME)
+                .string(ENV_SERVICE_NAME)
                 .ok()
                 .flatten()
                 .map(str::to_owned),

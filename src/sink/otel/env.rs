@@ -7,7 +7,7 @@ use opentelemetry_otlp::{MetricExporter, SpanExporter};
 #[cfg(feature = "otel-http")]
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 
-use super::config::{Backpressure, OtelConfig, OtelError};
+use super::config::{Backpressure, OtelConfig, OtelError, ENV_SERVICE_NAME};
 use super::OtelSink;
 use crate::env::Env;
 use crate::submission::OverlayEnv as _;
@@ -30,9 +30,6 @@ pub const ENV_OTEL_SPANS: &str = "MLLOG_OTEL_SPANS";
 pub const ENV_TRACEPARENT: &str = "TRACEPARENT";
 /// W3C trace state that goes with [`ENV_TRACEPARENT`].
 pub const ENV_TRACESTATE: &str = "TRACESTATE";
-
-/// The service name (read by the sink, not by the exporter, so a builder's map is honoured).
-pub(crate) const ENV_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Transport {

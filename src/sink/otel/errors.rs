@@ -5,7 +5,14 @@
 
 use std::time::Duration;
 
-use super::processor::Signal;
+use crate::sink::accounting::seconds;
+
+/// An OTLP signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    Traces,
+    Metrics,
+}
 
 /// Longest excerpt of the exporter's own message kept after the cause.
 const MAX_DETAIL: usize = 300;
@@ -145,15 +152,6 @@ pub(crate) fn cause(error: &str, timeout: Duration) -> String {
         return format!("gRPC status {code}");
     }
     "export failed".to_owned()
-}
-
-fn seconds(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{ms} ms")
-    }
 }
 
 /// A 3-digit HTTP status after `status code` / `status:` in lower-cased text.

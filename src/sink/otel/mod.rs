@@ -31,7 +31,8 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider, SpanExporter};
 
 use self::attributes::{otel_value, record_attributes, KeyCache};
-use self::processor::{Counters, Executor, QueueProcessor, Settings, Signal};
+use self::errors::Signal;
+use self::processor::{Executor, ExportCounters, QueueProcessor, Settings};
 use self::span::{LiveSpan, Parent, Spans};
 use super::{Sink, SinkError};
 use crate::record::{EventType, OtelFields, Record, TraceParent, Value};
@@ -171,7 +172,7 @@ pub struct OtelReport {
 /// ```
 #[derive(Clone, Debug)]
 pub struct OtelHandle {
-    counters: Arc<Counters>,
+    counters: Arc<ExportCounters>,
 }
 
 impl OtelHandle {
@@ -245,9 +246,9 @@ enum Open {
 /// hash map: MLLOG intervals nest a handful deep, and the one a record needs is nearly always
 /// the innermost, so a backwards scan beats hashing every id.
 #[derive(Default)]
-struct OpenIntervals(Vec<(u64, Open)>);
+struct OpenSpans(Vec<(u64, Open)>);
 
-impl OpenIntervals {
+impl OpenSpans {
     fn position(&self, id: u64) -> Option<usize> {
         self.0.iter().rposition(|(i, _)| *i == id)
     }
@@ -330,8 +331,8 @@ pub struct OtelSink {
     instruments: Option<Instruments>,
     own_providers: bool,
     runtime: Option<tokio::runtime::Runtime>,
-    open: OpenIntervals,
-    counters: Arc<Counters>,
+    open: OpenSpans,
+    counters: Arc<ExportCounters>,
     step_rate: f64,
     step_acc: f64,
     max_events: u32,
@@ -347,7 +348,7 @@ pub struct OtelSink {
 /// Counts metric export failures.
 struct CountingMetricExporter<M> {
     inner: M,
-    counters: Arc<Counters>,
+    counters: Arc<ExportCounters>,
 }
 
 impl<M: PushMetricExporter> PushMetricExporter for CountingMetricExporter<M> {
@@ -394,7 +395,7 @@ impl OtelSink {
             config,
             None,
             None,
-            Counters::default().into(),
+            ExportCounters::default().into(),
         )
     }
 
@@ -435,7 +436,7 @@ impl OtelSink {
         S: SpanExporter + 'static,
         M: PushMetricExporter,
     {
-        let counters: Arc<Counters> = Arc::new(Counters::default());
+        let counters: Arc<ExportCounters> = Arc::new(ExportCounters::default());
         if let Some(e) = &config.endpoints.traces {
             let _ = counters.trace_endpoint.set(e.clone());
         }
@@ -511,7 +512,7 @@ impl OtelSink {
         config: OtelConfig,
         direct: Option<Spans>,
         runtime: Option<tokio::runtime::Runtime>,
-        counters: Arc<Counters>,
+        counters: Arc<ExportCounters>,
     ) -> OtelSink {
         let own_providers = direct.is_some();
         if let Some(why) = &config.ignored {
@@ -578,7 +579,7 @@ impl OtelSink {
             instruments,
             own_providers,
             runtime,
-            open: OpenIntervals::default(),
+            open: OpenSpans::default(),
             counters,
             step_rate: config.train_step_rate,
             step_acc: 0.0,
@@ -979,13 +980,6 @@ impl OtelSink {
     }
 }
 
-impl crate::Guard {
-    /// What the OpenTelemetry sink built from `MLLOG_OTEL=1` exported, dropped and failed.
-    pub fn otel_report(&self) -> Option<OtelReport> {
-        self.detail()
-    }
-}
-
 impl super::SinkStatus for OtelHandle {
     fn detail(&self) -> super::Detail {
         super::Detail::new(self.report())
@@ -996,7 +990,7 @@ impl super::SinkStatus for OtelHandle {
 /// collector should see the whole job). With it, `MLLOG_OTEL_STEP_EVERY` traces steps (the
 /// sink keeps one in N) and `MLLOG_OTEL_SPANS` names other spans to export.
 pub(crate) fn plug(
-    cx: &mut super::plug::Context<'_>,
+    cx: &mut super::plug::SinkSetup<'_>,
 ) -> Result<Option<super::plug::Plugged>, crate::Error> {
     let start = |e| crate::Error::start("the OpenTelemetry sink", e);
     let config = OtelConfig::new()

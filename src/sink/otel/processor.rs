@@ -15,10 +15,11 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 
 use super::config::Backpressure;
+use super::errors::Signal;
 
 /// Counters shared by the sink, its processor, its export thread and every handle.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
+pub(crate) struct ExportCounters {
     pub spans_started: AtomicU64,
     pub spans_ended: AtomicU64,
     pub spans_exported: AtomicU64,
@@ -51,7 +52,7 @@ pub(crate) struct Counters {
     pub shutdown_deadline: Mutex<Option<Instant>>,
 }
 
-impl Counters {
+impl ExportCounters {
     fn past_shutdown_deadline(&self) -> bool {
         self.shutdown_deadline
             .lock()
@@ -60,7 +61,7 @@ impl Counters {
     }
 }
 
-impl Counters {
+impl ExportCounters {
     pub(crate) fn error(&self, msg: String) {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
     }
@@ -100,13 +101,6 @@ impl Counters {
     }
 }
 
-/// An OTLP signal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Signal {
-    Traces,
-    Metrics,
-}
-
 pub(crate) enum Msg {
     /// Boxed so that the preallocated queue holds pointers, not 350-byte slots.
     Span(Box<SpanData>),
@@ -143,7 +137,7 @@ pub(crate) struct QueueProcessor {
 pub(crate) struct SpanQueue {
     tx: Sender<Msg>,
     backpressure: Backpressure,
-    counters: Arc<Counters>,
+    counters: Arc<ExportCounters>,
 }
 
 impl SpanQueue {
@@ -183,7 +177,7 @@ impl QueueProcessor {
         exporter: E,
         settings: Settings,
         executor: Executor,
-        counters: Arc<Counters>,
+        counters: Arc<ExportCounters>,
     ) -> std::io::Result<QueueProcessor> {
         let (tx, rx) = crossbeam_channel::bounded(settings.queue_size);
         let c = counters.clone();
@@ -254,7 +248,7 @@ impl SpanProcessor for QueueProcessor {
 fn export_loop<E: SpanExporter>(
     exporter: E,
     rx: Receiver<Msg>,
-    counters: Arc<Counters>,
+    counters: Arc<ExportCounters>,
     batch_size: usize,
     delay: Duration,
     executor: Executor,

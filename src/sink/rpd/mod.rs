@@ -335,7 +335,7 @@ fn create_parent(path: &Path) -> Result<(), RpdError> {
 }
 
 /// An interval whose start has been seen.
-struct OpenInterval {
+struct OpenRange {
     label: String,
     start: i64,
     tid: i64,
@@ -406,9 +406,9 @@ pub struct RpdSink {
     last_api: i64,
     last_string: i64,
     last_ustring: i64,
-    open: HashMap<u64, OpenInterval>,
+    open: HashMap<u64, OpenRange>,
     /// Intervals without ids (parsed records), paired by name, innermost last.
-    open_by_name: HashMap<String, Vec<OpenInterval>>,
+    open_by_name: HashMap<String, Vec<OpenRange>>,
     labels: HashMap<String, i64>,
     pending_strings: Vec<(i64, String)>,
     pending_ustrings: Vec<(i64, String)>,
@@ -610,17 +610,21 @@ impl RpdSink {
             },
         )?;
         let (pid, marker, empty) = (self.pid, self.marker_id, self.empty_id);
+        // The columns both schemas share, first in each row.
+        let common = |st: &mut rusqlite::Statement<'_>, i: usize, r: &ApiRow| {
+            st.raw_bind_parameter(i, r.id)?;
+            st.raw_bind_parameter(i + 1, pid)?;
+            st.raw_bind_parameter(i + 2, r.tid)?;
+            st.raw_bind_parameter(i + 3, r.start)?;
+            st.raw_bind_parameter(i + 4, r.end)?;
+            st.raw_bind_parameter(i + 5, marker)
+        };
         match self.schema {
             RpdSchema::V3 => {
                 let head = "INSERT INTO rocpd_api (id, pid, tid, start, \"end\", apiName_id, \
                             category_id, domain_id, args_id) VALUES ";
                 insert_rows(&tx, head, 9, &self.pending_api, |st, i, r| {
-                    st.raw_bind_parameter(i, r.id)?;
-                    st.raw_bind_parameter(i + 1, pid)?;
-                    st.raw_bind_parameter(i + 2, r.tid)?;
-                    st.raw_bind_parameter(i + 3, r.start)?;
-                    st.raw_bind_parameter(i + 4, r.end)?;
-                    st.raw_bind_parameter(i + 5, marker)?;
+                    common(st, i, r)?;
                     st.raw_bind_parameter(i + 6, empty)?;
                     st.raw_bind_parameter(i + 7, marker)?;
                     st.raw_bind_parameter(i + 8, r.args_id)
@@ -630,12 +634,7 @@ impl RpdSink {
                 let head = "INSERT INTO rocpd_api (id, pid, tid, start, \"end\", apiName_id, \
                             args_id) VALUES ";
                 insert_rows(&tx, head, 7, &self.pending_api, |st, i, r| {
-                    st.raw_bind_parameter(i, r.id)?;
-                    st.raw_bind_parameter(i + 1, pid)?;
-                    st.raw_bind_parameter(i + 2, r.tid)?;
-                    st.raw_bind_parameter(i + 3, r.start)?;
-                    st.raw_bind_parameter(i + 4, r.end)?;
-                    st.raw_bind_parameter(i + 5, marker)?;
+                    common(st, i, r)?;
                     st.raw_bind_parameter(i + 6, r.args_id)
                 })?;
             }
@@ -802,19 +801,10 @@ fn sanitize_in_place(label: &mut String) {
     }
 }
 
-impl crate::Builder {
-    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
-    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
-    pub fn rpd(mut self, config: RpdConfig) -> Self {
-        self.options.set(config);
-        self
-    }
-}
-
 /// The registration (see `crate::registry::FACTORIES`): `MLLOG_RPD_FILE`, else
 /// [`crate::Builder::rpd`], on the writing rank.
 pub(crate) fn plug(
-    cx: &mut super::plug::Context<'_>,
+    cx: &mut super::plug::SinkSetup<'_>,
 ) -> Result<Option<super::plug::Plugged>, crate::Error> {
     let start = |e| crate::Error::start("the RPD sink", e);
     let from_env = RpdConfig::from_env(cx.env).map_err(start)?;
@@ -838,7 +828,7 @@ impl Sink for RpdSink {
                 let mut label = String::with_capacity(48);
                 label.push_str(interval_name(&record.key));
                 self.append_fields(&mut label, record);
-                let open = OpenInterval {
+                let open = OpenRange {
                     label,
                     start: time_of(record),
                     tid: self.tid_of(record),
@@ -904,7 +894,7 @@ impl Sink for RpdSink {
     fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
         let _ = deadline;
         let now = crate::record::Timestamp::now().mono_ns as i64;
-        let mut open: Vec<OpenInterval> = self.open.drain().map(|(_, o)| o).collect();
+        let mut open: Vec<OpenRange> = self.open.drain().map(|(_, o)| o).collect();
         for (_, v) in self.open_by_name.drain() {
             open.extend(v);
         }

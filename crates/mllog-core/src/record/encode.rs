@@ -61,6 +61,15 @@ impl Record {
     }
 }
 
+impl Value {
+    /// The JSON text of this value, in Python's `json.dumps` spelling.
+    pub fn to_json(&self) -> String {
+        let mut s = String::new();
+        write_value(&mut s, self);
+        s
+    }
+}
+
 /// Appends `v` in Python's `json.dumps` spelling.
 pub(crate) fn write_value(out: &mut String, v: &Value) {
     match v {

@@ -37,7 +37,7 @@ fn pow10(e: u32) -> Option<u128> {
 }
 
 /// The rational bounds of the search for one `f32`, all as `c * 2^t` with integer `c`.
-struct Interval {
+struct Bounds {
     /// `4m`: the value itself.
     x: u128,
     /// `4m - 2` (or `4m - 1` at a power of two, where the gap below is half the gap above).
@@ -49,7 +49,7 @@ struct Interval {
     inclusive: bool,
 }
 
-impl Interval {
+impl Bounds {
     /// The integer `n` with `n * 10^k` closest to the value among those inside the interval
     /// (`None`: no such `n`, or the arithmetic would not fit).
     fn digits_at(&self, k: i32) -> Option<Option<u128>> {
@@ -83,7 +83,7 @@ impl Interval {
         Some(pick(below, a, b, twice, mid))
     }
 
-    /// [`Interval::digits_at`] for the common case (values below 2^26 and digits down to
+    /// [`Bounds::digits_at`] for the common case (values below 2^26 and digits down to
     /// `10^-19`): `den` is a power of two and `10^-k` fits a `u64`, so there is no division and
     /// no product can overflow (`2^26 * 10^19 < 2^90`, and `n * 2^-t` is about `x * 10^-k`).
     #[inline]
@@ -105,8 +105,8 @@ impl Interval {
     }
 }
 
-impl Interval {
-    /// [`Interval::digits_at_small`] in one machine word, for values from about `2^-38` and
+impl Bounds {
+    /// [`Bounds::digits_at_small`] in one machine word, for values from about `2^-38` and
     /// digits down to `10^-11`: `2^26 * 10^11 < 2^63`, and with shifts below 60 neither
     /// `n << shift` nor `(2n + 1) << shift` passes `2^64`.
     #[inline]
@@ -184,7 +184,7 @@ fn fast(v: f32) -> Option<f64> {
         (frac | 0x80_0000, biased - 150)
     };
     let m = u128::from(m);
-    let interval = Interval {
+    let interval = Bounds {
         x: 4 * m,
         lo: if frac == 0 && biased > 1 {
             4 * m - 1

@@ -583,8 +583,12 @@ impl Record {
     /// for reuse.
     pub fn clear(&mut self) {
         self.namespace = Cow::Borrowed("");
-        self.key = Cow::Borrowed("");
         let md = &mut self.metadata;
+        // A key of the program's own (no MLLOG constant) is copied like a string value.
+        md.stash.keep(Value::Str(std::mem::replace(
+            &mut self.key,
+            Cow::Borrowed(""),
+        )));
         md.stash.keep(std::mem::take(&mut self.value));
         md.file = None;
         md.lineno = None;

@@ -106,13 +106,6 @@ impl Value {
         matches!(self, Value::Int(_) | Value::UInt(_) | Value::Float(_))
     }
 
-    /// The JSON text of this value, in Python's `json.dumps` spelling.
-    pub fn to_json(&self) -> String {
-        let mut s = String::new();
-        super::encode::write_value(&mut s, self);
-        s
-    }
-
     /// Sets `path` (dot-separated, e.g. `"a.b"`) inside an object value, creating nested
     /// objects as needed; a non-object value is replaced by an object.
     pub fn set_path(&mut self, path: &str, value: Value) {

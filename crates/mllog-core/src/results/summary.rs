@@ -715,7 +715,8 @@ pub fn render_json(runs: &[RunSummary]) -> String {
     format!("[\n{}\n]\n", items.join(",\n"))
 }
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted when needed (RFC 4180: a comma, quote or line break inside).
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

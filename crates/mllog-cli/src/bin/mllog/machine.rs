@@ -66,11 +66,4 @@ pub fn unreadable(file: &str, error: &std::io::Error) -> Value {
     serde_json::json!({ "file": file, "error": error.to_string() })
 }
 
-/// A CSV field, quoted when needed.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+pub use mllog_core::results::summary::csv_field;

@@ -1,19 +1,16 @@
-//! What the OTel sink needs from the training thread when an interval opens (feature `otel`):
-//! the `otel.*` fields of its span, and, for an interval with no enclosing interval, the
-//! OpenTelemetry span of the application (tracing-opentelemetry) around it, so that the sink's
-//! spans join the application's trace. Runs only when an interval opens or is recorded into,
-//! never per step.
+//! The layer's side of the OTel sink, compiled with the `otel-sdk` feature only (see the
+//! bridge in `super`).
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
+use tracing_core::span::Id;
+use tracing_core::Subscriber;
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
 use opentelemetry::trace::TraceContextExt;
 use tracing_core::dispatcher::WeakDispatch;
 use tracing_core::field::{Field, Visit};
-use tracing_core::span::Id;
-use tracing_core::Subscriber;
-use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
 use crate::record::{OtelFields, TraceParent};
 
@@ -97,18 +94,18 @@ where
 
 /// A span exported because its name matches `MLLOG_OTEL_SPANS`: kept in its extensions
 /// until it closes.
-pub(super) struct TracedSpan {
+pub(crate) struct TracedSpan {
     ids: crate::record::IntervalIds,
     key: crate::record::Str,
     meta: &'static tracing_core::Metadata<'static>,
 }
 
-/// A span that is none of ours opens: if a run is open and its name matches
+/// [`super::open_traced`] with the feature: if a run is open and its name matches
 /// `MLLOG_OTEL_SPANS`, a trace-only interval start record (for OTel and RPD; never an MLLOG
 /// line). Out of line; a non-matching span costs one name comparison per pattern.
 #[inline(never)]
-pub(super) fn open_traced<S>(
-    shared: &super::Shared,
+pub(crate) fn open_traced_slow<S>(
+    shared: &crate::layer::Shared,
     attrs: &tracing_core::span::Attributes<'_>,
     id: &Id,
     ctx: &tracing_subscriber::layer::Context<'_, S>,
@@ -119,7 +116,7 @@ pub(super) fn open_traced<S>(
     let meta = attrs.metadata();
     if !shared.state.run_open.load(Ordering::Relaxed)
         || !shared.traced_spans.matches(meta.name())
-        || super::is_foreign_target(meta)
+        || crate::layer::is_foreign_target(meta)
         || crate::sink::accounting::on_worker_thread()
     {
         return;
@@ -147,7 +144,7 @@ pub(super) fn open_traced<S>(
         Cow::Owned(format!("{name}_start")),
         crate::record::Value::Null,
     );
-    let mut fields = super::fields::Fields::default();
+    let mut fields = crate::layer::fields::SpanFields::default();
     attrs.record(&mut fields);
     if let Some(ns) = fields.start_parts(false, &mut r.metadata.fields) {
         r.namespace = ns;
@@ -155,7 +152,7 @@ pub(super) fn open_traced<S>(
     r.trace_only = true;
     r.interval = Some(ids);
     r.scope = parent;
-    r.otel = interval_fields::<S>(attrs, None, &shared.state.dispatch);
+    r.otel = interval_fields::<S>(attrs, None, &shared.state.dispatch.0);
     shared.pipeline.push(r);
     span.extensions_mut().insert(TracedSpan {
         ids,
@@ -165,8 +162,12 @@ pub(super) fn open_traced<S>(
     shared.bucket(id).fetch_add(1, Ordering::Relaxed);
 }
 
-/// A span that may be an exported one closes: its trace-only end record. Whether it was one.
-pub(super) fn close_traced<S>(shared: &super::Shared, id: &Id, span: &SpanRef<'_, S>) -> bool
+/// [`super::close_traced`] with the feature.
+pub(crate) fn close_traced_slow<S>(
+    shared: &crate::layer::Shared,
+    id: &Id,
+    span: &SpanRef<'_, S>,
+) -> bool
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
