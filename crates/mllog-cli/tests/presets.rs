@@ -2,7 +2,8 @@
 //! passes the official checker (`--werror`) and ours; fixed values cannot be changed in the
 //! closed division; evaluation points follow the rules; the peers' preset bugs cannot happen.
 //!
-//! Needs the official checker: `MLLOG_PYTHON=/work/venv/bin/python` (or `scripts/test`).
+//! Needs the official checker: `MLLOG_PYTHON` naming a Python with mlperf-logging==4.1.68 (as
+//! `scripts/test` sets it).
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -367,7 +368,7 @@ fn other_batch_sizes_dry_run_to_compliant_logs() {
     }
 }
 
-// ---- peers.md §8 ------------------------------------------------------------------------
+// ---- the Python helpers' preset problems (docs/peers.md) -------------------------------
 
 /// #4: `opt_learning_rate_decay_steps` is derived (total − warmup), never off by one, and a
 /// hand-typed off-by-one value is rejected.
