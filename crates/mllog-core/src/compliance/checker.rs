@@ -901,6 +901,17 @@ pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<C
     Ok(checkers.remove(0).report())
 }
 
+/// Checks a log from a reader under each of `rulesets` in one streaming pass: one report per
+/// ruleset, in the order given (what a ruleset inference compares).
+pub fn check_reader_each<R: BufRead>(
+    rulesets: &[Ruleset],
+    input: R,
+) -> std::io::Result<Vec<ComplianceReport>> {
+    let all = rulesets.iter().map(|&r| Checker::new(r)).collect();
+    let (checkers, _) = drive(all, false, input)?;
+    Ok(checkers.iter().map(Checker::report).collect())
+}
+
 /// Checks a log from a reader under the ruleset [`detect_ruleset`] would pick, in one streaming
 /// pass (standard input cannot be read twice): every ruleset's checker reads the log until its
 /// first `submission_benchmark` record decides, then only the chosen one goes on. Returns the

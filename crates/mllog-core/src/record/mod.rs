@@ -67,6 +67,8 @@ pub use parse::{
 };
 pub use value::Value;
 
+pub(crate) use encode::write_float;
+
 use std::borrow::Cow;
 use std::sync::OnceLock;
 

@@ -1,0 +1,407 @@
+//! Which training ruleset a results folder was made for, with the evidence in words.
+//!
+//! No log names its round, so a folder's ruleset is either given (`--ruleset`) or inferred
+//! once for the whole folder, never per file. [`choose_ruleset`] keeps the rulesets that
+//!
+//! 1. allow every benchmark the folder holds (the folder names and each log's
+//!    `submission_benchmark`);
+//! 2. accept every benchmark folder: at most the olympic allowance of files (1; 4 for unet3d)
+//!    fails the compliance check under it, as the package checker accepts;
+//! 3. know every rule key the logs use: a log that logs a key only newer rulesets have a rule
+//!    for (e.g. `lowest_numerical_precision_in_linear`, 6.1.0) was made for one of those.
+//!
+//! One ruleset left: it is the answer. Several left that give every file the same verdict and
+//! have the same RCP table for every benchmark of the folder: the choice changes nothing, the
+//! newest is taken and the evidence says so. Otherwise the inference refuses
+//! ([`RulesetError::Unsettled`]) and says what each candidate would change: pass `--ruleset`.
+//!
+//! ```
+//! use mllog_core::compliance::{example_log, Division, Ruleset};
+//! use mllog_core::results::ruleset::{choose_ruleset, RulesetError};
+//! use mllog_core::Benchmark;
+//!
+//! let root = tempfile::tempdir()?;
+//! let folder = root.path().join("results/sys/llama2_70b_lora");
+//! std::fs::create_dir_all(&folder)?;
+//! let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+//! for i in 0..10 {
+//!     std::fs::write(folder.join(format!("result_{i}.txt")), &log)?;
+//! }
+//! let choice = choose_ruleset(None, root.path()).unwrap();
+//! assert_eq!(choice.ruleset, Ruleset::V6_1_0);
+//! assert!(!choice.given && !choice.evidence.is_empty());
+//! let given = choose_ruleset(Some(Ruleset::V5_0_0), root.path()).unwrap();
+//! assert!(given.given && given.ruleset == Ruleset::V5_0_0);
+//! let empty = tempfile::tempdir()?;
+//! assert!(matches!(choose_ruleset(None, empty.path()), Err(RulesetError::NoResults { .. })));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::max_dropped_runs;
+use super::score::{benchmark_folders, result_files};
+use crate::compliance::{check_reader_each, rules, Ruleset};
+use crate::keys::Benchmark;
+use crate::record::LogReader;
+
+/// The ruleset a folder is checked under, and why.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RulesetChoice {
+    /// The ruleset.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_ruleset"))]
+    pub ruleset: Ruleset,
+    /// Whether it was given (`--ruleset`) rather than inferred.
+    pub given: bool,
+    /// The rulesets the evidence left, oldest first (just the given one when given).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_rulesets"))]
+    pub candidates: Vec<Ruleset>,
+    /// The evidence and the decision, in words.
+    pub evidence: Vec<String>,
+}
+
+/// Why no ruleset could be chosen.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesetError {
+    /// The evidence leaves several rulesets that would give different results, or none.
+    #[error("{}: the ruleset cannot be inferred ({}): {}; pass --ruleset X.Y.Z", .dir.display(), candidates_words(.candidates), .evidence.join("; "))]
+    Unsettled {
+        /// The folder.
+        dir: PathBuf,
+        /// The rulesets left (empty: none fits).
+        candidates: Vec<Ruleset>,
+        /// The evidence, in words.
+        evidence: Vec<String>,
+    },
+    /// No `result_*.txt` under the folder.
+    #[error("{}: no result_*.txt found", .dir.display())]
+    NoResults {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A folder or file could not be read.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn candidates_words(c: &[Ruleset]) -> String {
+    if c.is_empty() {
+        "no ruleset fits".into()
+    } else {
+        format!("{} fit", list(c))
+    }
+}
+
+fn list(c: &[Ruleset]) -> String {
+    c.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(feature = "serde")]
+fn ser_ruleset<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(r.as_str())
+}
+
+#[cfg(feature = "serde")]
+fn ser_rulesets<S: serde::Serializer>(r: &[Ruleset], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(r.iter().map(|r| r.as_str()))
+}
+
+/// [`choose_ruleset`] without a given ruleset.
+pub fn infer_ruleset(dir: &Path) -> Result<RulesetChoice, RulesetError> {
+    choose_ruleset(None, dir)
+}
+
+/// What one file says about the rulesets.
+struct FileEvidence {
+    folder: usize,
+    /// Passes the compliance check, per candidate (same order as the candidates).
+    passes: Vec<bool>,
+    /// The first error per candidate.
+    first_error: Vec<Option<String>>,
+    /// The rule keys the file logs.
+    keys: BTreeSet<String>,
+    benchmark: Option<String>,
+}
+
+/// The ruleset for the folder `dir` (a submission, its `results/`, a system folder or one
+/// benchmark folder): `given` when there is one, else inferred from the folder as the module
+/// documentation says.
+pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoice, RulesetError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RulesetError::Io { path, source }
+    };
+    let folders = benchmark_folders(dir).map_err(io(dir))?;
+    if folders.is_empty() {
+        return Err(RulesetError::NoResults {
+            dir: dir.to_path_buf(),
+        });
+    }
+    if let Some(r) = given {
+        return Ok(RulesetChoice {
+            ruleset: r,
+            given: true,
+            candidates: vec![r],
+            evidence: vec![format!("ruleset {r}: given (--ruleset)")],
+        });
+    }
+    let mut evidence = Vec::new();
+    // 1. The benchmarks.
+    let folder_benchmarks: Vec<String> = folders
+        .iter()
+        .map(|f| {
+            let n = f
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if n == "mask" {
+                "maskrcnn".into()
+            } else {
+                n
+            }
+        })
+        .collect();
+    let mut files = Vec::new();
+    for (i, folder) in folders.iter().enumerate() {
+        for file in result_files(folder).map_err(io(folder))? {
+            let open = || -> Result<_, RulesetError> {
+                Ok(std::io::BufReader::with_capacity(
+                    1 << 16,
+                    std::fs::File::open(&file).map_err(io(&file))?,
+                ))
+            };
+            let reports = check_reader_each(&Ruleset::ALL, open()?).map_err(io(&file))?;
+            let mut keys = BTreeSet::new();
+            let mut benchmark = None;
+            let mut reader = LogReader::new(open()?);
+            for line in reader.by_ref().flatten() {
+                if benchmark.is_none() && &*line.record.key == "submission_benchmark" {
+                    benchmark = line.record.value.as_str().map(str::to_owned);
+                }
+                keys.insert(line.record.key.to_string());
+            }
+            if let Some(e) = reader.io_error() {
+                return Err(RulesetError::Io {
+                    path: file.clone(),
+                    source: std::io::Error::new(e.kind(), e.to_string()),
+                });
+            }
+            files.push(FileEvidence {
+                folder: i,
+                passes: reports.iter().map(|r| r.passed(false)).collect(),
+                first_error: reports
+                    .iter()
+                    .map(|r| r.errors().next().map(|f| f.message.clone()))
+                    .collect(),
+                keys,
+                benchmark,
+            });
+        }
+    }
+    let mut names: BTreeSet<String> = folder_benchmarks.iter().cloned().collect();
+    names.extend(files.iter().filter_map(|f| f.benchmark.clone()));
+    let mut candidates: Vec<usize> = (0..Ruleset::ALL.len()).collect();
+    for name in &names {
+        let Some(b) = Benchmark::from_name(name) else {
+            evidence.push(format!("{name}: not a benchmark any ruleset names; not used"));
+            continue;
+        };
+        let allowed: Vec<Ruleset> = Ruleset::ALL
+            .iter()
+            .copied()
+            .filter(|r| rules(*r).allows(b))
+            .collect();
+        evidence.push(format!(
+            "{name} is allowed by {}",
+            if allowed.is_empty() {
+                "no ruleset".into()
+            } else {
+                list(&allowed)
+            }
+        ));
+        candidates.retain(|&i| allowed.contains(&Ruleset::ALL[i]));
+    }
+    // 2. Compliance.
+    let mut accepted = Vec::new();
+    for &c in &candidates {
+        let r = Ruleset::ALL[c];
+        let mut ok = true;
+        for (fi, folder) in folders.iter().enumerate() {
+            let failing: Vec<&FileEvidence> = files
+                .iter()
+                .filter(|f| f.folder == fi && !f.passes[c])
+                .collect();
+            let total = files.iter().filter(|f| f.folder == fi).count();
+            let allowance = max_dropped_runs(&folder_benchmarks[fi]);
+            if failing.len() > allowance {
+                ok = false;
+                evidence.push(format!(
+                    "under {r}, {} of {total} files of {} fail (first: {})",
+                    failing.len(),
+                    folder.display(),
+                    failing[0].first_error[c].as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        if ok {
+            accepted.push(c);
+        }
+    }
+    if accepted.len() < candidates.len() && !accepted.is_empty() {
+        evidence.push(format!(
+            "every folder is accepted (at most the olympic allowance of non-compliant files) under {}",
+            list(&accepted.iter().map(|&i| Ruleset::ALL[i]).collect::<Vec<_>>())
+        ));
+    }
+    let mut candidates = accepted;
+    // 3. Keys only newer rulesets know.
+    let logged: BTreeSet<&str> = files
+        .iter()
+        .flat_map(|f| f.keys.iter().map(String::as_str))
+        .collect();
+    if candidates.len() > 1 {
+        let known = |c: usize, k: &str| rules(Ruleset::ALL[c]).all_keys.contains(&k);
+        let mut keep = candidates.clone();
+        for &k in &logged {
+            let knowing: Vec<usize> = candidates.iter().copied().filter(|&c| known(c, k)).collect();
+            if !knowing.is_empty() && knowing.len() < candidates.len() {
+                let newest_ignorant = candidates.iter().copied().filter(|&c| !known(c, k)).max();
+                let oldest_knowing = knowing.iter().copied().min();
+                // Only a key newer rulesets added is evidence; one an older ruleset dropped
+                // says nothing (a log may keep logging it).
+                if let (Some(a), Some(b)) = (newest_ignorant, oldest_knowing) {
+                    if a < b {
+                        let before = keep.len();
+                        keep.retain(|c| knowing.contains(c));
+                        if keep.len() < before {
+                            evidence.push(format!(
+                                "the logs log `{k}`, which only {} have a rule for",
+                                list(&knowing.iter().map(|&i| Ruleset::ALL[i]).collect::<Vec<_>>())
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if !keep.is_empty() {
+            candidates = keep;
+        }
+    }
+    let cands: Vec<Ruleset> = candidates.iter().map(|&i| Ruleset::ALL[i]).collect();
+    match candidates.len() {
+        0 => Err(RulesetError::Unsettled {
+            dir: dir.to_path_buf(),
+            candidates: cands,
+            evidence,
+        }),
+        1 => {
+            let r = cands[0];
+            evidence.push(format!("ruleset {r}: the only one that fits"));
+            Ok(RulesetChoice {
+                ruleset: r,
+                given: false,
+                candidates: cands,
+                evidence,
+            })
+        }
+        _ => {
+            // Several fit: the choice matters only if they differ on this folder.
+            let mut differences = Vec::new();
+            let first = candidates[0];
+            for &c in &candidates[1..] {
+                let verdicts = files
+                    .iter()
+                    .filter(|f| f.passes[c] != f.passes[first])
+                    .count();
+                if verdicts > 0 {
+                    differences.push(format!(
+                        "{} and {} disagree on {verdicts} file(s)",
+                        Ruleset::ALL[first],
+                        Ruleset::ALL[c]
+                    ));
+                }
+            }
+            for name in &folder_benchmarks {
+                let tables: Vec<_> = cands
+                    .iter()
+                    .map(|r| super::rcp_data_table(r.as_str(), name))
+                    .collect();
+                if tables.windows(2).any(|w| !same_table(w[0], w[1])) {
+                    differences.push(format!(
+                        "their RCP tables for {name} differ ({})",
+                        cands
+                            .iter()
+                            .zip(&tables)
+                            .map(|(r, t)| format!(
+                                "{r}: {}",
+                                t.map_or("none".into(), |t| format!("{} records", t.len()))
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+            if differences.is_empty() {
+                let r = *cands.last().expect("several");
+                evidence.push(format!(
+                    "{} fit and give every file the same verdict and the same RCP table, so the \
+                     choice does not change the result: using the newest, {r}",
+                    list(&cands)
+                ));
+                Ok(RulesetChoice {
+                    ruleset: r,
+                    given: false,
+                    candidates: cands,
+                    evidence,
+                })
+            } else {
+                evidence.extend(differences);
+                Err(RulesetError::Unsettled {
+                    dir: dir.to_path_buf(),
+                    candidates: cands,
+                    evidence,
+                })
+            }
+        }
+    }
+}
+
+fn same_table(
+    a: Option<&[super::rcp_data::RcpRecordData]>,
+    b: Option<&[super::rcp_data::RcpRecordData]>,
+) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| {
+                    x.name == y.name
+                        && x.benchmark == y.benchmark
+                        && x.bs == y.bs
+                        && x.converge == y.converge
+                })
+        }
+        _ => false,
+    }
+}
+
+/// For `mllog check FILE` without `--ruleset`: the older rulesets that allow the log's
+/// benchmark and under which it passes too, given the reports of [`check_reader_each`] over
+/// [`Ruleset::ALL`] and the ruleset used.
+pub fn also_passes_under(
+    reports: &[crate::compliance::ComplianceReport],
+    used: Ruleset,
+) -> Vec<Ruleset> {
+    reports
+        .iter()
+        .filter(|r| r.ruleset < used && r.passed(false))
+        .map(|r| r.ruleset)
+        .collect()
+}
