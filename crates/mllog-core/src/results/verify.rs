@@ -49,6 +49,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::package::{check_seeds, params_enable, SeedRecord, SeedReport};
+use super::rcp::{check_benchmark, package_bypass, write_scaling, RcpOptions, RcpResult, RcpStatus};
 use super::score::olympic_mean;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
 use crate::compliance::{Checker, Ruleset};
@@ -235,15 +236,18 @@ pub struct RcpStep {
     pub message: String,
     /// The summarizer's `<benchmark>:RCP` column.
     pub column: String,
-    /// The factor the official tools would leave in `scaling.json`; `None`: no file.
-    pub scaling_factor: Option<f64>,
+    /// The factor of the final score once the check has run (what it writes to
+    /// `scaling.json`, 1.0 when it deletes the file).
+    pub scaling_factor: f64,
     /// The global batch size (`-1` when the files disagree or do not say).
     pub batch_size: Option<f64>,
     /// Samples (or epochs) to converge per run, the checker's order; `None` when more runs
     /// did not converge than olympic scoring allows.
     pub samples: Option<Vec<f64>>,
-    /// The RCP checker's reasoning, in words.
-    pub decisions: Vec<String>,
+    /// Where the official tool stops with an exception, in words.
+    pub error: Option<String>,
+    /// The RCP checker's result: records, means, the factor, its decisions in words.
+    pub detail: RcpResult,
 }
 
 /// The review of one `results/<system>/<benchmark>` folder.
@@ -454,11 +458,17 @@ impl Review {
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{}/{}: {verdict}{}{score}{rcp}\n",
+                "{}/{}: {verdict}{}{score}{rcp}",
                 b.system,
                 b.benchmark,
                 if score.is_empty() { "" } else { " — " }
             );
+            if let Some(r) = &b.rcp {
+                for d in &r.detail.decisions {
+                    let _ = writeln!(out, "  rcp: {d}");
+                }
+            }
+            out.push('\n');
         }
         let count = |s: Severity| self.problems().filter(|p| p.severity == s).count();
         let reviewed: Vec<_> = self.benchmarks.iter().filter(|b| b.reviewed).collect();
@@ -467,7 +477,7 @@ impl Review {
         let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
         let _ = writeln!(
             out,
-            "{}: {} reviewed ({} pass, {failed} fail{}), {} ({}, {})",
+            "{}: {} reviewed ({} pass, {failed} fail{}), {}; {}, {}",
             if self.passed {
                 "PASSES REVIEW"
             } else {
@@ -601,7 +611,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         .collect();
     let rcps = par_map(&rcp_jobs, threads, |&i| {
         let f = &folders[i];
-        rcp_step(&f.path, opts.ruleset, opts.rcp_bypass || f.rcp_bypass)
+        let committed = committed_scaling(&f.path).unwrap_or(1.0);
+        rcp_step(
+            &f.path,
+            opts.ruleset,
+            opts.rcp_bypass || f.rcp_bypass,
+            committed,
+        )
     });
     let mut rcp_of: Vec<Option<RcpStep>> = vec![None; folders.len()];
     for (&i, r) in rcp_jobs.iter().zip(rcps) {
@@ -719,7 +735,6 @@ fn plan_system(
         }
     };
     let params = sys.path.join("package_checker_params");
-    let sys_rcp_bypass = params_enable(&params, "rcp-bypass");
     let sys_seed_bypass = params_enable(&params, "seed-checker-bypass");
     let submission = sys.path.parent().and_then(Path::parent).unwrap_or(Path::new("."));
     let desc_path = submission.join("systems").join(format!("{}.json", sys.name));
@@ -785,7 +800,12 @@ fn plan_system(
         };
         let params = b.path.join("package_checker_params");
         let has_params = params.exists();
-        fp.rcp_bypass = sys_rcp_bypass || params_enable(&params, "rcp-bypass");
+        let (rcp_bypass, rcp_note) = package_bypass(&b.path);
+        fp.rcp_bypass = rcp_bypass;
+        if let Some(n) = rcp_note {
+            fp.problems
+                .push(Problem::new(Severity::Note, &params, "package_checker", n));
+        }
         fp.seed_bypass = opts.seed_checker_bypass
             || sys_seed_bypass
             || params_enable(&params, "seed-checker-bypass");
@@ -1203,13 +1223,16 @@ fn finish_folder(
     }
     // The RCP checker.
     if let Some(r) = &rcp {
-        let words = if r.passed {
-            format!("RCP Test Passed: {}", r.message)
-        } else {
-            format!("RCP Test Failed: {}", r.message)
+        let words = match &r.error {
+            Some(e) => format!(
+                "the official RCP checker stops here with an exception (and the package \
+                 checker with it): {e}"
+            ),
+            None if r.passed => format!("RCP Test Passed: {}", r.message),
+            None => format!("RCP Test Failed: {}", r.message),
         };
         problems.push(Problem::new(
-            if r.passed {
+            if r.passed && r.error.is_none() {
                 Severity::Note
             } else {
                 Severity::Error
@@ -1229,7 +1252,7 @@ fn finish_folder(
     };
     review.committed_scaling_factor = committed;
     review.scaling_factor = match &rcp {
-        Some(r) => r.scaling_factor.unwrap_or(1.0),
+        Some(r) => r.scaling_factor,
         None => committed,
     };
     let max_dropped = super::max_dropped_runs(&review.benchmark);
@@ -1277,7 +1300,7 @@ fn finish_folder(
     }
     if opts.set_scaling {
         if let Some(r) = &rcp {
-            if let Err(e) = write_scaling(&plan.path, r) {
+            if let Err(e) = write_scaling(&plan.path, &r.detail) {
                 problems.push(Problem::io(&plan.path.join("scaling.json"), "write", &e));
             }
         }
@@ -1621,24 +1644,44 @@ fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Erro
     s.serialize_str(r.as_str())
 }
 
-// The RCP step, through the RCP checker of this crate.
-fn rcp_step(folder: &Path, ruleset: Ruleset, bypass: bool) -> RcpStep {
-    let _ = (folder, ruleset, bypass);
+/// The RCP step of one folder: the package checker's check (with its bypass), and the
+/// summarizer's view of it (no bypass, the GBS and samples-to-converge columns).
+fn rcp_step(folder: &Path, ruleset: Ruleset, bypass: bool, committed: f64) -> RcpStep {
+    let mut opts = RcpOptions::new(ruleset);
+    opts.bypass = bypass;
+    let r = check_benchmark(folder, &opts);
+    // result_summarizer runs the check without the bypass.
+    let column = if r.bypassed {
+        let mut plain = opts;
+        plain.bypass = false;
+        check_benchmark(folder, &plain).summarizer_column().to_string()
+    } else if r.status == RcpStatus::Error {
+        String::new()
+    } else {
+        r.summarizer_column().to_string()
+    };
+    let max_dropped = r
+        .benchmark
+        .as_deref()
+        .map_or(1, super::max_dropped_runs);
+    let not_converged = r.runs.iter().filter(|x| !x.converged).count();
+    let samples = (r.status != RcpStatus::Error && not_converged <= max_dropped)
+        .then(|| r.runs.iter().map(|x| x.to_converge).collect());
     RcpStep {
-        passed: true,
-        bypassed: false,
-        message: "RCP checker not available".into(),
-        column: String::new(),
-        scaling_factor: None,
-        batch_size: None,
-        samples: None,
-        decisions: vec![],
+        passed: r.passed,
+        bypassed: r.bypassed,
+        message: r.official_message.clone(),
+        column,
+        scaling_factor: r.final_factor(committed),
+        batch_size: if r.status == RcpStatus::Error {
+            None
+        } else {
+            r.batch_size
+        },
+        samples,
+        error: r.error.clone(),
+        detail: r,
     }
-}
-
-fn write_scaling(folder: &Path, r: &RcpStep) -> std::io::Result<()> {
-    let _ = (folder, r);
-    Ok(())
 }
 
 #[cfg(test)]
