@@ -1,0 +1,230 @@
+//! `mllog rcp`: the RCP checker of a benchmark folder (or of every one under a folder).
+
+use std::path::{Path, PathBuf};
+
+use crate::machine;
+use mllog_core::compliance::Ruleset;
+use mllog_core::results::rcp::{self, RcpOptions, RcpResult};
+use mllog_core::results::ruleset::{self, RulesetChoice};
+use mllog_core::results::score;
+
+/// Output formats of `mllog rcp`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Each decision explained.
+    Text,
+    /// One JSON document: `{"schema_version", "command", "ruleset", "passed", "benchmarks": [...]}`.
+    Json,
+}
+
+/// Options of `mllog rcp`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Checks the convergence of results/<system>/<benchmark>/result_*.txt against the \
+ruleset's reference convergence points as MLCommons' rcp_checker does (pruned RCPs, exact record \
+or interpolation between the neighbouring batch sizes, the t-test's minimum acceptable mean), and \
+says what factor the score is normalised by. Nothing in the folder is modified unless \
+--set-scaling is given.\n\
+Exit status: 0 every folder passes, 1 some fails, 2 usage or I/O error (or the ruleset cannot be \
+inferred)."
+)]
+pub struct Args {
+    /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
+    /// evidence shown; refused when the evidence does not settle it].
+    #[arg(long, value_name = "X.Y.Z")]
+    pub ruleset: Option<Ruleset>,
+    /// As the package checker's --rcp-bypass: a failed "RCP found", "RCP Interpolation" or
+    /// "Missing RCP" passes (a package_checker_params file whose last line is `rcp-bypass`
+    /// does the same for its folder).
+    #[arg(long)]
+    pub rcp_bypass: bool,
+    /// Check against every RCP record, not the pruned ones (the official --rcp_pass full_rcps).
+    #[arg(long)]
+    pub full_rcps: bool,
+    /// bert: samples to converge from train_samples, not epoch_num (--bert_train_samples).
+    #[arg(long)]
+    pub bert_train_samples: bool,
+    /// Write scaling.json into each folder as the official tools do (deleted, then written
+    /// when the score is normalised).
+    #[arg(long)]
+    pub set_scaling: bool,
+    /// A campaign in progress: with fewer runs than the benchmark requires, the probability
+    /// that the finished set passes the RCP test (with and without normalisation).
+    #[arg(long)]
+    pub forecast: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// A benchmark folder, a system folder, results/ or a submitter folder.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `system/benchmark` of a folder.
+pub fn label(folder: &Path) -> String {
+    format!(
+        "{}/{}",
+        folder.parent().map(name).unwrap_or_default(),
+        name(folder)
+    )
+}
+
+/// The ruleset lines of the text output.
+pub fn ruleset_text(choice: &RulesetChoice) -> String {
+    let mut out = format!(
+        "ruleset {} ({})\n",
+        choice.ruleset,
+        if choice.given { "given" } else { "inferred" }
+    );
+    if !choice.given {
+        for e in &choice.evidence {
+            out.push_str(&format!("  - {e}\n"));
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// The text of one folder's check.
+pub fn result_text(r: &RcpResult, note: Option<&str>) -> String {
+    let mut out = format!("{}  ({})\n", label(&r.folder), r.folder.display());
+    let w = r.runs.iter().map(|x| name(&x.file).len()).max().unwrap_or(0);
+    for run in &r.runs {
+        out.push_str(&format!(
+            "  {:w$}  {}\n",
+            name(&run.file),
+            if run.converged {
+                format!("{} {}", rcp::py_float(run.to_converge), run.unit)
+            } else {
+                "did not converge (counts as 1e9)".into()
+            }
+        ));
+    }
+    for d in &r.decisions {
+        out.push_str(&format!("  - {d}\n"));
+    }
+    if let Some(n) = note {
+        out.push_str(&format!("  - note: {n}\n"));
+    }
+    out.push_str(&format!(
+        "  RCP {}: {} ({}){}\n\n",
+        label(&r.folder),
+        if r.passed { "PASSED" } else { "FAILED" },
+        r.official_message.trim(),
+        match r.scaling {
+            rcp::Scaling::Write(f) => format!(", score normalised by {}", rcp::py_float(f)),
+            rcp::Scaling::Delete => ", no normalisation".into(),
+            rcp::Scaling::Untouched => String::new(),
+        }
+    ));
+    out
+}
+
+pub fn run(a: Args) -> u8 {
+    let dir = a.dir.display().to_string();
+    let folders = match score::benchmark_folders(&a.dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("mllog rcp: {dir}: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    if folders.is_empty() {
+        eprintln!("mllog rcp: no result_*.txt under {dir}");
+        return crate::USAGE_OR_IO;
+    }
+    let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mllog rcp: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let mut text = ruleset_text(&choice);
+    let mut items = Vec::new();
+    let mut worst = crate::OK;
+    for folder in &folders {
+        let (params_bypass, note) = rcp::package_bypass(folder);
+        let opts = RcpOptions {
+            ruleset: choice.ruleset,
+            bypass: a.rcp_bypass || params_bypass,
+            full_rcps: a.full_rcps,
+            bert_train_samples: a.bert_train_samples,
+        };
+        let (mut r, fc) = if a.forecast {
+            let (r, f) = rcp::forecast(folder, &opts);
+            (r, Some(f))
+        } else {
+            (rcp::check_benchmark(folder, &opts), None)
+        };
+        if params_bypass && !a.rcp_bypass {
+            r.decisions.push(
+                "package_checker_params asks for the RCP bypass (as the package checker reads it)"
+                    .into(),
+            );
+        }
+        if a.set_scaling {
+            if let Err(e) = rcp::write_scaling(folder, &r) {
+                eprintln!(
+                    "mllog rcp: {}: {e}",
+                    folder.join("scaling.json").display()
+                );
+                return crate::USAGE_OR_IO;
+            }
+            r.decisions.push(match r.scaling {
+                rcp::Scaling::Write(f) => format!("scaling.json written: {}", rcp::scaling_json(f)),
+                rcp::Scaling::Delete => "scaling.json removed (if there was one)".into(),
+                rcp::Scaling::Untouched => "scaling.json left as it is".into(),
+            });
+        }
+        let forecast_unfinished = fc.as_ref().is_some_and(|f| f.p_pass.is_some());
+        if !r.passed && !forecast_unfinished {
+            worst = crate::FAILED;
+        }
+        text.push_str(&result_text(&r, note.as_deref()));
+        if let Some(f) = &fc {
+            for d in &f.decisions {
+                text.push_str(&format!("  - forecast: {d}\n"));
+            }
+            text.push_str(&format!(
+                "  FORECAST {}: {}\n\n",
+                label(folder),
+                match (f.p_pass, f.p_pass_unscaled) {
+                    (Some(p), Some(u)) => format!(
+                        "mean so far {}, minimum acceptable mean {}; P(pass) = {p:.3}, \
+                         P(pass without normalisation) = {u:.3} ({} draws)",
+                        f.mean_so_far.map_or("-".into(), rcp::py_float),
+                        f.min_acceptable_mean.map_or("-".into(), rcp::py_float),
+                        f.draws
+                    ),
+                    _ => "none".into(),
+                }
+            ));
+        }
+        let mut v = machine::value(&r);
+        if let (serde_json::Value::Object(m), Some(f)) = (&mut v, &fc) {
+            m.insert("forecast".into(), machine::value(f));
+        }
+        if let (serde_json::Value::Object(m), Some(n)) = (&mut v, &note) {
+            m.insert("note".into(), n.clone().into());
+        }
+        items.push(v);
+    }
+    let out = match a.format {
+        Format::Text => text,
+        Format::Json => machine::Document::new("rcp", "benchmarks", items)
+            .with("ruleset", machine::value(&choice))
+            .with("passed", (worst == crate::OK).into())
+            .render(),
+    };
+    if !crate::emit(&out) {
+        return crate::USAGE_OR_IO;
+    }
+    worst
+}
