@@ -7,12 +7,15 @@
 //!    `submission_benchmark`);
 //! 2. accept every benchmark folder: at most the olympic allowance of files (1; 4 for unet3d)
 //!    fails the compliance check under it, as the package checker accepts;
-//! 3. know every rule key the logs use: a log that logs a key only newer rulesets have a rule
-//!    for (e.g. `lowest_numerical_precision_in_linear`, 6.1.0) was made for one of those.
 //!
-//! One ruleset left: it is the answer. Several left that give every file the same verdict and
-//! have the same RCP table for every benchmark of the folder: the choice changes nothing, the
-//! newest is taken and the evidence says so. Otherwise the inference refuses
+//! (A key only a ruleset requires, such as `lowest_numerical_precision_in_linear` from 6.1.0,
+//! shows in 2: its absence fails the files under that ruleset. Its presence is no evidence:
+//! loggers log keys before any ruleset checks them, e.g. 5.0 logs carry `submission_org`, which
+//! only 5.1.0 and later check.)
+//!
+//! One ruleset left: it is the answer. Several left that give every file the same compliance
+//! verdict and every folder the same RCP check (message, verdict, factor): the choice changes
+//! nothing, the newest is taken and the evidence says so. Otherwise the inference refuses
 //! ([`RulesetError::Unsettled`]) and says what each candidate would change: pass `--ruleset`.
 //!
 //! ```
@@ -44,7 +47,6 @@ use super::max_dropped_runs;
 use super::score::{benchmark_folders, result_files};
 use crate::compliance::{check_reader_each, rules, Ruleset};
 use crate::keys::Benchmark;
-use crate::record::LogReader;
 
 /// The ruleset a folder is checked under, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,8 +127,6 @@ struct FileEvidence {
     passes: Vec<bool>,
     /// The first error per candidate.
     first_error: Vec<Option<String>>,
-    /// The rule keys the file logs.
-    keys: BTreeSet<String>,
     benchmark: Option<String>,
 }
 
@@ -178,21 +178,7 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
                 ))
             };
             let reports = check_reader_each(&Ruleset::ALL, open()?).map_err(io(&file))?;
-            let mut keys = BTreeSet::new();
-            let mut benchmark = None;
-            let mut reader = LogReader::new(open()?);
-            for line in reader.by_ref().flatten() {
-                if benchmark.is_none() && &*line.record.key == "submission_benchmark" {
-                    benchmark = line.record.value.as_str().map(str::to_owned);
-                }
-                keys.insert(line.record.key.to_string());
-            }
-            if let Some(e) = reader.io_error() {
-                return Err(RulesetError::Io {
-                    path: file.clone(),
-                    source: std::io::Error::new(e.kind(), e.to_string()),
-                });
-            }
+            let benchmark = reports.iter().find_map(|r| r.benchmark.clone());
             files.push(FileEvidence {
                 folder: i,
                 passes: reports.iter().map(|r| r.passed(false)).collect(),
@@ -200,7 +186,6 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
                     .iter()
                     .map(|r| r.errors().next().map(|f| f.message.clone()))
                     .collect(),
-                keys,
                 benchmark,
             });
         }
@@ -260,40 +245,7 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
             list(&accepted.iter().map(|&i| Ruleset::ALL[i]).collect::<Vec<_>>())
         ));
     }
-    let mut candidates = accepted;
-    // 3. Keys only newer rulesets know.
-    let logged: BTreeSet<&str> = files
-        .iter()
-        .flat_map(|f| f.keys.iter().map(String::as_str))
-        .collect();
-    if candidates.len() > 1 {
-        let known = |c: usize, k: &str| rules(Ruleset::ALL[c]).all_keys.contains(&k);
-        let mut keep = candidates.clone();
-        for &k in &logged {
-            let knowing: Vec<usize> = candidates.iter().copied().filter(|&c| known(c, k)).collect();
-            if !knowing.is_empty() && knowing.len() < candidates.len() {
-                let newest_ignorant = candidates.iter().copied().filter(|&c| !known(c, k)).max();
-                let oldest_knowing = knowing.iter().copied().min();
-                // Only a key newer rulesets added is evidence; one an older ruleset dropped
-                // says nothing (a log may keep logging it).
-                if let (Some(a), Some(b)) = (newest_ignorant, oldest_knowing) {
-                    if a < b {
-                        let before = keep.len();
-                        keep.retain(|c| knowing.contains(c));
-                        if keep.len() < before {
-                            evidence.push(format!(
-                                "the logs log `{k}`, which only {} have a rule for",
-                                list(&knowing.iter().map(|&i| Ruleset::ALL[i]).collect::<Vec<_>>())
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        if !keep.is_empty() {
-            candidates = keep;
-        }
-    }
+    let candidates = accepted;
     let cands: Vec<Ruleset> = candidates.iter().map(|&i| Ruleset::ALL[i]).collect();
     match candidates.len() {
         0 => Err(RulesetError::Unsettled {
@@ -328,31 +280,29 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
                     ));
                 }
             }
-            for name in &folder_benchmarks {
-                let tables: Vec<_> = cands
+            for folder in &folders {
+                let outcomes: Vec<(Ruleset, String)> = cands
                     .iter()
-                    .map(|r| super::rcp_data_table(r.as_str(), name))
+                    .map(|&r| (r, rcp_outcome(folder, r)))
                     .collect();
-                if tables.windows(2).any(|w| !same_table(w[0], w[1])) {
+                if outcomes.windows(2).any(|w| w[0].1 != w[1].1) {
                     differences.push(format!(
-                        "their RCP tables for {name} differ ({})",
-                        cands
+                        "their RCP checks of {} differ ({})",
+                        folder.display(),
+                        outcomes
                             .iter()
-                            .zip(&tables)
-                            .map(|(r, t)| format!(
-                                "{r}: {}",
-                                t.map_or("none".into(), |t| format!("{} records", t.len()))
-                            ))
+                            .map(|(r, o)| format!("{r}: {o}"))
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join("; ")
                     ));
                 }
             }
             if differences.is_empty() {
                 let r = *cands.last().expect("several");
                 evidence.push(format!(
-                    "{} fit and give every file the same verdict and the same RCP table, so the \
-                     choice does not change the result: using the newest, {r}",
+                    "{} fit and give every file the same compliance verdict and every folder the \
+                     same RCP check, so the choice does not change the result: using the \
+                     newest, {r}",
                     list(&cands)
                 ));
                 Ok(RulesetChoice {
@@ -373,23 +323,19 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
     }
 }
 
-fn same_table(
-    a: Option<&[super::rcp_data::RcpRecordData]>,
-    b: Option<&[super::rcp_data::RcpRecordData]>,
-) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => {
-            a.len() == b.len()
-                && a.iter().zip(b).all(|(x, y)| {
-                    x.name == y.name
-                        && x.benchmark == y.benchmark
-                        && x.bs == y.bs
-                        && x.converge == y.converge
-                })
-        }
-        _ => false,
-    }
+/// The RCP check's outcome under `ruleset`, in words: what decides the score.
+fn rcp_outcome(folder: &Path, ruleset: Ruleset) -> String {
+    let r = super::rcp::check_benchmark(folder, &super::rcp::RcpOptions::new(ruleset));
+    let factor = match r.scaling {
+        super::rcp::Scaling::Write(f) => super::rcp::py_float(f),
+        super::rcp::Scaling::Delete => "1.0".into(),
+        super::rcp::Scaling::Untouched => "scaling.json untouched".into(),
+    };
+    format!(
+        "{}, {}, factor {factor}",
+        r.official_message,
+        if r.passed { "passed" } else { "failed" }
+    )
 }
 
 /// For `mllog check FILE` without `--ruleset`: the older rulesets that allow the log's
