@@ -402,6 +402,11 @@ fn point(r: &RcpRecordData, submission_runs: usize) -> RcpPoint {
     }
 }
 
+/// A number for messages: integral values without a fraction, others as Python's `repr`.
+pub fn show(x: f64) -> String {
+    py_num(x)
+}
+
 /// A number as Python's `str` shows it: integral values of integer JSON as integers.
 fn py_num(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e16 {
@@ -883,7 +888,7 @@ fn files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 fn fmt(x: f64) -> String {
-    py_float(x)
+    show(x)
 }
 
 /// Checks one benchmark folder as `rcp_checker.check_directory` does (never panics; an
@@ -1223,6 +1228,142 @@ pub fn check_dir(dir: &Path, opts: &RcpOptions) -> std::io::Result<Vec<RcpResult
         .iter()
         .map(|f| check_benchmark(f, opts))
         .collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The final score.
+
+/// A benchmark score after the review's RCP step: the olympic mean times the factor the RCP
+/// check computes (not only the one a committed `scaling.json` holds).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct FinalScore {
+    /// The division of `systems/<system>.json`, when the folder sits in a submission.
+    pub division: Option<String>,
+    /// The RCP check (`None` in the open division: the summarizer runs none).
+    pub rcp: Option<RcpResult>,
+    /// The committed `scaling.json`'s factor, when there is one.
+    pub committed_factor: Option<f64>,
+    /// The factor applied.
+    pub factor: f64,
+    /// Whether the factor was computed by the RCP check (false: read from `scaling.json`).
+    pub computed: bool,
+    /// Whether a committed `scaling.json` holds the same factor (`None`: no file or no check).
+    pub committed_agrees: Option<bool>,
+    /// `olympic mean × factor`, in minutes; `None` when the folder has no score.
+    pub score: Option<f64>,
+    /// The decision, in words.
+    pub decision: String,
+}
+
+/// `division` of `<submission>/systems/<system>.json` for `results/<system>/<benchmark>`.
+pub fn system_division(folder: &Path) -> Result<Option<String>, String> {
+    let (Some(system), Some(sub)) = (
+        folder.parent(),
+        folder.parent().and_then(Path::parent).and_then(Path::parent),
+    ) else {
+        return Ok(None);
+    };
+    let Some(name) = system.file_name() else {
+        return Ok(None);
+    };
+    let mut file = name.to_os_string();
+    file.push(".json");
+    let path = sub.join("systems").join(file);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    Ok(v.get("division").and_then(|d| d.as_str()).map(str::to_owned))
+}
+
+/// The final score of a scored folder under `ruleset`: as the result_summarizer's second run
+/// prints it once its RCP step has written `scaling.json` (closed division, or no
+/// `systems/<system>.json`), or with the committed factor in the open division.
+pub fn final_score(s: &super::score::BenchmarkScore, ruleset: Ruleset) -> FinalScore {
+    let committed = std::fs::metadata(s.folder.join("scaling.json"))
+        .is_ok()
+        .then_some(s.scaling_factor);
+    let (division, division_note) = match system_division(&s.folder) {
+        Ok(d) => (d, None),
+        Err(e) => (None, Some(e)),
+    };
+    let open = division.as_deref().is_some_and(|d| d != "closed");
+    let mut f = FinalScore {
+        division: division.clone(),
+        rcp: None,
+        committed_factor: committed,
+        factor: s.scaling_factor,
+        computed: false,
+        committed_agrees: None,
+        score: None,
+        decision: String::new(),
+    };
+    let mut why = Vec::new();
+    if let Some(n) = division_note {
+        why.push(format!("the system description cannot be read ({n}): treated as closed"));
+    }
+    if open {
+        why.push(format!(
+            "{} division: no RCP check; the factor is scaling.json's ({})",
+            division.as_deref().unwrap_or_default(),
+            py_float(s.scaling_factor)
+        ));
+    } else {
+        let r = check_benchmark(&s.folder, &RcpOptions::new(ruleset));
+        f.factor = r.final_factor(s.scaling_factor);
+        f.computed = true;
+        if division.is_none() {
+            why.push("no systems/<system>.json: checked as the closed division".into());
+        }
+        why.push(match r.scaling {
+            Scaling::Write(x) => format!(
+                "computed by the RCP check ({}): the folder's mean {} is faster than the RCP \
+                 mean {} of {}, normalised by {}",
+                r.official_message,
+                r.mean.map_or("-".into(), show),
+                r.rcp_mean.map_or("-".into(), show),
+                r.compared.as_ref().map_or("-".into(), |p| p.name.clone()),
+                py_float(x)
+            ),
+            Scaling::Delete if r.passed => format!(
+                "computed by the RCP check ({}): not faster than the RCP mean, factor 1",
+                r.official_message
+            ),
+            Scaling::Delete => format!(
+                "the RCP check fails ({}): scaling.json is removed, factor 1",
+                r.official_message
+            ),
+            Scaling::Untouched => format!(
+                "the RCP check stops early ({}): scaling.json is left as it is, factor {}",
+                if r.official_message.is_empty() {
+                    r.error.as_deref().unwrap_or("error")
+                } else {
+                    &r.official_message
+                },
+                py_float(s.scaling_factor)
+            ),
+        });
+        if let Some(c) = committed {
+            let agrees = c == f.factor;
+            f.committed_agrees = Some(agrees);
+            why.push(if agrees {
+                "the committed scaling.json agrees".into()
+            } else {
+                format!(
+                    "the committed scaling.json says {} instead (the review rewrites it)",
+                    py_float(c)
+                )
+            });
+        }
+        f.rcp = Some(r);
+    }
+    f.score = s.score.and(s.olympic_mean).map(|m| m * f.factor);
+    f.decision = why.join("; ");
+    f
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ pub fn result_text(r: &RcpResult, note: Option<&str>) -> String {
             "  {:w$}  {}\n",
             name(&run.file),
             if run.converged {
-                format!("{} {}", rcp::py_float(run.to_converge), run.unit)
+                format!("{} {}", rcp::show(run.to_converge), run.unit)
             } else {
                 "did not converge (counts as 1e9)".into()
             }
@@ -199,8 +199,8 @@ pub fn run(a: Args) -> u8 {
                     (Some(p), Some(u)) => format!(
                         "mean so far {}, minimum acceptable mean {}; P(pass) = {p:.3}, \
                          P(pass without normalisation) = {u:.3} ({} draws)",
-                        f.mean_so_far.map_or("-".into(), rcp::py_float),
-                        f.min_acceptable_mean.map_or("-".into(), rcp::py_float),
+                        f.mean_so_far.map_or("-".into(), rcp::show),
+                        f.min_acceptable_mean.map_or("-".into(), rcp::show),
                         f.draws
                     ),
                     _ => "none".into(),
