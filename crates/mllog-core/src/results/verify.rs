@@ -49,7 +49,9 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::package::{check_seeds, params_enable, SeedRecord, SeedReport};
-use super::rcp::{check_benchmark, package_bypass, write_scaling, RcpOptions, RcpResult, RcpStatus};
+use super::rcp::{
+    check_benchmark, package_bypass, write_scaling, RcpOptions, RcpResult, RcpStatus,
+};
 use super::score::olympic_mean;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
 use crate::compliance::{Checker, Ruleset};
@@ -158,7 +160,12 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new(severity: Severity, path: &Path, tool: &'static str, message: impl Into<String>) -> Self {
+    fn new(
+        severity: Severity,
+        path: &Path,
+        tool: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Problem {
             severity,
             path: path.display().to_string(),
@@ -736,8 +743,14 @@ fn plan_system(
     };
     let params = sys.path.join("package_checker_params");
     let sys_seed_bypass = params_enable(&params, "seed-checker-bypass");
-    let submission = sys.path.parent().and_then(Path::parent).unwrap_or(Path::new("."));
-    let desc_path = submission.join("systems").join(format!("{}.json", sys.name));
+    let submission = sys
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let desc_path = submission
+        .join("systems")
+        .join(format!("{}.json", sys.name));
     let desc = read_division(&desc_path);
     for b in list {
         if let Some(e) = &b.error {
@@ -793,7 +806,8 @@ fn plan_system(
         let files = match entries(&b.path) {
             Ok(l) => l,
             Err(e) => {
-                fp.problems.push(Problem::io(&b.path, "list the folder", &e));
+                fp.problems
+                    .push(Problem::io(&b.path, "list the folder", &e));
                 folders.push(fp);
                 continue;
             }
@@ -811,8 +825,10 @@ fn plan_system(
             || params_enable(&params, "seed-checker-bypass");
         // glob('*') and glob('result_*.txt'): hidden names are not matched.
         let visible: Vec<&Entry> = files.iter().filter(|f| !f.hidden).collect();
+        let is_result = |f: &Entry| f.name.starts_with("result_") && f.name.ends_with(".txt");
         for f in &visible {
-            if let Some(e) = &f.error {
+            // A result file that cannot be read is said when it is read.
+            if let (Some(e), false) = (&f.error, is_result(f)) {
                 fp.problems.push(Problem::io(&f.path, "read", e));
             }
             if !f.utf8 {
@@ -847,10 +863,7 @@ fn plan_system(
         let params_count = usize::from(has_params);
         let others: Vec<&str> = visible
             .iter()
-            .filter(|f| {
-                !(f.name.starts_with("result_") && f.name.ends_with(".txt"))
-                    && !(has_params && f.name == "package_checker_params")
-            })
+            .filter(|f| !(is_result(f) || (has_params && f.name == "package_checker_params")))
             .map(|f| f.name.as_str())
             .collect();
         if visible.len() > results.len() + params_count {
@@ -1089,9 +1102,7 @@ fn scan(input: impl BufRead, ruleset: Ruleset) -> std::io::Result<Scan> {
                     }),
                     // result_summarizer._query_run_start_stop: the last of each seen before
                     // both are known.
-                    "run_start" if start.is_none() || stop.is_none() => {
-                        start = Some(rec.time_ms())
-                    }
+                    "run_start" if start.is_none() || stop.is_none() => start = Some(rec.time_ms()),
                     "run_stop" if start.is_none() || stop.is_none() => stop = Some(rec.time_ms()),
                     _ => {}
                 }
@@ -1142,7 +1153,10 @@ fn finish_folder(
     };
     if !plan.reviewed {
         review.problems = problems;
-        review.passed = !review.problems.iter().any(|p| p.severity == Severity::Error);
+        review.passed = !review
+            .problems
+            .iter()
+            .any(|p| p.severity == Severity::Error);
         return review;
     }
     // The package checker: each file's compliance, one non-compliant file accepted (four for
@@ -1406,7 +1420,10 @@ fn committed_scaling(folder: &Path) -> Result<f64, Problem> {
     let err = |m: String| Problem::new(Severity::Error, &p, "result_summarizer", m);
     let meta = std::fs::metadata(&p).map_err(|e| Problem::io(&p, "read", &e))?;
     if meta.len() > MAX_SYSTEM_DESC_BYTES {
-        return Err(err(format!("{} bytes: too large for scaling.json", meta.len())));
+        return Err(err(format!(
+            "{} bytes: too large for scaling.json",
+            meta.len()
+        )));
     }
     let bytes = std::fs::read(&p).map_err(|e| Problem::io(&p, "read", &e))?;
     let v: Json = serde_json::from_slice(&bytes).map_err(|e| {
@@ -1467,12 +1484,9 @@ fn summary_table(
                 (Some(b), "samples_to_converge") => {
                     b.samples_to_converge.map_or(Cell::Empty, Cell::Num)
                 }
-                (Some(b), "RCP") => Cell::Text(
-                    b.rcp
-                        .as_ref()
-                        .map(|r| r.column.clone())
-                        .unwrap_or_default(),
-                ),
+                (Some(b), "RCP") => {
+                    Cell::Text(b.rcp.as_ref().map(|r| r.column.clone()).unwrap_or_default())
+                }
                 (Some(_), _) => Cell::Empty,
             };
             cells.push((col.to_string(), cell));
@@ -1654,16 +1668,15 @@ fn rcp_step(folder: &Path, ruleset: Ruleset, bypass: bool, committed: f64) -> Rc
     let column = if r.bypassed {
         let mut plain = opts;
         plain.bypass = false;
-        check_benchmark(folder, &plain).summarizer_column().to_string()
+        check_benchmark(folder, &plain)
+            .summarizer_column()
+            .to_string()
     } else if r.status == RcpStatus::Error {
         String::new()
     } else {
         r.summarizer_column().to_string()
     };
-    let max_dropped = r
-        .benchmark
-        .as_deref()
-        .map_or(1, super::max_dropped_runs);
+    let max_dropped = r.benchmark.as_deref().map_or(1, super::max_dropped_runs);
     let not_converged = r.runs.iter().filter(|x| !x.converged).count();
     let samples = (r.status != RcpStatus::Error && not_converged <= max_dropped)
         .then(|| r.runs.iter().map(|x| x.to_converge).collect());
