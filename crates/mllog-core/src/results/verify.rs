@@ -50,12 +50,17 @@ use serde_json::Value as Json;
 
 use super::package::{check_seeds, params_enable, SeedRecord, SeedReport};
 use super::rcp::{
-    check_benchmark, package_bypass, write_scaling, RcpOptions, RcpResult, RcpStatus,
+    check_benchmark, np_mean, package_bypass, py_float, write_scaling, RcpOptions, RcpResult,
+    RcpStatus,
 };
 use super::score::olympic_mean;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
 use crate::compliance::{Checker, Ruleset};
 use crate::record::{LogReader, Record};
+
+/// Compliance errors kept per result file (the rest are counted): a binary or garbled file
+/// can have one per line.
+pub const MAX_ERRORS_KEPT: usize = 10;
 
 /// A system description larger than this is not read: no real one is over a few kilobytes.
 pub const MAX_SYSTEM_DESC_BYTES: u64 = 1 << 20;
@@ -215,8 +220,10 @@ pub struct RunReview {
     pub file: PathBuf,
     /// Whether it passes the compliance check (not `--werror`).
     pub compliant: bool,
-    /// The compliance errors (message and line).
+    /// The first [`MAX_ERRORS_KEPT`] compliance errors (message and line).
     pub errors: Vec<String>,
+    /// How many compliance errors there are.
+    pub error_count: usize,
     /// `run_start` to `run_stop` in minutes, for a compliant run that logs both.
     pub minutes: Option<f64>,
     /// Whether the minutes entered the olympic mean.
@@ -416,7 +423,7 @@ impl Review {
         let block = |out: &mut String, p: &Problem| {
             let _ = writeln!(out, "{}: {}", p.severity.as_str(), p.message);
             let _ = writeln!(out, "  --> {}", p.path);
-            let _ = writeln!(out, "   = {}\n", p.tool);
+            let _ = writeln!(out, "   = tool: {}\n", p.tool);
         };
         for p in &self.problems {
             block(&mut out, p);
@@ -1030,6 +1037,7 @@ fn read_result(path: &Path, ruleset: Ruleset) -> RunReview {
         file: path.to_path_buf(),
         compliant: false,
         errors: Vec::new(),
+        error_count: 0,
         minutes: None,
         counted: false,
         decision: String::new(),
@@ -1056,8 +1064,10 @@ fn read_result(path: &Path, ruleset: Ruleset) -> RunReview {
     match scan(std::io::BufReader::with_capacity(1 << 16, file), ruleset) {
         Ok((report, seeds, parse_errors, start, stop)) => {
             run.compliant = report.passed(false);
+            run.error_count = report.errors().count();
             run.errors = report
                 .errors()
+                .take(MAX_ERRORS_KEPT)
                 .map(|f| match f.line {
                     Some(l) => format!("line {l}: {}", f.message),
                     None => f.message.clone(),
@@ -1172,7 +1182,7 @@ fn finish_folder(
         } else if !r.compliant {
             non_compliant += 1;
             let first = r.errors.first().map_or("?", String::as_str);
-            let more = match r.errors.len() {
+            let more = match r.error_count {
                 0 | 1 => String::new(),
                 n => format!(" (and {} more)", n - 1),
             };
@@ -1353,35 +1363,6 @@ fn mark_counted(runs: &mut [RunReview], dropped: usize, max_dropped: usize) {
             r.decision = "counted".into();
         }
     }
-}
-
-/// numpy's `mean` of a short list: pairwise summation, which for fewer than eight values is
-/// a plain left-to-right sum, and eight accumulators above that.
-fn np_mean(v: &[f64]) -> f64 {
-    fn pairwise(v: &[f64]) -> f64 {
-        if v.len() < 8 {
-            v.iter().sum()
-        } else if v.len() <= 128 {
-            let mut r = [0.0f64; 8];
-            r.copy_from_slice(&v[..8]);
-            let mut i = 8;
-            while i + 8 <= v.len() {
-                for (k, x) in r.iter_mut().enumerate() {
-                    *x += v[i + k];
-                }
-                i += 8;
-            }
-            let mut s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-            for x in &v[i..] {
-                s += x;
-            }
-            s
-        } else {
-            let half = (v.len() / 2) / 8 * 8;
-            pairwise(&v[..half]) + pairwise(&v[half..])
-        }
-    }
-    pairwise(v) / v.len() as f64
 }
 
 /// The seed checker over a folder's runs, with the official reading of a file that has parse
@@ -1619,29 +1600,6 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
         .collect()
 }
 
-/// A number as Python's `repr` writes a float (`1.0`, `0.1`, `1e-07`, `1e+16`).
-pub fn py_float(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    let abs = x.abs();
-    if abs != 0.0 && !(1e-4..1e16).contains(&abs) {
-        let s = format!("{x:e}");
-        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let exp: i32 = e.parse().unwrap_or(0);
-        return format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
-    }
-    let s = format!("{x}");
-    if s.contains('.') {
-        s
-    } else {
-        s + ".0"
-    }
-}
-
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
@@ -1700,30 +1658,6 @@ fn rcp_step(folder: &Path, ruleset: Ruleset, bypass: bool, committed: f64) -> Rc
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn python_float_repr() {
-        for (x, s) in [
-            (1.0, "1.0"),
-            (0.1, "0.1"),
-            (1e-7, "1e-07"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (123.456, "123.456"),
-            (0.0001, "0.0001"),
-            (-2.5e-5, "-2.5e-05"),
-        ] {
-            assert_eq!(py_float(x), s);
-        }
-    }
-
-    #[test]
-    fn numpy_mean_of_eight_pairs_its_accumulators() {
-        let v = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
-        let want = (((0.1 + 0.2) + (0.3 + 0.4)) + ((0.5 + 0.6) + (0.7 + 0.8))) / 8.0;
-        assert_eq!(np_mean(&v), want);
-        assert_eq!(np_mean(&[1.0, 2.0, 4.0]), 7.0 / 3.0);
-    }
 
     /// The generated required counts agree with the ones the score module uses.
     #[test]
