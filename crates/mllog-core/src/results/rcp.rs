@@ -256,10 +256,7 @@ impl RcpTable {
     pub fn new(ruleset: Ruleset, benchmark: &str, full: bool) -> Option<RcpTable> {
         let data = rcp_data_table(ruleset.as_str(), benchmark)?;
         let submission_runs = submission_runs(benchmark)?;
-        let mut records: Vec<RcpPoint> = data
-            .iter()
-            .map(|r| point(r, submission_runs))
-            .collect();
+        let mut records: Vec<RcpPoint> = data.iter().map(|r| point(r, submission_runs)).collect();
         records.sort_by(|a, b| a.bs.total_cmp(&b.bs));
         let mut t = RcpTable {
             ruleset,
@@ -320,12 +317,7 @@ impl RcpTable {
     pub fn interpolate(&self, bs: f64, low: &RcpPoint, high: &RcpPoint) -> RcpPoint {
         let mean = np_interp2(bs, (low.bs, low.mean), (high.bs, high.mean));
         let stdev = np_interp2(bs, (low.bs, low.stdev), (high.bs, high.stdev));
-        let min = min_acceptable_mean(
-            mean,
-            stdev,
-            self.submission_runs * 2,
-            self.submission_runs,
-        );
+        let min = min_acceptable_mean(mean, stdev, self.submission_runs * 2, self.submission_runs);
         RcpPoint {
             name: format!("{}_interp_{}", self.benchmark, py_num(bs)),
             bs,
@@ -712,7 +704,11 @@ impl RcpOptions {
 
 /// How the folder's batch size met the RCP records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum RcpStatus {
     /// A record has the batch size.
     Found,
@@ -734,7 +730,11 @@ pub enum RcpStatus {
 
 /// What the check does to `scaling.json` (the official tool with `set_scaling=True`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Scaling {
     /// Deletes it, then writes this factor.
     Write(f64),
@@ -1260,7 +1260,10 @@ pub struct FinalScore {
 pub fn system_division(folder: &Path) -> Result<Option<String>, String> {
     let (Some(system), Some(sub)) = (
         folder.parent(),
-        folder.parent().and_then(Path::parent).and_then(Path::parent),
+        folder
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent),
     ) else {
         return Ok(None);
     };
@@ -1275,9 +1278,11 @@ pub fn system_division(folder: &Path) -> Result<Option<String>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-    Ok(v.get("division").and_then(|d| d.as_str()).map(str::to_owned))
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    Ok(v.get("division")
+        .and_then(|d| d.as_str())
+        .map(str::to_owned))
 }
 
 /// The final score of a scored folder under `ruleset`: as the result_summarizer's second run
@@ -1304,7 +1309,9 @@ pub fn final_score(s: &super::score::BenchmarkScore, ruleset: Ruleset) -> FinalS
     };
     let mut why = Vec::new();
     if let Some(n) = division_note {
-        why.push(format!("the system description cannot be read ({n}): treated as closed"));
+        why.push(format!(
+            "the system description cannot be read ({n}): treated as closed"
+        ));
     }
     if open {
         why.push(format!(
@@ -1564,14 +1571,28 @@ mod tests {
         // Eight accumulators: the order of additions differs from a plain loop.
         let a: Vec<f64> = (0..20).map(|i| 0.1 * i as f64 + 1e-3).collect();
         let plain: f64 = a.iter().sum();
-        let r: Vec<f64> = (0..8)
-            .map(|j| a[j] + a[j + 8])
-            .collect();
-        let expect = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])) + a[16] + a[17] + a[18] + a[19];
+        let r: Vec<f64> = (0..8).map(|j| a[j] + a[j + 8]).collect();
+        let expect = ((r[0] + r[1]) + (r[2] + r[3]))
+            + ((r[4] + r[5]) + (r[6] + r[7]))
+            + a[16]
+            + a[17]
+            + a[18]
+            + a[19];
         assert_eq!(np_sum(&a), expect);
         assert!((np_sum(&a) - plain).abs() < 1e-9);
         assert_eq!(np_sum(&[1.0, 2.0, 3.0]), 6.0);
         assert_eq!(np_std(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]), 2.0);
+    }
+
+    #[test]
+    fn std_of_a_reference_record_is_numpys() {
+        let mut v = super::super::rcp_data_table("5.0.0", "bert").unwrap()[0]
+            .converge
+            .to_vec();
+        v.sort_by(f64::total_cmp);
+        // np.std of training_5.0.0 bert_ref_256, from numpy 2.4.
+        assert_eq!(np_std(&v), 218406.13406770426, "{:?}", v);
+        assert_eq!(np_mean(&v), 2552704.0);
     }
 
     #[test]

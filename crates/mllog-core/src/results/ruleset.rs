@@ -196,7 +196,9 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
     let mut candidates: Vec<usize> = (0..Ruleset::ALL.len()).collect();
     for name in &names {
         let Some(b) = Benchmark::from_name(name) else {
-            evidence.push(format!("{name}: not a benchmark any ruleset names; not used"));
+            evidence.push(format!(
+                "{name}: not a benchmark any ruleset names; not used"
+            ));
             continue;
         };
         let allowed: Vec<Ruleset> = Ruleset::ALL
@@ -251,7 +253,12 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
     if accepted.len() < candidates.len() && !accepted.is_empty() {
         evidence.push(format!(
             "fewer files fail under {}",
-            list(&accepted.iter().map(|&i| Ruleset::ALL[i]).collect::<Vec<_>>())
+            list(
+                &accepted
+                    .iter()
+                    .map(|&i| Ruleset::ALL[i])
+                    .collect::<Vec<_>>()
+            )
         ));
     }
     let candidates = accepted;
@@ -290,10 +297,8 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
                 }
             }
             for folder in &folders {
-                let outcomes: Vec<(Ruleset, String)> = cands
-                    .iter()
-                    .map(|&r| (r, rcp_outcome(folder, r)))
-                    .collect();
+                let outcomes: Vec<(Ruleset, String)> =
+                    cands.iter().map(|&r| (r, rcp_outcome(folder, r))).collect();
                 if outcomes.windows(2).any(|w| w[0].1 != w[1].1) {
                     differences.push(format!(
                         "their RCP checks of {} differ ({})",

@@ -61,17 +61,15 @@ fn choice_note(report: &ComplianceReport, detected: bool, older: &[ComplianceRep
             .is_some_and(|b| rules(r).allows(b))
     };
     let mut note = match bench {
-        None => format!(
-            "checked under {used}, the default: the log names no submission_benchmark"
-        ),
+        None => format!("checked under {used}, the default: the log names no submission_benchmark"),
         Some(b) if detected => format!(
             "checked under {used}, the newest ruleset that allows {b} ({} does not); no log \
              names its round",
             Ruleset::DEFAULT
         ),
-        Some(b) if allows(used) => format!(
-            "checked under {used}, the default, which allows {b}; no log names its round"
-        ),
+        Some(b) if allows(used) => {
+            format!("checked under {used}, the default, which allows {b}; no log names its round")
+        }
         Some(b) => format!("checked under {used}, the default; no ruleset allows {b}"),
     };
     let also: Vec<Ruleset> = older

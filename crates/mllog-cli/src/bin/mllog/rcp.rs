@@ -94,7 +94,12 @@ pub fn ruleset_text(choice: &RulesetChoice) -> String {
 /// The text of one folder's check.
 pub fn result_text(r: &RcpResult, note: Option<&str>) -> String {
     let mut out = format!("{}  ({})\n", label(&r.folder), r.folder.display());
-    let w = r.runs.iter().map(|x| name(&x.file).len()).max().unwrap_or(0);
+    let w = r
+        .runs
+        .iter()
+        .map(|x| name(&x.file).len())
+        .max()
+        .unwrap_or(0);
     for run in &r.runs {
         out.push_str(&format!(
             "  {:w$}  {}\n",
@@ -171,10 +176,7 @@ pub fn run(a: Args) -> u8 {
         }
         if a.set_scaling {
             if let Err(e) = rcp::write_scaling(folder, &r) {
-                eprintln!(
-                    "mllog rcp: {}: {e}",
-                    folder.join("scaling.json").display()
-                );
+                eprintln!("mllog rcp: {}: {e}", folder.join("scaling.json").display());
                 return crate::USAGE_OR_IO;
             }
             r.decisions.push(match r.scaling {

@@ -114,7 +114,11 @@ pub fn run(a: Args) -> u8 {
         Format::Json => machine::Document::new(
             "score",
             "benchmarks",
-            scores.iter().zip(&finals).map(|(s, f)| item(s, f)).collect(),
+            scores
+                .iter()
+                .zip(&finals)
+                .map(|(s, f)| item(s, f))
+                .collect(),
         )
         .with("ruleset", machine::value(&choice))
         .render(),
