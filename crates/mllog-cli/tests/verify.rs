@@ -962,6 +962,38 @@ fn a_generated_submission_passes() {
         text.contains("PASSES REVIEW: 2 benchmark folders reviewed"),
         "{text}"
     );
+    // The summarizer's detailed table: its columns, a row per system, the score in it.
+    let (code, csv, _) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]);
+    assert_eq!(code, 0);
+    let rows = read_csv(&csv);
+    assert_eq!(rows.len(), 2, "{csv}");
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(
+        header,
+        mllog_core::results::verify::facts(Ruleset::V6_1_0)
+            .unwrap()
+            .detailed_columns
+    );
+    for (row, system) in rows.iter().zip(["a", "b"]) {
+        let b = v["benchmarks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["system"] == system)
+            .unwrap();
+        let score: f64 = row["flux1:time_to_train"].parse().unwrap();
+        assert_eq!(score, b["score"].as_f64().unwrap());
+        assert_eq!(row["division"], "open");
+        assert_eq!(row["accelerators_count"], "8");
+        assert_eq!(row["flux1:RCP"], "", "no RCP check in the open division");
+    }
 }
 
 #[test]

@@ -35,7 +35,7 @@
 //! // No systems/sys.json, nine files where flux1 needs ten, the same seed in every run.
 //! assert!(words.iter().any(|m| m.contains("found 9, expected 10")), "{words:?}");
 //! assert!(words.iter().any(|m| m.contains("systems/sys.json")), "{words:?}");
-//! # Ok::<(), mllog_core::results::verify::VerifyError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::collections::BTreeMap;
