@@ -1086,6 +1086,12 @@ fn unreadable_and_looping_paths_are_named_and_the_rest_reviewed() {
     std::os::unix::fs::symlink(a.join("result_9.txt"), a.join("result_9.txt")).unwrap();
     let looping = sub.join("results/b/loop");
     std::os::unix::fs::symlink(&looping, &looping).unwrap();
+    // In b: a FIFO named like a result file (opening it would block) is said and not read.
+    let b = sub.join("results/b/flux1");
+    std::fs::remove_file(b.join("result_9.txt")).unwrap();
+    let fifo = std::ffi::CString::new(b.join("result_9.txt").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let (code, v, _) = verify_json(&sub);
     assert_eq!(code, 2, "an unreadable file is an I/O error: {v:#}");
     let m8 = messages_about(&v, &a.join("result_8.txt"));
@@ -1097,7 +1103,14 @@ fn unreadable_and_looping_paths_are_named_and_the_rest_reviewed() {
     );
     let ml = messages_about(&v, &looping);
     assert!(ml.iter().any(|m| m.contains("symbolic link loop")), "{v:#}");
-    // Two unreadable runs: the folder cannot be accepted; the other system is scored.
+    assert!(
+        messages_about(&v, &b.join("result_9.txt"))
+            .iter()
+            .any(|m| m.contains("not a regular file")),
+        "{v:#}"
+    );
+    // Two unreadable runs: the folder cannot be accepted; the other system, with one run
+    // short, is scored (olympic scoring drops it).
     assert!(!scored(&v, "a") && scored(&v, "b"), "{v:#}");
 }
 

@@ -237,6 +237,8 @@ pub struct RunReview {
     pub seeds: Vec<SeedRecord>,
     /// Why it could not be read.
     pub io_error: Option<String>,
+    /// Why it is no result file although its name says so (a folder, a FIFO, a device).
+    pub not_a_file: Option<String>,
 }
 
 /// The RCP step of one benchmark folder, as the review uses it.
@@ -1044,17 +1046,27 @@ fn read_result(path: &Path, ruleset: Ruleset) -> RunReview {
         parse_errors: 0,
         seeds: Vec::new(),
         io_error: None,
+        not_a_file: None,
     };
-    let file = match std::fs::File::open(path).and_then(|f| {
-        if f.metadata()?.is_dir() {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::IsADirectory,
-                "a folder, not a result file",
-            ))
-        } else {
-            Ok(f)
+    // Only a regular file is opened: a FIFO would block, a device never end.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(m) => {
+            run.not_a_file = Some(if m.is_dir() {
+                "a folder named like a result file: not read (the official checker stops with \
+                 IsADirectoryError)"
+                    .to_string()
+            } else {
+                "not a regular file (a FIFO, socket or device): not read".to_string()
+            });
+            return run;
         }
-    }) {
+        Err(e) => {
+            run.io_error = Some(Problem::io(path, "read", &e).message);
+            return run;
+        }
+    }
+    let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) => {
             run.io_error = Some(Problem::io(path, "read", &e).message);
@@ -1179,6 +1191,14 @@ fn finish_folder(
                 ..Problem::new(Severity::Error, &r.file, "io", e.clone())
             });
             non_compliant += 1;
+        } else if let Some(why) = &r.not_a_file {
+            problems.push(Problem::new(
+                Severity::Error,
+                &r.file,
+                "package_checker",
+                why.clone(),
+            ));
+            non_compliant += 1;
         } else if !r.compliant {
             non_compliant += 1;
             let first = r.errors.first().map_or("?", String::as_str);
@@ -1286,7 +1306,7 @@ fn finish_folder(
             Some(m) => scores.push(m),
             None => {
                 review.dropped += 1;
-                r.decision = if r.io_error.is_some() {
+                r.decision = if r.io_error.is_some() || r.not_a_file.is_some() {
                     "dropped: unreadable".into()
                 } else if !r.compliant {
                     "dropped: not compliant".into()
@@ -1372,7 +1392,7 @@ fn seed_check(runs: &[RunReview]) -> SeedReport {
     let mut errors = Vec::new();
     for r in runs {
         let label = r.file.display().to_string();
-        if let Some(e) = &r.io_error {
+        if let Some(e) = r.io_error.as_ref().or(r.not_a_file.as_ref()) {
             errors.push(format!("Error found when querying seeds from {label}: {e}"));
             continue;
         }
