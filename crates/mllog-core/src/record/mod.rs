@@ -67,6 +67,7 @@ pub use parse::{
 };
 pub use value::Value;
 
+#[cfg(feature = "review")]
 pub(crate) use encode::write_float;
 
 use std::borrow::Cow;
