@@ -911,6 +911,13 @@ fn plan_system(
 /// The `division` of a system description, as the package checker reads it; `Err` says why it
 /// cannot.
 fn read_division(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(format!("{} is not a regular file", path.display())),
+        Ok(m) if m.len() > MAX_SYSTEM_DESC_BYTES => {
+            return Err(format!("{} is too large to read", path.display()))
+        }
+        _ => {}
+    }
     let text = std::fs::read(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             format!("no {}", path.display())
@@ -939,6 +946,12 @@ fn review_system(path: &Path, name: &str, facts: &RulesetFacts) -> SystemReview 
     };
     let err = |msg: String| Problem::new(Severity::Error, path, "system_desc_checker", msg);
     let size = match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            r.problems.push(err(
+                "not a regular file (a folder, FIFO, socket or device): not read".into(),
+            ));
+            return r;
+        }
         Ok(m) => m.len(),
         Err(e) => {
             r.problems.push(Problem::io(path, "read", &e));
