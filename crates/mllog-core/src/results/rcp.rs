@@ -799,17 +799,22 @@ impl RcpResult {
         }
     }
 
-    /// The result_summarizer's `<benchmark>:RCP` column.
+    /// The result_summarizer's `<benchmark>:RCP` column. The summarizer runs the check without
+    /// any bypass, so a bypassed pass reads as the failure it was.
     pub fn summarizer_column(&self) -> &'static str {
-        if self.passed {
+        let msg = self
+            .official_message
+            .strip_suffix(" passed using rcp_bypass")
+            .unwrap_or(&self.official_message);
+        if self.passed && !self.bypassed {
             "Pass"
-        } else if self.official_message == "RCP found" {
+        } else if msg == "RCP found" {
             "Fail"
-        } else if self.official_message == "RCP Interpolation" {
+        } else if msg == "RCP Interpolation" {
             "Interp. Fail"
-        } else if self.official_message.contains("Missing") {
+        } else if msg.contains("Missing") {
             "Missing"
-        } else if self.official_message == "Cannot find any RCPs" {
+        } else if msg == "Cannot find any RCPs" {
             "No RCP"
         } else {
             "Unknown state"
