@@ -787,3 +787,91 @@ fn check_says_which_ruleset_and_where_else_the_log_passes() {
     assert_eq!(code, 0);
     assert!(!out.contains("checked under"), "{out}");
 }
+
+/// Generated folders (no corpus needed): every lookup path against the official
+/// `check_directory`, by batch size and speed.
+#[test]
+fn generated_folders_take_every_lookup_path_as_the_official_checker() {
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use mllog_core::Benchmark;
+    let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+    let bs_line = log
+        .lines()
+        .find(|l| l.contains("\"global_batch_size\""))
+        .unwrap()
+        .to_owned();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut statuses = std::collections::BTreeSet::new();
+    for (i, (bs, speed)) in [
+        (8, 1.0),
+        (8, 0.93),
+        (8, 0.5),
+        (12, 1.0),
+        (12, 0.9),
+        (4, 1.0),
+        (4, 0.8),
+        (4, 3.0),
+        (8, 3.0),
+        (4096, 1.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let folder = tmp.path().join(format!("case{i}/llama2_70b_lora"));
+        std::fs::create_dir_all(&folder).unwrap();
+        for run in 0..10 {
+            // Runs differ a little so that the mean is not a record's.
+            let jitter = 1.0 + 0.01 * (run % 3) as f64;
+            let text = scale_evals(&log, |s| s * speed * jitter).replace(
+                &bs_line,
+                &bs_line.replace("\"value\": 8", &format!("\"value\": {bs}")),
+            );
+            std::fs::write(folder.join(format!("result_{run}.txt")), text).unwrap();
+        }
+        let (r, _) = compare_mutation(&format!("bs {bs}, speed {speed}"), &folder, "6.1.0", false);
+        statuses.insert(r["status"].as_str().unwrap().to_owned());
+    }
+    for s in ["found", "interpolated", "below_smallest", "missing"] {
+        assert!(statuses.contains(s), "{s} not reached: {statuses:?}");
+    }
+}
+
+#[test]
+fn bad_input_is_a_message_naming_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no/such/folder");
+    let (code, _, err) = mllog([
+        "rcp".as_ref(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        missing.as_os_str(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no/such/folder"), "{err}");
+    // A result file that is binary, one whose batch size line is not JSON, and a benchmark the
+    // RCP files do not have: each a failed check with the reason, the others still checked.
+    let bin = tmp.path().join("a/llama2_70b_lora");
+    std::fs::create_dir_all(&bin).unwrap();
+    let mut junk: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    junk.retain(|&b| b != b'\n' && b != b'\r');
+    std::fs::write(bin.join("result_0.txt"), &junk).unwrap();
+    let broken = tmp.path().join("b/llama2_70b_lora");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("result_0.txt"),
+        ":::MLLOG {\"key\": \"global_batch_size\", \"value\": 8,\n",
+    )
+    .unwrap();
+    let (code, out, err) = mllog([
+        "rcp".as_ref(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        tmp.path().as_os_str(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("no submission_benchmark in the logs"), "{out}");
+    assert!(out.contains("result_0.txt: line 1: not JSON"), "{out}");
+    assert_eq!(out.matches("FAILED").count(), 2, "{out}");
+}

@@ -441,6 +441,8 @@ pub struct RcpRun {
     pub unit: &'static str,
     /// Where the official reader would stop with an exception, in words.
     pub error: Option<String>,
+    /// Lines longer than 16 MiB, skipped unread.
+    pub skipped_lines: usize,
 }
 
 /// Reads one result file as the official RCP checker does: the lines holding `:::MLLOG `
@@ -448,8 +450,102 @@ pub struct RcpRun {
 /// the convergence figure at the last successful `run_stop`. `bert_train_samples` takes bert's
 /// `train_samples` instead of `epoch_num`.
 pub fn read_run(file: &Path, bert_train_samples: bool) -> std::io::Result<RcpRun> {
-    let bytes = std::fs::read(file)?;
-    Ok(read_run_bytes(file, &bytes, bert_train_samples))
+    let f = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(file)?);
+    let mut lines = Latin1Lines::new(f);
+    let mut run = read_run_lines(file, &mut lines, bert_train_samples);
+    if let Some(e) = lines.error.take() {
+        return Err(e);
+    }
+    run.skipped_lines = lines.skipped;
+    Ok(run)
+}
+
+/// The lines of a file as Python's text mode with `encoding='latin-1'` gives them (a line
+/// ends at `\n`, `\r\n` or `\r`), read as a stream; a physical line longer than
+/// [`crate::record::MAX_LINE`] is skipped (counted), never held in memory.
+struct Latin1Lines<R> {
+    r: R,
+    buf: Vec<u8>,
+    pieces: std::collections::VecDeque<String>,
+    lineno: usize,
+    skipped: usize,
+    error: Option<std::io::Error>,
+    done: bool,
+}
+
+impl<R: std::io::BufRead> Latin1Lines<R> {
+    fn new(r: R) -> Self {
+        Latin1Lines {
+            r,
+            buf: Vec::new(),
+            pieces: Default::default(),
+            lineno: 0,
+            skipped: 0,
+            error: None,
+            done: false,
+        }
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for Latin1Lines<R> {
+    type Item = (usize, String);
+
+    fn next(&mut self) -> Option<(usize, String)> {
+        loop {
+            if let Some(p) = self.pieces.pop_front() {
+                self.lineno += 1;
+                return Some((self.lineno, p));
+            }
+            if self.done {
+                return None;
+            }
+            self.buf.clear();
+            let mut too_long = false;
+            loop {
+                let avail = match self.r.fill_buf() {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        self.error = Some(e);
+                        self.done = true;
+                        break;
+                    }
+                };
+                if avail.is_empty() {
+                    self.done = true;
+                    break;
+                }
+                let (n, found) = match avail.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (avail.len(), false),
+                };
+                if !too_long {
+                    if self.buf.len() + n > crate::record::MAX_LINE {
+                        too_long = true;
+                        self.buf = Vec::new();
+                    } else {
+                        self.buf.extend_from_slice(&avail[..n]);
+                    }
+                }
+                self.r.consume(n);
+                if found {
+                    break;
+                }
+            }
+            if too_long {
+                self.skipped += 1;
+                self.lineno += 1;
+                continue;
+            }
+            if self.buf.is_empty() {
+                continue;
+            }
+            let text: String = self.buf.iter().map(|&b| b as char).collect();
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            let text = text.strip_suffix('\r').unwrap_or(text);
+            self.pieces.extend(text.split('\r').map(str::to_owned));
+        }
+    }
 }
 
 const TOKEN: &str = ":::MLLOG ";
@@ -474,7 +570,11 @@ fn py_strip(s: &str) -> &str {
     s.trim_matches(ws)
 }
 
-fn read_run_bytes(file: &Path, bytes: &[u8], bert_train_samples: bool) -> RcpRun {
+fn read_run_lines(
+    file: &Path,
+    lines: &mut dyn Iterator<Item = (usize, String)>,
+    bert_train_samples: bool,
+) -> RcpRun {
     use serde_json::Value as J;
     let mut run = RcpRun {
         file: file.to_path_buf(),
@@ -489,23 +589,20 @@ fn read_run_bytes(file: &Path, bytes: &[u8], bert_train_samples: bool) -> RcpRun
             "epoch_num"
         },
         error: None,
+        skipped_lines: 0,
     };
     let mut use_train_samples = bert_train_samples;
     let mut conv: Option<f64> = None;
     // stable_diffusion: eval step → (FID, CLIP), in first-seen order.
     let mut sd: Vec<(f64, Option<f64>, Option<f64>)> = Vec::new();
-    // latin-1: every byte is the char of the same number.
-    let text: String = bytes.iter().map(|&b| b as char).collect();
     let fail = |run: &mut RcpRun, lineno: usize, what: String| {
         if run.error.is_none() {
             run.error = Some(format!("line {lineno}: {what}"));
         }
     };
     let num = |v: &J| v.as_f64();
-    for (i, raw) in text.split(['\n', '\r']).enumerate() {
-        // `\r\n` counts as one line break for Python; an empty piece between them holds no
-        // token, so the numbering is only off for messages, never for decisions.
-        let lineno = i + 1;
+    for (lineno, raw) in lines {
+        let raw = raw.as_str();
         let Some(pos) = raw.rfind(TOKEN) else {
             continue;
         };
@@ -937,6 +1034,15 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         match read_run(p, opts.bert_train_samples) {
             Ok(run) => r.runs.push(run),
             Err(e) => return err(r, format!("{}: {e}", p.display())),
+        }
+    }
+    for run in &r.runs {
+        if run.skipped_lines > 0 {
+            r.decisions.push(format!(
+                "{}: {} line(s) longer than 16 MiB skipped unread (no MLLOG record is that long)",
+                run.file.display(),
+                run.skipped_lines
+            ));
         }
     }
     if let Some(run) = r.runs.iter().find(|x| x.error.is_some()) {
@@ -1598,6 +1704,18 @@ mod tests {
         // np.std of training_5.0.0 bert_ref_256, from numpy 2.4.
         assert_eq!(np_std(&v), 218406.13406770426, "{:?}", v);
         assert_eq!(np_mean(&v), 2552704.0);
+    }
+
+    #[test]
+    fn lines_end_as_in_python_text_mode_and_long_lines_are_skipped() {
+        let mut data = b"a\r\nb\rc\nd".to_vec();
+        data.extend(std::iter::repeat_n(b'x', crate::record::MAX_LINE + 1));
+        data.extend_from_slice(b"\ne\xff\n");
+        let mut l = Latin1Lines::new(&data[..]);
+        let got: Vec<String> = l.by_ref().map(|(_, s)| s).collect();
+        // "d" starts the long line, which goes unread.
+        assert_eq!(got, ["a", "b", "c", "e\u{ff}"]);
+        assert_eq!(l.skipped, 1);
     }
 
     #[test]
