@@ -875,3 +875,43 @@ fn bad_input_is_a_message_naming_the_path() {
     assert!(out.contains("result_0.txt: line 1: not JSON"), "{out}");
     assert_eq!(out.matches("FAILED").count(), 2, "{out}");
 }
+
+/// The forecast on generated runs (no corpus needed): three of ten runs, with spread.
+#[test]
+fn forecast_of_generated_runs() {
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use mllog_core::Benchmark;
+    let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |name: &str, speed: f64| {
+        let folder = tmp.path().join(name).join("llama2_70b_lora");
+        std::fs::create_dir_all(&folder).unwrap();
+        for (i, j) in [1.0, 1.08, 0.95].iter().enumerate() {
+            let text = scale_evals(&log, |s| s * 3.0 * speed * j);
+            std::fs::write(folder.join(format!("result_{i}.txt")), text).unwrap();
+        }
+        let (code, out, err) = mllog([
+            "rcp".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            "--forecast".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["benchmarks"][0]["forecast"].clone()
+    };
+    let slow = run("slow", 1.0);
+    assert_eq!(
+        (slow["present"].as_u64(), slow["required"].as_u64()),
+        (Some(3), Some(10))
+    );
+    let p = slow["p_pass"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&p), "{slow}");
+    assert!(slow["mean_so_far"].as_f64().unwrap() > slow["min_acceptable_mean"].as_f64().unwrap());
+    assert_eq!(run("slow", 1.0), slow, "the forecast is seeded");
+    let fast = run("fast", 0.05);
+    assert!(fast["p_pass"].as_f64().unwrap() < p, "{fast} vs {slow}");
+}
