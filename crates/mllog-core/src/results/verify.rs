@@ -642,7 +642,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
 
     let mut benchmarks = Vec::new();
     for ((plan, runs), rcp) in folders.into_iter().zip(runs_of).zip(rcp_of) {
-        benchmarks.push(finish_folder(plan, runs, rcp, opts, &systems));
+        benchmarks.push(finish_folder(plan, runs, rcp, opts));
     }
     let table = summary_table(&benchmarks, &systems, facts, opts.ruleset);
     let columns = facts
@@ -1159,7 +1159,6 @@ fn finish_folder(
     mut runs: Vec<RunReview>,
     rcp: Option<RcpStep>,
     opts: &VerifyOptions,
-    systems: &[SystemReview],
 ) -> BenchmarkReview {
     let mut problems = std::mem::take(&mut plan.problems);
     let benchmark = if plan.benchmark == "mask" {
@@ -1362,7 +1361,6 @@ fn finish_folder(
             }
         }
     }
-    let _ = systems;
     review.runs = runs;
     review.rcp = rcp;
     review.passed = !problems.iter().any(|p| p.severity == Severity::Error);
@@ -1475,16 +1473,14 @@ fn summary_table(
         else {
             continue;
         };
-        let Some(mut cells) = system_cells(desc, system, ruleset) else {
+        let Some(mut cells) = system_cells(desc) else {
             continue;
         };
         for col in facts.detailed_columns {
             let Some((bench, metric)) = col.split_once(':') else {
                 continue;
             };
-            let b = list
-                .iter()
-                .find(|b| b.benchmark == bench && b.reviewed_by_summarizer());
+            let b = list.iter().find(|b| b.benchmark == bench && b.reviewed);
             let cell = match (b, metric) {
                 (None, "RCP") => Cell::Text(String::new()),
                 (None, _) => Cell::Empty,
@@ -1528,14 +1524,6 @@ fn summary_table(
     rows
 }
 
-impl BenchmarkReview {
-    /// Whether the summarizer's table has a column for this folder (it reviews every folder,
-    /// but only the ruleset's benchmarks have columns).
-    fn reviewed_by_summarizer(&self) -> bool {
-        self.reviewed
-    }
-}
-
 fn ruleset_url_prefix(ruleset: Ruleset) -> String {
     let r = ruleset.as_str();
     let short = format!("{}{}", &r[..3], r[3..].replace(".0", ""));
@@ -1544,11 +1532,7 @@ fn ruleset_url_prefix(ruleset: Ruleset) -> String {
 
 /// The system columns of the summarizer's row, or `None` where it skips the system (a field
 /// missing, a count that `int()` does not read).
-fn system_cells(
-    desc: &serde_json::Map<String, Json>,
-    _system: &str,
-    _ruleset: Ruleset,
-) -> Option<Vec<(String, Cell)>> {
+fn system_cells(desc: &serde_json::Map<String, Json>) -> Option<Vec<(String, Cell)>> {
     let s = |k: &str| -> Option<String> {
         desc.get(k).map(|v| match v {
             Json::String(s) => s.clone(),
@@ -1582,6 +1566,7 @@ fn system_cells(
         .into_iter()
         .filter(|n| !n.is_empty())
         .collect();
+    // The summarizer asks for it with the counts, and skips the system without it.
     s("host_processor_core_count")?;
     Some(vec![
         ("division".into(), Cell::Text(s("division")?)),
