@@ -745,16 +745,23 @@ fn ruleset_inferred_once_for_the_folder_or_refused() {
         "{out}"
     );
     // 6.1.0 requires lowest_numerical_precision_in_linear: every v5.0 llama2_70b_lora run fails
-    // under it, and the other rulesets agree on the result, which the output says.
-    let (code, out, _) = mllog(["score".as_ref(), c.join("5.0/AMD").as_os_str()]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("under 6.1.0, 10 of 10 files"), "{out}");
-    assert!(out.contains("does not change the result"), "{out}");
-    // dlrm_dcnv2 at batch size 160000 has a record in 5.1.0 only: refused, with the reason.
+    // under it. 5.0.0, 5.1.0 and 6.0.0 remain, and they differ in what the review shows (RCP
+    // tables, the summarizer's columns): refused, never guessed.
+    let (code, out, err) = mllog(["score".as_ref(), c.join("5.0/AMD").as_os_str()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("under 6.1.0, 10 of 10 files"), "{err}");
+    assert!(
+        err.contains("5.0.0, 5.1.0, 6.0.0 fit the evidence"),
+        "{err}"
+    );
+    // dlrm_dcnv2 at batch size 160000 has no record in 5.0.0: refused, with the reason.
     let (code, out, err) = mllog(["score".as_ref(), c.join("5.1/Cisco").as_os_str()]);
     assert_eq!(code, 2, "{out}");
     assert!(err.contains("the ruleset cannot be inferred"), "{err}");
-    assert!(err.contains("5.0.0: Missing RCP"), "{err}");
+    assert!(
+        err.contains("under 5.0.0, ") && err.contains("(Missing RCP"),
+        "{err}"
+    );
     assert!(err.contains("pass --ruleset"), "{err}");
     let (code, _, _) = mllog([
         "score".as_ref(),
@@ -914,4 +921,409 @@ fn forecast_of_generated_runs() {
     assert_eq!(run("slow", 1.0), slow, "the forecast is seeded");
     let fast = run("fast", 0.05);
     assert!(fast["p_pass"].as_f64().unwrap() < p, "{fast} vs {slow}");
+}
+
+/// Ten copies of the example log of `ruleset` for `benchmark` in `folder`, each passed
+/// through `edit` (run index, text).
+fn example_folder(
+    folder: &Path,
+    ruleset: mllog_core::compliance::Ruleset,
+    benchmark: mllog_core::Benchmark,
+    runs: usize,
+    edit: impl Fn(usize, &str) -> String,
+) {
+    use mllog_core::compliance::{example_log, Division};
+    let log = example_log(ruleset, benchmark, Division::Closed).unwrap();
+    std::fs::create_dir_all(folder).unwrap();
+    for i in 0..runs {
+        std::fs::write(folder.join(format!("result_{i}.txt")), edit(i, &log)).unwrap();
+    }
+}
+
+/// The example log's `global_batch_size` set to `bs`.
+fn with_batch_size(log: &str, bs: u64) -> String {
+    log.lines()
+        .map(|l| {
+            if l.contains("\"key\": \"global_batch_size\"") {
+                let v: Value = serde_json::from_str(l.trim_start_matches(":::MLLOG ")).unwrap();
+                let mut v = v;
+                v["value"] = bs.into();
+                format!(":::MLLOG {v}")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Several rulesets fit the evidence: refused (exit 2), never guessed, with the candidates
+/// and what to pass; the given ruleset is used as is.
+#[test]
+fn several_fitting_rulesets_are_refused_not_guessed() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    // A 5.0.0 llama2_70b_lora log passes 5.0.0, 5.1.0 and 6.0.0 (6.1.0 wants a key it lacks).
+    let sub = tmp.path().join("Org");
+    example_folder(
+        &sub.join("results/sys/llama2_70b_lora"),
+        Ruleset::V5_0_0,
+        Benchmark::Llama2_70bLora,
+        10,
+        |_, l| l.to_owned(),
+    );
+    for cmd in ["rcp", "score"] {
+        let (code, out, err) = mllog([cmd.as_ref(), sub.as_os_str()]);
+        assert_eq!(code, 2, "{cmd}: {out}{err}");
+        assert!(
+            out.is_empty(),
+            "{cmd}: nothing reviewed under a guess: {out}"
+        );
+        assert!(err.contains("the ruleset cannot be inferred"), "{err}");
+        assert!(
+            err.contains("5.0.0, 5.1.0, 6.0.0 fit the evidence"),
+            "{err}"
+        );
+        assert!(err.contains("pass --ruleset X.Y.Z"), "{err}");
+        assert!(!err.contains("does not change the result"), "{err}");
+    }
+    let (code, out, err) = mllog([
+        "score".as_ref(),
+        "--ruleset".as_ref(),
+        "5.1.0".as_ref(),
+        sub.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ruleset 5.1.0 (given)"), "{out}");
+}
+
+/// Evidence that conflicts: a benchmark only 5.0.0 allows beside a batch size only later
+/// rulesets have an RCP record for. No ruleset fits all of it: refused, each conflict said;
+/// the disallowed folder does not decide the ruleset for the other.
+#[test]
+fn conflicting_evidence_is_refused_with_the_conflicts() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::results::ruleset::{choose_ruleset, RulesetError};
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("Org");
+    // dlrm_dcnv2 at batch size 160000: a record in 5.1.0's table, none in 5.0.0's.
+    example_folder(
+        &sub.join("results/sys/dlrm_dcnv2"),
+        Ruleset::V5_1_0,
+        Benchmark::DlrmDcnv2,
+        10,
+        |_, l| with_batch_size(l, 160_000),
+    );
+    let alone = choose_ruleset(None, &sub);
+    let only_dlrm = match &alone {
+        Err(RulesetError::Unsettled { candidates, .. }) => candidates.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(!only_dlrm.contains(&Ruleset::V5_0_0), "{alone:?}");
+    assert!(only_dlrm.contains(&Ruleset::V5_1_0), "{alone:?}");
+    example_folder(
+        &sub.join("results/sys/bert"),
+        Ruleset::V5_0_0,
+        Benchmark::Bert,
+        10,
+        |_, l| l.to_owned(),
+    );
+    match choose_ruleset(None, &sub) {
+        Err(RulesetError::Unsettled {
+            candidates,
+            evidence,
+            ..
+        }) => {
+            assert!(candidates.is_empty(), "{evidence:?}");
+            let all = evidence.join("\n");
+            assert!(
+                all.contains("no RCP record for its batch size 160000"),
+                "{all}"
+            );
+            assert!(all.contains("is not allowed by 5.1.0"), "{all}");
+        }
+        other => panic!("bert must not pick 5.0.0 for the whole submission: {other:?}"),
+    }
+    let (code, out, err) = mllog(["rcp".as_ref(), sub.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no ruleset fits"), "{err}");
+}
+
+/// The tester's case on the real folder: 5.1's Cisco with a bert folder added.
+#[test]
+fn corpus_conflicting_evidence_is_refused() {
+    let Some(c) = corpus("the inference refusing conflicting evidence on a real folder") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("Cisco");
+    copy_dir(&c.join("5.1/Cisco"), &sub);
+    copy_dir(
+        &c.join("5.0/tinycorp/results/tinybox_green/bert"),
+        &sub.join("results/hpf_n8/bert"),
+    );
+    let (code, out, err) = mllog(["score".as_ref(), sub.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no ruleset fits"), "{err}");
+    assert!(err.contains("Missing RCP"), "{err}");
+    assert!(err.contains("bert ("), "{err}");
+}
+
+/// Whether `setpriv` can run a command as an unprivileged user here (root reads a mode-000
+/// file, so the test drops to nobody).
+fn as_nobody() -> Option<Vec<String>> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some(Vec::new());
+    }
+    let ok = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then(|| {
+        [
+            "setpriv",
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+        ]
+        .map(String::from)
+        .to_vec()
+    })
+}
+
+/// An unreadable result file is a problem naming the file; the inference works from the
+/// readable ones and says so; the rest is reviewed; exit 2.
+#[test]
+fn an_unreadable_file_is_said_and_the_rest_reviewed() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    use std::os::unix::fs::PermissionsExt;
+    let Some(prefix) = as_nobody() else {
+        println!("skipped: an unreadable result file (running as root without setpriv)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("Org");
+    // stable_diffusion: only 5.0.0 allows it, so the readable files settle the ruleset.
+    example_folder(
+        &sub.join("results/sys/stable_diffusion"),
+        Ruleset::V5_0_0,
+        Benchmark::StableDiffusion,
+        10,
+        |_, l| l.to_owned(),
+    );
+    let bad = sub.join("results/sys/stable_diffusion/result_5.txt");
+    for d in [
+        tmp.path(),
+        &sub,
+        &sub.join("results"),
+        &sub.join("results/sys"),
+    ] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let run = |args: &[&str]| {
+        let exe = env!("CARGO_BIN_EXE_mllog");
+        let mut all: Vec<String> = prefix.clone();
+        all.push(exe.into());
+        all.extend(args.iter().map(|s| s.to_string()));
+        all.push(sub.display().to_string());
+        let o = Command::new(&all[0]).args(&all[1..]).output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let named = "stable_diffusion/result_5.txt: Permission denied";
+    for args in [
+        &["score"][..],
+        &["score", "--ruleset", "5.0.0"],
+        &["rcp"],
+        &["rcp", "--ruleset", "5.0.0"],
+    ] {
+        let (code, out, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains(named),
+            "{args:?}: {out}{err}"
+        );
+        assert!(
+            out.contains("sys/stable_diffusion"),
+            "{args:?}: the folder is still reviewed: {out}"
+        );
+        if !args.contains(&"--ruleset") {
+            assert!(
+                out.starts_with("ruleset 5.0.0 (inferred)"),
+                "{args:?}: {out}"
+            );
+            assert!(out.contains("unreadable"), "{args:?}: {out}");
+        }
+        if args[0] == "score" {
+            assert!(out.contains("FINAL SCORE sys/stable_diffusion"), "{out}");
+            assert!(out.contains("dropped: cannot be read"), "{out}");
+        }
+    }
+}
+
+/// `--forecast` on a campaign in progress: the check so far is no verdict ("failing so far",
+/// never "FAILED"), and it does not make the exit status 1, with or without a forecast; a
+/// finished folder is judged as without --forecast.
+#[test]
+fn forecast_exit_status_judges_finished_folders_only() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    let fast = |_: usize, l: &str| scale_evals(l, |s| s * 0.05);
+    for (name, runs, expect) in [("three", 3, 0), ("one", 1, 0), ("ten", 10, 1)] {
+        let folder = tmp.path().join(name).join("llama2_70b_lora");
+        example_folder(
+            &folder,
+            Ruleset::V6_1_0,
+            Benchmark::Llama2_70bLora,
+            runs,
+            fast,
+        );
+        let (plain, _, _) = mllog([
+            "rcp".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(plain, 1, "{name}: without --forecast, the check fails");
+        let (code, out, err) = mllog([
+            "rcp".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            "--forecast".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, expect, "{name}: {out}{err}");
+        if runs < 10 {
+            assert!(
+                out.contains(&format!("failing so far ({runs} of 10 runs")),
+                "{name}: {out}"
+            );
+            assert!(!out.contains("FAILED"), "{name}: {out}");
+        } else {
+            assert!(out.contains("FAILED"), "{name}: {out}");
+        }
+        // A folder given on its own is labelled by its name, not as `/name`.
+        assert!(out.contains("RCP llama2_70b_lora: "), "{name}: {out}");
+        assert!(!out.contains(" /llama2_70b_lora"), "{name}: {out}");
+    }
+}
+
+/// Labels and words: a folder given relative to the working directory, a folder of submitter
+/// folders, an RCP step that cannot run.
+#[test]
+fn labels_and_messages_name_what_is_there() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    example_folder(
+        &tmp.path().join("round/Org/results/sys/llama2_70b_lora"),
+        Ruleset::V6_1_0,
+        Benchmark::Llama2_70bLora,
+        10,
+        |_, l| l.to_owned(),
+    );
+    for cmd in ["rcp", "score"] {
+        let (code, out, err) = mllog([
+            cmd.as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            tmp.path().join("round").as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{cmd}: {out}{err}");
+        assert!(
+            err.contains("a folder of 1 submitter folder(s) (Org)"),
+            "{err}"
+        );
+        assert!(err.contains("give one submitter folder"), "{err}");
+    }
+    // Relative to the working directory, from inside results/: still `sys/benchmark`.
+    let o = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(["rcp", "--ruleset", "6.1.0", "sys/llama2_70b_lora"])
+        .current_dir(tmp.path().join("round/Org/results"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("\n  RCP sys/llama2_70b_lora: "), "{out}");
+    // The RCP step cannot run (no benchmark in the logs): its reason, no empty field.
+    let junk = tmp.path().join("junk/llama2_70b_lora");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("result_0.txt"), "no log here\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(["rcp", "--ruleset", "6.1.0", "llama2_70b_lora"])
+        .current_dir(tmp.path().join("junk"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("RCP llama2_70b_lora: FAILED (no submission_benchmark in the logs"),
+        "{out}"
+    );
+    assert!(!out.contains("()") && !out.contains("RCP : "), "{out}");
+}
+
+/// A rule on a time difference reports the difference, and its help names the limit, not an
+/// ordering; the official checker agrees that the log fails.
+#[test]
+fn check_reports_the_init_time_not_the_value() {
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use mllog_core::Benchmark;
+    let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+    // The first init_start 45 minutes earlier than it was.
+    let mut shifted = false;
+    let text: String = log
+        .lines()
+        .map(|l| {
+            if !shifted && l.contains("\"key\": \"init_start\"") {
+                shifted = true;
+                let mut v: Value = serde_json::from_str(l.trim_start_matches(":::MLLOG ")).unwrap();
+                let t = v["time_ms"].as_f64().unwrap() - 45.0 * 60_000.0;
+                v["time_ms"] = (t as i64).into();
+                format!(":::MLLOG {v}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert!(shifted);
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("result_0.txt");
+    std::fs::write(&file, text).unwrap();
+    let (code, out, err) = mllog([
+        "check".as_ref(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("init time limit"), "{out}");
+    let found: f64 = out
+        .split("found ")
+        .nth(1)
+        .and_then(|s| s.split(" min after the first `init_start`").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no measured duration: {out}"));
+    assert!((45.0..47.0).contains(&found), "{out}");
+    assert!(out.contains("the limit is 30 min"), "{out}");
+    assert!(!out.contains("found null"), "{out}");
+    assert!(!out.contains("should have come first"), "{out}");
+    assert!(!common::official_check(&file, "6.1.0", false).0);
 }

@@ -191,11 +191,9 @@ impl Run {
         match r {
             Ok(true) => {}
             Ok(false) => {
-                let found = if c.shows_value() {
-                    format!(", found {}", l.value.to_json())
-                } else {
-                    String::new()
-                };
+                let found = c
+                    .found(l, &self.state)
+                    .map_or(String::new(), |f| format!(", found {f}"));
                 let msg = format!("`{}` {}{ctx}{found}", rule.name, c.words());
                 self.push(
                     kind,

@@ -881,6 +881,9 @@ pub struct RcpResult {
     pub scaling: Scaling,
     /// Where the official tool would stop with an exception, in words.
     pub error: Option<String>,
+    /// The folder or one of its files could not be read (an I/O error, not a verdict: the
+    /// commands exit 2).
+    pub io_error: bool,
     /// The decisions, in order.
     pub decisions: Vec<String>,
 }
@@ -1015,6 +1018,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         norm_factor: 1.0,
         scaling: Scaling::Untouched,
         error: None,
+        io_error: false,
         decisions: Vec::new(),
     };
     let err = |mut r: RcpResult, e: String| {
@@ -1025,7 +1029,10 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     };
     let paths = match files(folder) {
         Ok(p) => p,
-        Err(e) => return err(r, format!("{}: {e}", folder.display())),
+        Err(e) => {
+            r.io_error = true;
+            return err(r, format!("{}: {e}", folder.display()));
+        }
     };
     if paths.is_empty() {
         return err(r, format!("{}: no result_*.txt", folder.display()));
@@ -1033,7 +1040,10 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     for p in &paths {
         match read_run(p, opts.bert_train_samples) {
             Ok(run) => r.runs.push(run),
-            Err(e) => return err(r, format!("{}: {e}", p.display())),
+            Err(e) => {
+                r.io_error = true;
+                return err(r, format!("{}: {e}", p.display()));
+            }
         }
     }
     for run in &r.runs {

@@ -153,6 +153,9 @@ pub struct BenchmarkScore {
     pub score: Option<f64>,
     /// The decisions, in order, in words.
     pub decisions: Vec<String>,
+    /// The result files that could not be read, each `path: error` (dropped runs; the
+    /// commands exit 2).
+    pub unreadable: Vec<String>,
 }
 
 /// `_compute_olympic_average`: sorts `scores`, drops `max_dropped` from the low end and
@@ -255,6 +258,7 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
     let required = required_runs(&benchmark);
     let mut runs = Vec::new();
     let mut decisions = Vec::new();
+    let mut unreadable = Vec::new();
     for file in result_files(folder)? {
         // Streamed, three passes: a result file of any size is read in bounded memory.
         let open = || -> std::io::Result<_> {
@@ -263,13 +267,35 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
                 std::fs::File::open(&file)?,
             ))
         };
-        let report = match opts.ruleset {
-            Some(r) => check_reader(r, open()?)?,
-            None => check_reader_detect(open()?)?.0,
+        // An unreadable file is a dropped run that names the file (the official summarizer
+        // stops with a traceback there); the rest of the folder is still scored.
+        let read = || -> std::io::Result<_> {
+            let report = match opts.ruleset {
+                Some(r) => check_reader(r, open()?)?,
+                None => check_reader_detect(open()?)?.0,
+            };
+            let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
+            let (start, stop) = run_start_stop_reader(open()?)?;
+            Ok((report, summary, start, stop))
+        };
+        let (report, summary, start, stop) = match read() {
+            Ok(x) => x,
+            Err(e) => {
+                let why = format!("{}: {e}", file.display());
+                runs.push(RunScore {
+                    file: file.clone(),
+                    compliant: false,
+                    error: Some(why.clone()),
+                    status: None,
+                    minutes: None,
+                    counted: false,
+                    decision: format!("dropped: cannot be read ({why})"),
+                });
+                unreadable.push(why);
+                continue;
+            }
         };
         let ruleset = report.ruleset;
-        let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
-        let (start, stop) = run_start_stop_reader(open()?)?;
         let mut run = RunScore {
             file: file.clone(),
             compliant: report.passed(false),
@@ -385,6 +411,7 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
         scaling_factor: scale,
         score,
         decisions,
+        unreadable,
     })
 }
 

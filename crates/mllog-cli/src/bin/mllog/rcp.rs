@@ -25,8 +25,12 @@ ruleset's reference convergence points as MLCommons' rcp_checker does (pruned RC
 or interpolation between the neighbouring batch sizes, the t-test's minimum acceptable mean), and \
 says what factor the score is normalised by. Nothing in the folder is modified unless \
 --set-scaling is given.\n\
-Exit status: 0 every folder passes, 1 some fails, 2 usage or I/O error (or the ruleset cannot be \
-inferred)."
+With --forecast, a folder with fewer runs than the benchmark requires is a campaign in progress: \
+its check so far reads \"passing so far\" or \"failing so far\" (no verdict), the forecast follows, \
+and it does not change the exit status, also when no forecast can be made (fewer than two \
+converged runs); a finished folder is judged as without --forecast.\n\
+Exit status: 0 every finished folder passes, 1 some finished folder fails, 2 usage or I/O error \
+(an unreadable file or folder, scaling.json not written, or the ruleset cannot be inferred)."
 )]
 pub struct Args {
     /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
@@ -66,13 +70,23 @@ fn name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// `system/benchmark` of a folder.
+/// `system/benchmark` of a folder under `results/<system>/`; any other folder by its name
+/// (its parent is no system then).
 pub fn label(folder: &Path) -> String {
-    format!(
-        "{}/{}",
-        folder.parent().map(name).unwrap_or_default(),
-        name(folder)
-    )
+    // The real path, so that `sys/bench` given from inside results/ is still labelled so.
+    let real = folder
+        .canonicalize()
+        .unwrap_or_else(|_| folder.to_path_buf());
+    let folder = real.as_path();
+    let parent = folder.parent().filter(|p| !name(p).is_empty());
+    let under_results = parent
+        .and_then(Path::parent)
+        .is_some_and(|g| name(g) == "results");
+    match parent {
+        Some(p) if under_results => format!("{}/{}", name(p), name(folder)),
+        _ if name(folder).is_empty() => folder.display().to_string(),
+        _ => name(folder),
+    }
 }
 
 /// The ruleset lines of the text output.
@@ -87,13 +101,26 @@ pub fn ruleset_text(choice: &RulesetChoice) -> String {
             out.push_str(&format!("  - {e}\n"));
         }
     }
+    for u in &choice.unreadable {
+        out.push_str(&format!("  - error: {u} (left out of the inference)\n"));
+    }
     out.push('\n');
     out
 }
 
-/// The text of one folder's check.
-pub fn result_text(r: &RcpResult, note: Option<&str>) -> String {
-    let mut out = format!("{}  ({})\n", label(&r.folder), r.folder.display());
+/// The text of one folder's check; `in_progress` (runs present, runs required) for a campaign
+/// in progress under `--forecast`, whose check is no verdict yet.
+pub fn result_text(
+    r: &RcpResult,
+    note: Option<&str>,
+    in_progress: Option<(usize, usize)>,
+) -> String {
+    let shown = r.folder.display().to_string();
+    let mut out = if label(&r.folder) == shown {
+        format!("{shown}\n")
+    } else {
+        format!("{}  ({shown})\n", label(&r.folder))
+    };
     let w = r
         .runs
         .iter()
@@ -117,11 +144,23 @@ pub fn result_text(r: &RcpResult, note: Option<&str>) -> String {
     if let Some(n) = note {
         out.push_str(&format!("  - note: {n}\n"));
     }
+    let message = match (r.official_message.trim(), &r.error) {
+        ("", Some(e)) => e.as_str(),
+        ("", None) => "no RCP message",
+        (m, _) => m,
+    };
+    let verdict = match in_progress {
+        Some((n, req)) => format!(
+            "{} so far ({n} of {req} runs; the finished set decides)",
+            if r.passed { "passing" } else { "failing" }
+        ),
+        None if r.io_error => "ERROR".into(),
+        None if r.passed => "PASSED".into(),
+        None => "FAILED".into(),
+    };
     out.push_str(&format!(
-        "  RCP {}: {} ({}){}\n\n",
+        "  RCP {}: {verdict} ({message}){}\n\n",
         label(&r.folder),
-        if r.passed { "PASSED" } else { "FAILED" },
-        r.official_message.trim(),
         match r.scaling {
             rcp::Scaling::Write(f) => format!(", score normalised by {}", rcp::py_float(f)),
             rcp::Scaling::Delete => ", no normalisation".into(),
@@ -141,7 +180,7 @@ pub fn run(a: Args) -> u8 {
         }
     };
     if folders.is_empty() {
-        eprintln!("mllog rcp: no result_*.txt under {dir}");
+        eprintln!("mllog rcp: {}", ruleset::no_results_words(&a.dir));
         return crate::USAGE_OR_IO;
     }
     let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
@@ -153,7 +192,8 @@ pub fn run(a: Args) -> u8 {
     };
     let mut text = ruleset_text(&choice);
     let mut items = Vec::new();
-    let mut worst = crate::OK;
+    let mut failed = false;
+    let mut io_error = !choice.unreadable.is_empty();
     for folder in &folders {
         let (params_bypass, note) = rcp::package_bypass(folder);
         let opts = RcpOptions {
@@ -175,21 +215,35 @@ pub fn run(a: Args) -> u8 {
             );
         }
         if a.set_scaling {
-            if let Err(e) = rcp::write_scaling(folder, &r) {
-                eprintln!("mllog rcp: {}: {e}", folder.join("scaling.json").display());
-                return crate::USAGE_OR_IO;
+            match rcp::write_scaling(folder, &r) {
+                Ok(()) => r.decisions.push(match r.scaling {
+                    rcp::Scaling::Write(f) => {
+                        format!("scaling.json written: {}", rcp::scaling_json(f))
+                    }
+                    rcp::Scaling::Delete => "scaling.json removed (if there was one)".into(),
+                    rcp::Scaling::Untouched => "scaling.json left as it is".into(),
+                }),
+                Err(e) => {
+                    let p = folder.join("scaling.json");
+                    eprintln!("mllog rcp: {}: {e}", p.display());
+                    r.decisions
+                        .push(format!("error: {}: {e} (not written)", p.display()));
+                    io_error = true;
+                }
             }
-            r.decisions.push(match r.scaling {
-                rcp::Scaling::Write(f) => format!("scaling.json written: {}", rcp::scaling_json(f)),
-                rcp::Scaling::Delete => "scaling.json removed (if there was one)".into(),
-                rcp::Scaling::Untouched => "scaling.json left as it is".into(),
-            });
         }
-        let forecast_unfinished = fc.as_ref().is_some_and(|f| f.p_pass.is_some());
-        if !r.passed && !forecast_unfinished {
-            worst = crate::FAILED;
+        // Under --forecast a folder with fewer runs than the benchmark requires is a campaign
+        // in progress: its check so far is no verdict, so it never makes the exit status 1.
+        let in_progress = fc
+            .as_ref()
+            .filter(|f| f.required > 0 && f.present + f.not_converged < f.required)
+            .map(|f| (f.present + f.not_converged, f.required));
+        if r.io_error {
+            io_error = true;
+        } else if !r.passed && in_progress.is_none() {
+            failed = true;
         }
-        text.push_str(&result_text(&r, note.as_deref()));
+        text.push_str(&result_text(&r, note.as_deref(), in_progress));
         if let Some(f) = &fc {
             for d in &f.decisions {
                 text.push_str(&format!("  - forecast: {d}\n"));
@@ -212,12 +266,20 @@ pub fn run(a: Args) -> u8 {
         let mut v = machine::value(&r);
         if let (serde_json::Value::Object(m), Some(f)) = (&mut v, &fc) {
             m.insert("forecast".into(), machine::value(f));
+            m.insert("in_progress".into(), in_progress.is_some().into());
         }
         if let (serde_json::Value::Object(m), Some(n)) = (&mut v, &note) {
             m.insert("note".into(), n.clone().into());
         }
         items.push(v);
     }
+    let worst = if io_error {
+        crate::USAGE_OR_IO
+    } else if failed {
+        crate::FAILED
+    } else {
+        crate::OK
+    };
     let out = match a.format {
         Format::Text => text,
         Format::Json => machine::Document::new("rcp", "benchmarks", items)

@@ -33,7 +33,8 @@ step (FINAL SCORE): the olympic mean times the factor the RCP check computes (cl
 or no systems/<system>.json), with the reason. The ruleset is given, or inferred once for the \
 whole folder with the evidence shown; when the evidence does not settle it, nothing is scored \
 (exit 2).\n\
-Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error."
+Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error (an unreadable \
+file is said with its path and dropped, the rest is still scored)."
 )]
 pub struct Args {
     /// The ruleset to check each file against and whose RCPs apply [default: inferred once for
@@ -58,7 +59,7 @@ pub fn run(a: Args) -> u8 {
         }
     };
     if folders.is_empty() {
-        eprintln!("mllog score: no result_*.txt under {dir}");
+        eprintln!("mllog score: {}", ruleset::no_results_words(&a.dir));
         return crate::USAGE_OR_IO;
     }
     let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
@@ -79,14 +80,21 @@ pub fn run(a: Args) -> u8 {
         .collect();
     let progress = Progress::new(&files.concat());
     let mut scores = Vec::with_capacity(folders.len());
+    // A folder or file that cannot be read is said with its path; the others are still scored.
+    let mut io_error = !choice.unreadable.is_empty();
     for (folder, files) in folders.iter().zip(&files) {
         progress.working_on(folder);
         match score::score_benchmark(folder, opts) {
-            Ok(s) => scores.push(s),
+            Ok(s) => {
+                for u in &s.unreadable {
+                    eprintln!("mllog score: {u}");
+                }
+                io_error |= !s.unreadable.is_empty();
+                scores.push(s);
+            }
             Err(e) => {
-                progress.finish();
-                eprintln!("mllog score: {dir}: {e}");
-                return crate::USAGE_OR_IO;
+                eprintln!("mllog score: {}: {e}", folder.display());
+                io_error = true;
             }
         }
         progress.done(
@@ -139,7 +147,9 @@ pub fn run(a: Args) -> u8 {
     if !crate::emit(&text) {
         return crate::USAGE_OR_IO;
     }
-    if finals.iter().all(|f| f.score.is_some()) {
+    if io_error {
+        crate::USAGE_OR_IO
+    } else if finals.iter().all(|f| f.score.is_some()) {
         crate::OK
     } else {
         crate::FAILED
