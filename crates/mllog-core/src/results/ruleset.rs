@@ -29,16 +29,27 @@
 //! use mllog_core::results::ruleset::{choose_ruleset, RulesetError};
 //! use mllog_core::Benchmark;
 //!
+//! let write = |dir: &std::path::Path, r: Ruleset, b: Benchmark| -> std::io::Result<()> {
+//!     let log = example_log(r, b, Division::Closed).unwrap();
+//!     std::fs::create_dir_all(dir)?;
+//!     for i in 0..10 {
+//!         std::fs::write(dir.join(format!("result_{i}.txt")), &log)?;
+//!     }
+//!     Ok(())
+//! };
+//! // stable_diffusion: only 5.0.0 allows it.
 //! let root = tempfile::tempdir()?;
-//! let folder = root.path().join("results/sys/llama2_70b_lora");
-//! std::fs::create_dir_all(&folder)?;
-//! let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
-//! for i in 0..10 {
-//!     std::fs::write(folder.join(format!("result_{i}.txt")), &log)?;
-//! }
+//! write(&root.path().join("results/sys/stable_diffusion"), Ruleset::V5_0_0, Benchmark::StableDiffusion)?;
 //! let choice = choose_ruleset(None, root.path()).unwrap();
-//! assert_eq!(choice.ruleset, Ruleset::V6_1_0);
+//! assert_eq!(choice.ruleset, Ruleset::V5_0_0);
 //! assert!(!choice.given && !choice.evidence.is_empty());
+//! // A 5.0.0 llama2_70b_lora log fits 5.0.0, 5.1.0 and 6.0.0: refused, not guessed.
+//! let several = tempfile::tempdir()?;
+//! write(&several.path().join("results/sys/llama2_70b_lora"), Ruleset::V5_0_0, Benchmark::Llama2_70bLora)?;
+//! match choose_ruleset(None, several.path()) {
+//!     Err(RulesetError::Unsettled { candidates, .. }) => assert_eq!(candidates.len(), 3),
+//!     other => panic!("{other:?}"),
+//! }
 //! let given = choose_ruleset(Some(Ruleset::V5_0_0), root.path()).unwrap();
 //! assert!(given.given && given.ruleset == Ruleset::V5_0_0);
 //! let empty = tempfile::tempdir()?;
