@@ -1234,3 +1234,262 @@ fn verify_writes_nothing_unless_set_scaling() {
     assert_eq!(code, 0);
     assert_eq!(snapshot(&sub), before);
 }
+
+/// Puts system `sys` of a generated submission in the closed division (seed and RCP checks).
+fn make_closed(sub: &Path, sys: &str) {
+    let p = sub.join("systems").join(format!("{sys}.json"));
+    let t = std::fs::read_to_string(&p).unwrap();
+    assert!(t.contains("\"division\": \"open\""));
+    std::fs::write(
+        &p,
+        t.replace("\"division\": \"open\"", "\"division\": \"closed\""),
+    )
+    .unwrap();
+}
+
+fn verify_text(sub: &Path, ruleset: &str) -> (i32, String) {
+    let (code, out, err) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--ruleset".as_ref(),
+        ruleset.as_ref(),
+    ]);
+    assert!(!err.contains("panicked"), "{err}");
+    (code, out)
+}
+
+fn benchmark<'a>(v: &'a Value, system: &str) -> &'a Value {
+    v["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["system"] == system)
+        .unwrap_or_else(|| panic!("no {system}: {v:#}"))
+}
+
+/// A review that reviewed no benchmark folder does not pass (the official package checker
+/// says SUCCESS there), and says why, with --ruleset or without.
+#[test]
+fn a_review_of_nothing_does_not_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let results = sub.join("results");
+    // Every benchmark folder skipped: flux1 is no benchmark of 5.0.0.
+    assert!(!mllog_core::results::verify::facts(Ruleset::V5_0_0)
+        .unwrap()
+        .allowed_benchmarks
+        .contains(&"flux1"));
+    let (code, text) = verify_text(&sub, "5.0.0");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "nothing was reviewed: every benchmark folder (2) is skipped, as ruleset 5.0.0 does \
+             not allow flux1"
+        ) && text.contains("DOES NOT PASS REVIEW: 0 benchmark folders reviewed"),
+        "{text}"
+    );
+    // results/ emptied, systems/ kept.
+    std::fs::remove_dir_all(&results).unwrap();
+    std::fs::create_dir(&results).unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["passed"], false);
+    assert!(
+        messages_about(&v, &results)
+            .iter()
+            .any(|m| m.contains("nothing was reviewed: no result_*.txt found")),
+        "{v:#}"
+    );
+    let (code, text) = verify_text(&sub, "6.1.0");
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("DOES NOT PASS REVIEW: 0 benchmark folders reviewed"),
+        "{text}"
+    );
+    // A system folder without benchmark folders is nothing to review either.
+    std::fs::create_dir(results.join("a")).unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    // Without --ruleset nothing can be inferred: the same words, and the usage status.
+    let (code, out, err) = mllog(["verify".as_ref(), sub.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("nothing was reviewed: no result_*.txt found")
+            && err.contains(&results.display().to_string()),
+        "{err}"
+    );
+}
+
+/// The seed checker's bypass line with a line break or spaces after it is not honoured (the
+/// official checker compares whole lines with their newline), and verify says so.
+#[test]
+fn a_seed_bypass_line_with_a_line_break_is_said_and_not_honoured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    make_closed(&sub, "a");
+    let a = sub.join("results/a/flux1");
+    std::fs::copy(a.join("result_0.txt"), a.join("result_1.txt")).unwrap();
+    let seed_errors = |v: &Value| -> usize {
+        messages_about(v, &a)
+            .iter()
+            .filter(|m| m.starts_with("Seed checker failed"))
+            .count()
+    };
+    let cases = [
+        (
+            sub.join("results/a/package_checker_params"),
+            "seed-checker-bypass\n",
+        ),
+        (a.join("package_checker_params"), "seed-checker-bypass  "),
+        (
+            a.join("package_checker_params"),
+            "rcp-bypass\nseed-checker-bypass\r\n",
+        ),
+    ];
+    for (params, line) in &cases {
+        std::fs::write(params, line).unwrap();
+        let (_, v, _) = verify_json(&sub);
+        let notes = messages_about(&v, params);
+        assert!(
+            notes
+                .iter()
+                .any(|m| m.contains(&params.display().to_string())
+                    && m.contains("line break or spaces")
+                    && m.contains("official package checker")
+                    && m.contains("does not honour it")),
+            "{line:?}: {notes:?}\n{v:#}"
+        );
+        assert!(seed_errors(&v) > 0, "{line:?}: not bypassed: {v:#}");
+        let (_, text) = verify_text(&sub, "6.1.0");
+        assert!(text.contains("does not honour it"), "{text}");
+        std::fs::remove_file(params).unwrap();
+    }
+    // The exact line is honoured, and no such note.
+    let params = a.join("package_checker_params");
+    std::fs::write(&params, "seed-checker-bypass").unwrap();
+    let (_, v, _) = verify_json(&sub);
+    assert_eq!(seed_errors(&v), 0, "{v:#}");
+    assert!(messages_about(&v, &params).is_empty(), "{v:#}");
+    assert!(messages_about(&v, &a)
+        .iter()
+        .any(|m| m.starts_with("Bypassing Seed Checker")));
+}
+
+/// `committed_scaling_factor` is the committed file's, `null` without one.
+#[test]
+fn committed_scaling_factor_is_null_without_scaling_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    std::fs::write(
+        sub.join("results/b/flux1/scaling.json"),
+        "{\"scaling_factor\": 1.5}",
+    )
+    .unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 0, "{v:#}");
+    let a = benchmark(&v, "a");
+    assert!(a["committed_scaling_factor"].is_null(), "{a:#}");
+    assert_eq!(a["scaling_factor"], 1.0);
+    // The open division: the committed factor is the final one.
+    let b = benchmark(&v, "b");
+    assert_eq!(b["committed_scaling_factor"], 1.5, "{b:#}");
+    assert_eq!(b["scaling_factor"], 1.5);
+    assert_eq!(
+        b["score"].as_f64().unwrap(),
+        b["olympic_mean"].as_f64().unwrap() * 1.5
+    );
+}
+
+/// Where the RCP step cannot decide (an empty benchmark folder, a huge binary result file),
+/// the verdict line says what happened, never an empty RCP field.
+#[test]
+fn the_verdict_line_says_why_the_rcp_step_did_not_decide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    make_closed(&sub, "a");
+    make_closed(&sub, "b");
+    let a = sub.join("results/a/flux1");
+    for p in results_in(&a) {
+        std::fs::remove_file(p).unwrap();
+    }
+    let b = sub.join("results/b/flux1");
+    for p in results_in(&b) {
+        std::fs::remove_file(&p).unwrap();
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(64 << 20).unwrap();
+    }
+    let (code, text) = verify_text(&sub, "6.1.0");
+    assert_eq!(code, 1, "{text}");
+    assert!(!text.contains("RCP : "), "{text}");
+    for sys in ["a", "b"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{sys}/flux1: ")))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(line.contains("DOES NOT PASS REVIEW"), "{line}");
+        let rcp = line
+            .split("; RCP")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(rcp.trim_start_matches([' ', ':']).len() > 10, "{line}");
+    }
+    assert!(
+        text.contains(
+            "a/flux1: DOES NOT PASS REVIEW — no score; RCP check stopped before a decision"
+        ),
+        "{text}"
+    );
+}
+
+/// A committed scaling.json that the RCP step replaces is said, with both factors, in the text
+/// and the JSON; the factor is the one the official package checker writes.
+#[test]
+fn a_stale_committed_scaling_json_is_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    make_closed(&sub, "a");
+    make_closed(&sub, "b");
+    // a: converges within the RCP's bounds but faster than its mean (normalised, factor > 1);
+    // b: far faster (fails, scaling.json removed).
+    faster_runs(&sub.join("results/a/flux1"), 15.5);
+    for sys in ["a", "b"] {
+        std::fs::write(
+            sub.join("results").join(sys).join("flux1/scaling.json"),
+            "{\"scaling_factor\": 1.25}",
+        )
+        .unwrap();
+    }
+    let (_, v, _) = verify_json(&sub);
+    let (_, text) = verify_text(&sub, "6.1.0");
+    let a = benchmark(&v, "a");
+    let factor = a["scaling_factor"].as_f64().unwrap();
+    assert!(factor > 1.0 && factor != 1.25, "{a:#}");
+    assert_eq!(a["committed_scaling_factor"], 1.25);
+    for (sys, verb) in [("a", "rewrites"), ("b", "removes")] {
+        let words = format!("the committed scaling.json says 1.25 instead (the review {verb} it)");
+        let path = sub.join("results").join(sys).join("flux1/scaling.json");
+        assert!(
+            messages_about(&v, &path).iter().any(|m| m.contains(&words)),
+            "{sys}: {v:#}"
+        );
+        assert!(text.contains(&words), "{sys}: {text}");
+    }
+    assert_eq!(benchmark(&v, "b")["scaling_factor"], 1.0);
+    // A committed file that agrees is not said.
+    let agreeing = serde_json::json!({ "scaling_factor": factor }).to_string();
+    std::fs::write(sub.join("results/a/flux1/scaling.json"), agreeing).unwrap();
+    let (_, v, _) = verify_json(&sub);
+    assert!(
+        messages_about(&v, &sub.join("results/a/flux1/scaling.json")).is_empty(),
+        "{v:#}"
+    );
+    let Ok(python) = std::env::var("MLLOG_PYTHON") else {
+        println!("skipped: the factor against the official package checker (MLLOG_PYTHON not set)");
+        return;
+    };
+    let copy = tmp.path().join("official");
+    copy_dir(&sub, &copy);
+    let off = official(&python, &copy, "6.1.0", &tmp.path().join("work"));
+    assert_eq!(off.scaling.get("a/flux1"), Some(&factor), "{}", off.log);
+    assert_eq!(off.scaling.get("b/flux1"), None, "{}", off.log);
+}

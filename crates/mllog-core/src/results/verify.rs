@@ -51,7 +51,7 @@ use serde_json::Value as Json;
 use super::package::{check_seeds, params_enable, SeedRecord, SeedReport};
 use super::rcp::{
     check_benchmark, np_mean, package_bypass, py_float, write_scaling, RcpOptions, RcpResult,
-    RcpStatus,
+    RcpStatus, Scaling,
 };
 use super::score::olympic_mean;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
@@ -292,8 +292,9 @@ pub struct BenchmarkReview {
     pub dropped: usize,
     /// The olympic mean in minutes, before scaling.
     pub olympic_mean: Option<f64>,
-    /// `scaling_factor` of the `scaling.json` in the folder now (1.0 when absent).
-    pub committed_scaling_factor: f64,
+    /// `scaling_factor` of the `scaling.json` in the folder now (`None` when there is none, or
+    /// when it cannot be read: that is one of the folder's problems).
+    pub committed_scaling_factor: Option<f64>,
     /// The factor of the final score: the RCP checker's for the closed division, else the
     /// committed one.
     pub scaling_factor: f64,
@@ -470,7 +471,18 @@ impl Review {
             let rcp = b
                 .rcp
                 .as_ref()
-                .map(|r| format!("; RCP {}: {}", r.column, r.message))
+                .map(|r| match &r.error {
+                    Some(e) => format!("; RCP check stopped before a decision: {e}"),
+                    None if r.column.is_empty() => format!(
+                        "; RCP: no decision{}",
+                        if r.message.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", r.message)
+                        }
+                    ),
+                    None => format!("; RCP {}: {}", r.column, r.message),
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -627,7 +639,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         .collect();
     let rcps = par_map(&rcp_jobs, threads, |&i| {
         let f = &folders[i];
-        let committed = committed_scaling(&f.path).unwrap_or(1.0);
+        let committed = committed_scaling(&f.path).ok().flatten().unwrap_or(1.0);
         rcp_step(
             &f.path,
             opts.ruleset,
@@ -660,9 +672,76 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         table,
         columns,
     };
+    if let Some(p) = nothing_reviewed(&results, &review.benchmarks, facts, opts.ruleset) {
+        review.problems.push(p);
+    }
     let failed = review.problems().any(|p| p.severity == Severity::Error);
     review.passed = !failed;
     Ok(review)
+}
+
+/// The error of a review that reviewed no benchmark folder (the official package checker says
+/// SUCCESS there): nothing was checked, so nothing passes. `None` when a folder was reviewed,
+/// or when `results/` is missing or unreadable (said already).
+fn nothing_reviewed(
+    results: &Path,
+    benchmarks: &[BenchmarkReview],
+    facts: &RulesetFacts,
+    ruleset: Ruleset,
+) -> Option<Problem> {
+    if benchmarks.iter().any(|b| b.reviewed) || !results.is_dir() {
+        return None;
+    }
+    let why = if benchmarks.is_empty() {
+        format!(
+            "nothing was reviewed: no result_*.txt found ({} holds no \
+             results/<system>/<benchmark> folder)",
+            results.display()
+        )
+    } else {
+        let mut names: Vec<&str> = benchmarks.iter().map(|b| b.benchmark.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        format!(
+            "nothing was reviewed: every benchmark folder ({}) is skipped, as ruleset {ruleset} \
+             does not allow {} (it allows {}); pass --ruleset with the round you submit to",
+            benchmarks.len(),
+            names.join(", "),
+            facts.allowed_benchmarks.join(", ")
+        )
+    };
+    Some(Problem::new(
+        Severity::Error,
+        results,
+        "package_checker",
+        format!("{why}; a review of nothing does not pass"),
+    ))
+}
+
+/// A note for a `package_checker_params` line that reads `seed-checker-bypass` only once its
+/// line break or spaces are trimmed: the official checker compares whole `readlines()` lines,
+/// so it ignores it, and so does the review, but silently ignoring it would mislead.
+fn seed_bypass_note(params: &Path) -> Option<Problem> {
+    if !params.is_file() || params_enable(params, "seed-checker-bypass") {
+        return None;
+    }
+    let bytes = std::fs::read(params).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.split_inclusive('\n')
+        .any(|l| l.trim() == "seed-checker-bypass")
+        .then(|| {
+            Problem::new(
+                Severity::Note,
+                params,
+                "seed_checker",
+                format!(
+                    "{}: `seed-checker-bypass` followed by a line break or spaces: the official \
+                     package checker compares whole lines with their newline, so it does not \
+                     honour it (neither do we)",
+                    params.display()
+                ),
+            )
+        })
 }
 
 /// A folder entry, with what the walk needs to know.
@@ -752,6 +831,7 @@ fn plan_system(
     };
     let params = sys.path.join("package_checker_params");
     let sys_seed_bypass = params_enable(&params, "seed-checker-bypass");
+    problems.extend(seed_bypass_note(&params));
     let submission = sys
         .path
         .parent()
@@ -832,6 +912,7 @@ fn plan_system(
         fp.seed_bypass = opts.seed_checker_bypass
             || sys_seed_bypass
             || params_enable(&params, "seed-checker-bypass");
+        fp.problems.extend(seed_bypass_note(&params));
         // glob('*') and glob('result_*.txt'): hidden names are not matched.
         let visible: Vec<&Entry> = files.iter().filter(|f| !f.hidden).collect();
         let is_result = |f: &Entry| f.name.starts_with("result_") && f.name.ends_with(".txt");
@@ -1178,7 +1259,7 @@ fn finish_folder(
         rcp: None,
         dropped: 0,
         olympic_mean: None,
-        committed_scaling_factor: 1.0,
+        committed_scaling_factor: None,
         scaling_factor: 1.0,
         score: None,
         samples_to_converge: None,
@@ -1303,14 +1384,35 @@ fn finish_folder(
         Ok(f) => f,
         Err(p) => {
             problems.push(p);
-            1.0
+            None
         }
     };
     review.committed_scaling_factor = committed;
     review.scaling_factor = match &rcp {
         Some(r) => r.scaling_factor,
-        None => committed,
+        None => committed.unwrap_or(1.0),
     };
+    // A committed factor the RCP step replaces: the score is not the one the file says.
+    if let (Some(c), Some(r)) = (committed, &rcp) {
+        if c != r.scaling_factor {
+            problems.push(Problem::new(
+                Severity::Warning,
+                &plan.path.join("scaling.json"),
+                "rcp_checker",
+                format!(
+                    "the committed scaling.json says {} instead (the review {} it): the score \
+                     uses factor {}",
+                    py_float(c),
+                    if r.detail.scaling == Scaling::Delete {
+                        "removes"
+                    } else {
+                        "rewrites"
+                    },
+                    py_float(r.scaling_factor)
+                ),
+            ));
+        }
+    }
     let max_dropped = super::max_dropped_runs(&review.benchmark);
     let mut scores = Vec::new();
     for r in runs.iter_mut() {
@@ -1423,11 +1525,11 @@ fn seed_check(runs: &[RunReview]) -> SeedReport {
     rep
 }
 
-/// `scaling.json`'s factor in `folder` (1.0 when there is none), or the problem with it.
-fn committed_scaling(folder: &Path) -> Result<f64, Problem> {
+/// `scaling.json`'s factor in `folder` (`None` when there is none), or the problem with it.
+fn committed_scaling(folder: &Path) -> Result<Option<f64>, Problem> {
     let p = folder.join("scaling.json");
     if !p.is_file() {
-        return Ok(1.0);
+        return Ok(None);
     }
     let err = |m: String| Problem::new(Severity::Error, &p, "result_summarizer", m);
     let meta = std::fs::metadata(&p).map_err(|e| Problem::io(&p, "read", &e))?;
@@ -1444,7 +1546,7 @@ fn committed_scaling(folder: &Path) -> Result<f64, Problem> {
         ))
     })?;
     match v.get("scaling_factor").and_then(Json::as_f64) {
-        Some(f) => Ok(f),
+        Some(f) => Ok(Some(f)),
         None => Err(err(
             "no numeric `scaling_factor` (result_summarizer stops here with a KeyError or \
              TypeError)"

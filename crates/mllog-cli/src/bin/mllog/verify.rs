@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use mllog_core::compliance::Ruleset;
-use mllog_core::results::ruleset::infer_ruleset;
+use mllog_core::results::ruleset::{infer_ruleset, RulesetError};
 use mllog_core::results::verify::{self, Review, VerifyOptions};
 use serde_json::Value;
 
@@ -71,6 +71,21 @@ pub fn run(a: Args) -> u8 {
                 let mut how = vec![format!("ruleset {}: inferred from the folder", c.ruleset)];
                 how.extend(c.evidence.iter().map(|e| format!("  evidence: {e}")));
                 (c.ruleset, how)
+            }
+            // The same words as a review of an empty folder under --ruleset: there, the
+            // review runs and fails; here, not even the ruleset can be inferred.
+            Err(e @ RulesetError::NoResults { .. }) => {
+                let results = a.dir.join("results");
+                if results.is_dir() {
+                    eprintln!(
+                        "mllog verify: nothing was reviewed: no result_*.txt found under {}, so \
+                         no ruleset can be inferred either; a review of nothing does not pass",
+                        results.display()
+                    );
+                } else {
+                    eprintln!("mllog verify: nothing was reviewed: {e}");
+                }
+                return crate::USAGE_OR_IO;
             }
             Err(e) => {
                 eprintln!("mllog verify: {e}");
