@@ -1327,3 +1327,76 @@ fn check_reports_the_init_time_not_the_value() {
     assert!(!out.contains("should have come first"), "{out}");
     assert!(!common::official_check(&file, "6.1.0", false).0);
 }
+
+/// A malformed or unreadable scaling.json is an error naming it, never a factor of 1; the
+/// other folders are still scored (exit 2). On a real folder, the official summarizer stops
+/// with the TypeError our message names.
+#[test]
+fn a_malformed_scaling_json_is_said_not_read_as_one() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("Org");
+    for sys in ["a", "b"] {
+        example_folder(
+            &sub.join(format!("results/{sys}/llama2_70b_lora")),
+            Ruleset::V6_1_0,
+            Benchmark::Llama2_70bLora,
+            10,
+            |_, l| l.to_owned(),
+        );
+    }
+    let bad = sub.join("results/a/llama2_70b_lora/scaling.json");
+    for (text, words) in [
+        ("{\"scaling_factor\": 1.0", "not valid JSON"),
+        ("{\"factor\": 1.5}", "no scaling_factor"),
+        ("{\"scaling_factor\": \"1.5\"}", "is not a number"),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let (code, out, err) = mllog([
+            "score".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            sub.as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{text}: {out}{err}");
+        assert!(err.contains("a/llama2_70b_lora/scaling.json: "), "{err}");
+        assert!(err.contains(words), "{text}: {err}");
+        assert!(out.contains("FINAL SCORE b/llama2_70b_lora"), "{out}");
+        assert!(!out.contains("FINAL SCORE a/llama2_70b_lora"), "{out}");
+    }
+    let Some(c) = corpus("the official summarizer on a malformed scaling.json") else {
+        return;
+    };
+    let copy = tmp.path().join("Lenovo");
+    copy_dir(&c.join("5.1/Lenovo"), &copy);
+    let rgat = copy.join("results/SR680aV3-8xB200_SXM_180GB/rgat/scaling.json");
+    std::fs::write(&rgat, "{\"scaling_factor\": 1.0").unwrap();
+    let o = Command::new(common::python())
+        .args([
+            "-m",
+            "mlperf_logging.result_summarizer",
+            "Lenovo",
+            "training",
+            "5.1.0",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let official = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        official.contains("TypeError: JSONDecodeError.__init__() missing 2 required positional"),
+        "{official}"
+    );
+    let (code, _, err) = mllog([
+        "score".as_ref(),
+        "--ruleset".as_ref(),
+        "5.1.0".as_ref(),
+        copy.as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("TypeError") && err.contains("rgat/scaling.json"),
+        "{err}"
+    );
+}

@@ -69,6 +69,7 @@ pub use value::Value;
 
 #[cfg(feature = "review")]
 pub(crate) use encode::write_float;
+pub(crate) use parse::parse_json;
 
 use std::borrow::Cow;
 use std::sync::OnceLock;

@@ -93,7 +93,8 @@ pub fn run(a: Args) -> u8 {
                 scores.push(s);
             }
             Err(e) => {
-                eprintln!("mllog score: {}: {e}", folder.display());
+                // The error names the file (the folder, or its scaling.json).
+                eprintln!("mllog score: {e}");
                 io_error = true;
             }
         }
