@@ -516,7 +516,18 @@ fn every_corpus_submitter_agrees_with_the_official_tools() {
         // When another ruleset is inferred, it must give the same verdicts and scores.
         let (code, out, err) = mllog(["verify".as_ref(), dir.as_os_str()]);
         if code == 2 {
-            assert!(err.contains("--ruleset"), "{name}: {err}");
+            // Refused: the candidates named, the folder's own round among them.
+            let one_of = err
+                .split("(one of ")
+                .nth(1)
+                .and_then(|t| t.split(')').next())
+                .unwrap_or_else(|| panic!("{name}: no candidates: {err}"));
+            assert!(
+                err.contains("the ruleset cannot be inferred")
+                    && err.contains("pass --ruleset X.Y.Z")
+                    && one_of.split(", ").any(|r| r == ruleset),
+                "{name}: {err}"
+            );
         } else {
             assert!(out.starts_with("ruleset "), "{name}: {out}");
             assert!(
@@ -1492,4 +1503,75 @@ fn a_stale_committed_scaling_json_is_said() {
     let off = official(&python, &copy, "6.1.0", &tmp.path().join("work"));
     assert_eq!(off.scaling.get("a/flux1"), Some(&factor), "{}", off.log);
     assert_eq!(off.scaling.get("b/flux1"), None, "{}", off.log);
+}
+
+/// Without --ruleset, rulesets that would review a folder differently are not chosen between:
+/// verify refuses (exit status 2), names them, and says to pass --ruleset; no partial review.
+#[test]
+fn an_unsettled_ruleset_is_refused_with_the_candidates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    for format in ["text", "json", "csv"] {
+        let (code, out, err) = mllog([
+            "verify".as_ref(),
+            sub.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+        ]);
+        assert_eq!(code, 2, "{format}: {out}{err}");
+        assert!(out.is_empty(), "{format}: {out}");
+        assert!(
+            err.contains("the ruleset cannot be inferred")
+                && err.contains("pass --ruleset X.Y.Z")
+                && err.contains("(one of 5.1.0, 6.0.0, 6.1.0)"),
+            "{format}: {err}"
+        );
+        // 5.0.0 is ruled out, and why.
+        assert!(err.contains("not 5.0.0: flux1"), "{err}");
+    }
+}
+
+/// The official package checker says SUCCESS on a submission it reviewed nothing of (every
+/// benchmark folder skipped, or results/ emptied); verify does not pass it.
+#[test]
+fn where_the_package_checker_passes_nothing_verify_does_not() {
+    let Some((subs, python)) = oracle(
+        "a review of nothing (all folders skipped, results/ emptied) against package_checker",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    type Mutate = fn(&Path);
+    let cases: [(&str, &str, Mutate); 2] = [
+        ("skipped", "6.1.0", |_| {}),
+        ("emptied", "5.0.0", |sub| {
+            std::fs::remove_dir_all(sub.join("results")).unwrap();
+            std::fs::create_dir(sub.join("results")).unwrap();
+        }),
+    ];
+    two_at_a_time(&cases, |(name, ruleset, apply)| {
+        let sub = tmp.path().join(name).join("ours");
+        copy_dir(&subs.join("5.0/tinycorp"), &sub);
+        apply(&sub);
+        let copy = tmp.path().join(name).join("official");
+        copy_dir(&sub, &copy);
+        let off = official(&python, &copy, ruleset, &tmp.path().join(name).join("work"));
+        assert!(
+            off.success && !off.crashed,
+            "{name}: {}\n{}",
+            off.log,
+            off.stderr
+        );
+        assert!(off.folder_errors.is_empty(), "{name}: {}", off.log);
+        let us = ours(&sub, ruleset);
+        assert_eq!(us.code, 1, "{name}: {}", us.text);
+        assert!(
+            us.text.contains("error: nothing was reviewed: ")
+                && us
+                    .text
+                    .contains("DOES NOT PASS REVIEW: 0 benchmark folders reviewed"),
+            "{name}: {}",
+            us.text
+        );
+    });
 }
