@@ -31,8 +31,9 @@ systems/<system>.json) as the official tools do, in one pass: the package checke
 (names, the result count per benchmark, unknown files, benchmarks the ruleset does not allow), \
 each file's compliance (one non-compliant run accepted under olympic scoring), the seed checker \
 (package_checker_params bypass), the system description checker, the RCP checker, then \
-result_summarizer's table with the final, RCP-scaled scores. Nothing is written unless \
---set-scaling.\n\
+result_summarizer's table with the final, RCP-scaled scores. A review of no benchmark folder \
+(results/ empty, or every folder skipped by the ruleset) does not pass. Nothing is written \
+unless --set-scaling.\n\
 Without --ruleset, the ruleset is inferred once for the whole folder and the evidence printed; \
 when the evidence does not settle it, verify refuses.\n\
 Exit status: 0 passes review, 1 does not, 2 usage or I/O error (an unreadable file or folder)."
