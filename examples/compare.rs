@@ -1,13 +1,16 @@
 //! The comparison command: measures, in one run and on the same workloads, our layer against a
 //! bare `Registry`, tracing-subscriber's JSON `fmt` layer and Python `mlperf_logging.mllog`,
-//! plus end-to-end throughput to a file, memory under a burst, and `mllog check` against the
-//! official checker. Prints a table and one `ratio:` line per comparison; with `--markdown`,
-//! the same as the Markdown table the README shows.
+//! plus end-to-end throughput to a file, memory under a burst, `mllog check` against the
+//! official checker, and `mllog verify` (the whole submission review) against the official
+//! package_checker + result_summarizer, with its peak memory on a large submission. Prints a
+//! table and one `ratio:` line per comparison; with `--markdown`, the same as the Markdown
+//! table the README shows.
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
-//! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; without it they are reported as
-//! skipped). Wall-clock numbers on a shared machine are indicative; the instruction budgets
-//! (`examples/budgets.rs`) are the repeatable measure.
+//! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set, and the verify case the corpus
+//! through `MLLOG_CORPUS`; without them they are reported as skipped; `-- --only-verify` runs
+//! the verify case alone). Wall-clock numbers on a shared machine are indicative; the
+//! instruction budgets (`examples/budgets.rs`) are the repeatable measure.
 
 use std::io::Write;
 use std::process::Command;
@@ -31,10 +34,28 @@ fn main() {
             println!("{rate} {growth_mb}");
             return;
         }
+        if cmd == "verify-rss" {
+            // A fresh process, so that its peak RSS is the review's own.
+            println!("{}", verify_rss_child(std::path::Path::new(dir)));
+            return;
+        }
     }
     let dir = std::env::temp_dir().join(format!("mllog-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut rows: Vec<(String, f64, &'static str)> = Vec::new();
+    if std::env::args().any(|a| a == "--only-verify") {
+        // Just the submission review (section 5), e.g. after a change to it.
+        let mut ratios = Vec::new();
+        verify_case(&dir, &mut rows, &mut ratios);
+        for (name, v, unit) in &rows {
+            println!("{name:<48} {v:>12.1} {unit}");
+        }
+        for (name, r) in &ratios {
+            println!("ratio: {name} = {r}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
 
     // 1. Calling-thread cost: event and non-emitting train_step span.
     let stacks = support::stacks(MllogLayer::builder().global_batch_size(8));
@@ -207,6 +228,9 @@ fn main() {
         "check mllog / official".into(),
         official_mb_s.map_or(skipped(), |o| format!("{:.1}", ours_mb_s / o)),
     ));
+
+    // 5. mllog verify vs the official package_checker + result_summarizer, and its memory.
+    verify_case(&dir, &mut rows, &mut ratios);
 
     if std::env::args().any(|a| a == "--markdown") {
         // The README's results table, as it is pasted there.
@@ -499,4 +523,172 @@ fn check_speed(dir: &std::path::Path) -> (f64, Option<f64>) {
         Some(bytes / t.elapsed().max(Duration::from_millis(1)).as_secs_f64())
     });
     (ours, official)
+}
+
+/// The submitter folder timed against the official tools: the largest of the corpus.
+const VERIFY_FOLDER: (&str, &str) = ("submissions/5.1/NVIDIA", "5.1.0");
+/// How much faster than the official tools the review must be.
+const VERIFY_MIN_RATIO: f64 = 50.0;
+
+/// `mllog verify` (the library call the command makes) on a whole real submitter folder
+/// against MLCommons' package_checker followed by result_summarizer on the same folder, in
+/// this run; then its peak RSS on a generated submission much larger than its largest file.
+/// Panics when the review is less than [`VERIFY_MIN_RATIO`] times faster, or when its memory
+/// grows by more than the largest file.
+fn verify_case(
+    dir: &std::path::Path,
+    rows: &mut Vec<(String, f64, &'static str)>,
+    ratios: &mut Vec<(String, String)>,
+) {
+    use mllog_core::results::verify::{verify, VerifyOptions};
+    let what = "mllog verify vs package_checker + result_summarizer on a submitter folder";
+    match (std::env::var("MLLOG_CORPUS"), python()) {
+        (Err(_), _) => {
+            println!("skipped: {what} (MLLOG_CORPUS not set)");
+            ratios.push(("verify official / mllog".into(), skipped()));
+        }
+        (_, None) => {
+            println!("skipped: {what} (MLLOG_PYTHON not set)");
+            ratios.push(("verify official / mllog".into(), skipped()));
+        }
+        (Ok(corpus), Some(py)) => {
+            let folder = std::path::Path::new(&corpus).join(VERIFY_FOLDER.0);
+            let ruleset = tracing_mllog::Ruleset::from_name(VERIFY_FOLDER.1).expect("ruleset");
+            let opts = VerifyOptions::new(ruleset);
+            // The best of five: the review only reads, so repeats see the same work.
+            let mut ours = f64::INFINITY;
+            for _ in 0..5 {
+                let t = Instant::now();
+                let review = verify(&folder, &opts).expect("the corpus folder is readable");
+                ours = ours.min(t.elapsed().as_secs_f64());
+                assert!(review.passed(), "{}", review.render_text());
+            }
+            // The official tools rewrite scaling.json: they run on a copy.
+            let copy = dir.join("verify-official");
+            let _ = std::fs::remove_dir_all(&copy);
+            let status = Command::new("cp")
+                .arg("-a")
+                .arg(&folder)
+                .arg(&copy)
+                .status()
+                .expect("cp");
+            assert!(status.success());
+            let t = Instant::now();
+            let log = dir.join("package_checker.log");
+            let pc = Command::new(&py)
+                .args(["-m", "mlperf_logging.package_checker"])
+                .arg(&copy)
+                .args(["training", VERIFY_FOLDER.1, "--log_output"])
+                .arg(&log)
+                .current_dir(dir)
+                .output()
+                .expect("package_checker");
+            let rs = Command::new(&py)
+                .args(["-m", "mlperf_logging.result_summarizer"])
+                .arg(&copy)
+                .args(["training", VERIFY_FOLDER.1, "--csv"])
+                .arg(dir.join("out.csv"))
+                .current_dir(dir)
+                .output()
+                .expect("result_summarizer");
+            let official = t.elapsed().as_secs_f64();
+            let passed = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("FOUND NO ERRORS");
+            assert!(
+                pc.status.success() && rs.status.success() && passed,
+                "the official tools did not pass {}",
+                folder.display()
+            );
+            rows.push((
+                format!("mllog verify, {}", VERIFY_FOLDER.0),
+                ours * 1e3,
+                "ms",
+            ));
+            rows.push((
+                "package_checker + result_summarizer, same".into(),
+                official * 1e3,
+                "ms",
+            ));
+            let ratio = official / ours;
+            ratios.push(("verify official / mllog".into(), format!("{ratio:.0}")));
+            assert!(
+                ratio >= VERIFY_MIN_RATIO,
+                "mllog verify is only {ratio:.1}x faster than the official tools (at least \
+                 {VERIFY_MIN_RATIO}x wanted)"
+            );
+        }
+    }
+    // Memory: ten 16 MB runs in each of two systems, reviewed in a fresh process.
+    let sub = dir.join("verify-big");
+    let largest_mb = write_big_submission(&sub, 16 << 20);
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .arg("verify-rss")
+        .arg(&sub)
+        .output()
+        .expect("verify child");
+    let growth_mb: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(f64::NAN);
+    let total_mb = 20.0 * largest_mb;
+    rows.push((
+        format!("mllog verify peak RSS growth, {total_mb:.0} MB submission"),
+        growth_mb,
+        "MB",
+    ));
+    ratios.push((
+        "verify RSS growth / largest file".into(),
+        format!("{:.2}", growth_mb / largest_mb),
+    ));
+    assert!(
+        growth_mb < largest_mb,
+        "mllog verify grew by {growth_mb:.1} MB on a {total_mb:.0} MB submission whose largest \
+         file is {largest_mb:.0} MB: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&sub);
+}
+
+/// Writes two systems of ten flux1 runs each, every run the built-in example log padded with
+/// `tracked_stats` lines to about `bytes`; returns the largest file's size in MB.
+fn write_big_submission(sub: &std::path::Path, bytes: usize) -> f64 {
+    let base = tracing_mllog::compliance::example_log(
+        tracing_mllog::Ruleset::V6_1_0,
+        tracing_mllog::Benchmark::Flux1,
+        tracing_mllog::Division::Open,
+    )
+    .expect("example log");
+    let line = r#":::MLLOG {"namespace": "", "time_ms": 1767225600000, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": {"throughput": 2.5}, "metadata": {"file": "train.py", "lineno": 1, "step": 1}}"#;
+    let mut padding = String::with_capacity(bytes);
+    while padding.len() + base.len() < bytes {
+        padding.push_str(line);
+        padding.push('\n');
+    }
+    let mut largest = 0;
+    for sys in ["a", "b"] {
+        let b = sub.join("results").join(sys).join("flux1");
+        std::fs::create_dir_all(&b).expect("folder");
+        for i in 0..10 {
+            let p = b.join(format!("result_{i}.txt"));
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&p).expect("file"));
+            f.write_all(base.as_bytes()).expect("write");
+            f.write_all(padding.as_bytes()).expect("write");
+            drop(f);
+            largest = largest.max(std::fs::metadata(&p).map_or(0, |m| m.len()));
+        }
+    }
+    largest as f64 / 1e6
+}
+
+/// In the child: the review of `sub`, and the peak RSS it added, in MB.
+fn verify_rss_child(sub: &std::path::Path) -> f64 {
+    use mllog_core::results::verify::{verify, VerifyOptions};
+    let before = peak_rss_kb();
+    let review = verify(sub, &VerifyOptions::new(tracing_mllog::Ruleset::V6_1_0))
+        .expect("the generated submission is readable");
+    let runs: usize = review.benchmarks.iter().map(|b| b.runs.len()).sum();
+    assert_eq!(runs, 20, "{}", review.render_text());
+    std::hint::black_box(&review);
+    peak_rss_kb().saturating_sub(before) as f64 / 1024.0
 }

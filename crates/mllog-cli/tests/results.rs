@@ -419,7 +419,7 @@ fn score_command_explains_decisions() {
     let tmp2 = tempfile::tempdir().unwrap();
     let dir2 = write_benchmark(tmp2.path(), "sys_a", &ten_runs(true, true));
     let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
-        .args(["score", "--format", "json"])
+        .args(["score", "--ruleset", "6.1.0", "--format", "json"])
         .arg(&dir2)
         .output()
         .unwrap();
@@ -1141,6 +1141,8 @@ fn cli_machine_readable_output() {
     let dir = write_benchmark(tmp.path(), "sys_c", &ten_runs(false, false));
     let (code, out, _) = mllog([
         "score".as_ref(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
         "--format".as_ref(),
         "csv".as_ref(),
         dir.as_os_str(),
@@ -1160,6 +1162,8 @@ fn cli_machine_readable_output() {
     assert!(close(score, ours), "{score} vs {ours}");
     let (_, out, _) = mllog([
         "score".as_ref(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
         "--format".as_ref(),
         "json".as_ref(),
         dir.as_os_str(),
@@ -1459,7 +1463,7 @@ fn cli_score_progress_bar_only_on_a_terminal() {
     let dir = tmp.path().display().to_string();
     let o = Command::new(exe)
         .env("MLLOG_PROGRESS_DELAY_MS", "0")
-        .args(["score", &dir])
+        .args(["score", "--ruleset", "6.1.0", &dir])
         .output()
         .unwrap();
     assert!(
@@ -1475,7 +1479,7 @@ fn cli_score_progress_bar_only_on_a_terminal() {
     }
     let on_tty = |progress: &str| {
         let out = tmp.path().join("stdout.txt");
-        let cmd = format!("{exe} score {dir} > {}", out.display());
+        let cmd = format!("{exe} score --ruleset 6.1.0 {dir} > {}", out.display());
         let o = Command::new("script")
             .args(["-qfec", &cmd, "/dev/null"])
             .env("MLLOG_PROGRESS_DELAY_MS", "0")

@@ -5,7 +5,9 @@
 //!
 //! The `tracing-mllog` layer and the `mllog` command-line tool both build on this crate;
 //! `tracing-mllog` re-exports every module at the same path (`tracing_mllog::compliance`, ...).
-//! Nothing here starts a thread or reads the process environment.
+//! Nothing here reads the process environment, and nothing starts a thread except
+//! `results::verify` (feature `review`), whose scoped workers read a submission's files and end
+//! before it returns.
 //!
 //! ```
 //! use mllog_core::compliance::{check_text, example_log, Division, Ruleset};

@@ -191,11 +191,9 @@ impl Run {
         match r {
             Ok(true) => {}
             Ok(false) => {
-                let found = if c.shows_value() {
-                    format!(", found {}", l.value.to_json())
-                } else {
-                    String::new()
-                };
+                let found = c
+                    .found(l, &self.state)
+                    .map_or(String::new(), |f| format!(", found {f}"));
                 let msg = format!("`{}` {}{ctx}{found}", rule.name, c.words());
                 self.push(
                     kind,
@@ -901,6 +899,17 @@ pub fn check_reader<R: BufRead>(ruleset: Ruleset, input: R) -> std::io::Result<C
     Ok(checkers.remove(0).report())
 }
 
+/// Checks a log from a reader under each of `rulesets` in one streaming pass: one report per
+/// ruleset, in the order given (what a ruleset inference compares).
+pub fn check_reader_each<R: BufRead>(
+    rulesets: &[Ruleset],
+    input: R,
+) -> std::io::Result<Vec<ComplianceReport>> {
+    let all = rulesets.iter().map(|&r| Checker::new(r)).collect();
+    let (checkers, _) = drive(all, false, input)?;
+    Ok(checkers.iter().map(Checker::report).collect())
+}
+
 /// Checks a log from a reader under the ruleset [`detect_ruleset`] would pick, in one streaming
 /// pass (standard input cannot be read twice): every ruleset's checker reads the log until its
 /// first `submission_benchmark` record decides, then only the chosen one goes on. Returns the
@@ -915,11 +924,36 @@ pub fn check_reader_detect<R: BufRead>(input: R) -> std::io::Result<(ComplianceR
     Ok((checkers[chosen].report(), detected))
 }
 
+/// [`check_reader_detect`], and in the same pass the log under every older ruleset that allows
+/// its benchmark too: `(report, detected, older reports, oldest first)`. What `mllog check`
+/// without `--ruleset` tells: which ruleset it used, and where else the log would pass.
+pub fn check_reader_detect_older<R: BufRead>(
+    input: R,
+) -> std::io::Result<(ComplianceReport, bool, Vec<ComplianceReport>)> {
+    let all = Ruleset::ALL.iter().map(|&r| Checker::new(r)).collect();
+    let (checkers, detected) = drive_keep(all, true, true, input)?;
+    let mut reports: Vec<ComplianceReport> = checkers.iter().map(Checker::report).collect();
+    reports.sort_by_key(|r| r.ruleset);
+    let chosen = reports.pop().expect("the chosen ruleset's checker is kept");
+    Ok((chosen, detected, reports))
+}
+
 /// Feeds a log to `checkers`; with `detect`, keeps only the checker of the ruleset the first
 /// `submission_benchmark` picks (see [`ruleset_for_benchmark`]).
 fn drive<R: BufRead>(
+    checkers: Vec<Checker>,
+    detect: bool,
+    input: R,
+) -> std::io::Result<(Vec<Checker>, bool)> {
+    drive_keep(checkers, detect, false, input)
+}
+
+/// [`drive`]; with `keep_older`, detection also keeps the checkers of older rulesets that
+/// allow the benchmark.
+fn drive_keep<R: BufRead>(
     mut checkers: Vec<Checker>,
     detect: bool,
+    keep_older: bool,
     input: R,
 ) -> std::io::Result<(Vec<Checker>, bool)> {
     // Records of keys no rule file reads (most of a log: `tracked_stats`, `train_loss`, ...)
@@ -953,7 +987,13 @@ fn drive<R: BufRead>(
                     undecided = false;
                     let (r, d) = ruleset_for_benchmark(&record.value);
                     detected = d;
-                    checkers.retain(|c| c.ruleset() == r);
+                    let bench = record.value.as_str().and_then(Benchmark::from_name);
+                    checkers.retain(|c| {
+                        c.ruleset() == r
+                            || (keep_older
+                                && c.ruleset() < r
+                                && bench.is_some_and(|b| rules(c.ruleset()).allows(b)))
+                    });
                 }
                 for c in &mut checkers {
                     c.feed(lineno, &record);

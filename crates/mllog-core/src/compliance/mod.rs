@@ -26,7 +26,10 @@ mod report;
 mod rulesets;
 mod submission;
 
-pub use checker::{check_reader, check_reader_detect, check_text, detect_ruleset, Checker};
+pub use checker::{
+    check_reader, check_reader_detect, check_reader_detect_older, check_reader_each, check_text,
+    detect_ruleset, Checker,
+};
 pub use example::{example_batch_size, example_hyperparameters, example_log};
 pub use model::{
     setter_of, Bound, Check, Cmp, Custom, Division, ExecError, KeyRule, Line, Lit, Post, Req,

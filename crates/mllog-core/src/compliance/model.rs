@@ -597,6 +597,18 @@ impl Check {
         )
     }
 
+    /// What a failed check found, in words: the record's value for a check of the value; for a
+    /// custom check, the quantities its expression reads (a time difference in minutes, the
+    /// metadata items and state variables it compares), since the record's `value` alone may
+    /// be no part of it (`init_stop`'s is null).
+    pub(crate) fn found(&self, l: &Line<'_>, s: &State) -> Option<String> {
+        match self {
+            Check::Custom(c) => custom_found(c.code, l, s),
+            _ if self.shows_value() => Some(l.value.to_json()),
+            _ => None,
+        }
+    }
+
     /// Evaluates the check on a line, with Python's semantics (see `docs/compliance.md`): an
     /// `Err` is what the official checker reports as "Failed executing CHECK code".
     pub fn eval(&self, line: &Line<'_>, s: &State) -> Result<bool, ExecError> {
@@ -814,4 +826,73 @@ impl RuleFile {
             Scope::Benchmark(d, b) => format!(" in the {} division ({b})", d.as_str()),
         }
     }
+}
+
+/// The names `prefix` indexes in a Python expression: `s['lr_min']` gives `lr_min` for `s['`.
+fn indexed<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        rest = &rest[i + prefix.len()..];
+        if let Some(j) = rest.find('\'') {
+            let name = &rest[..j];
+            if !out.contains(&name) {
+                out.push(name);
+            }
+            rest = &rest[j..];
+        }
+    }
+    out
+}
+
+/// See [`Check::found`].
+fn custom_found(code: &str, l: &Line<'_>, s: &State) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut skip_state: Vec<&str> = Vec::new();
+    if code.contains("ll.timestamp - s['first_init_start']") {
+        if let Some(start) = s.get("first_init_start").and_then(Value::as_f64) {
+            parts.push(format!(
+                "{:.1} min after the first `init_start`",
+                (l.time_ms - start) / 60_000.0
+            ));
+            skip_state.push("first_init_start");
+        }
+        if let Some(limit) = s.get("compile_time_mins").and_then(Value::as_f64) {
+            parts.push(format!("the limit is {limit} min"));
+            skip_state.push("compile_time_mins");
+        }
+    } else if code.contains("ll.timestamp") {
+        parts.push(format!("timestamp {}", l.time_ms));
+    }
+    let reads_value = code.contains("v['value']");
+    let metadata = indexed(code, "v['metadata']['");
+    let state: Vec<&str> = indexed(code, "s['")
+        .into_iter()
+        .chain(indexed(code, "s.get('"))
+        .filter(|n| !skip_state.contains(n))
+        .collect();
+    if reads_value && parts.is_empty() && metadata.is_empty() && state.is_empty() {
+        return Some(l.value.to_json());
+    }
+    if reads_value {
+        parts.push(format!("value {}", l.value.to_json()));
+    }
+    for m in metadata {
+        parts.push(match l.metadata.get(m) {
+            Some(v) => format!("metadata `{m}` {}", v.to_json()),
+            None => format!("no metadata `{m}`"),
+        });
+    }
+    let mut seen = Vec::new();
+    for n in state {
+        if seen.contains(&n) {
+            continue;
+        }
+        seen.push(n);
+        parts.push(match s.get(n) {
+            Some(v) => format!("`{n}` {}", v.to_json()),
+            None => format!("`{n}` unset"),
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
 }

@@ -67,6 +67,10 @@ pub use parse::{
 };
 pub use value::Value;
 
+#[cfg(feature = "review")]
+pub(crate) use encode::write_float;
+pub(crate) use parse::parse_json;
+
 use std::borrow::Cow;
 use std::sync::OnceLock;
 

@@ -493,7 +493,9 @@ pub fn package(files: &[PathBuf], opts: &PackageOptions) -> std::io::Result<Pack
 /// `readline()` to the word with `==`, without stripping, so only a last line without a
 /// trailing newline matches.
 pub fn params_enable(path: &Path, word: &str) -> bool {
-    std::fs::read_to_string(path).is_ok_and(|t| t.split_inclusive('\n').any(|l| l == word))
+    // Only a regular file is read: a FIFO would block.
+    path.is_file()
+        && std::fs::read_to_string(path).is_ok_and(|t| t.split_inclusive('\n').any(|l| l == word))
 }
 
 #[cfg(test)]

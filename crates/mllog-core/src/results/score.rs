@@ -153,6 +153,9 @@ pub struct BenchmarkScore {
     pub score: Option<f64>,
     /// The decisions, in order, in words.
     pub decisions: Vec<String>,
+    /// The result files that could not be read, each `path: error` (dropped runs; the
+    /// commands exit 2).
+    pub unreadable: Vec<String>,
 }
 
 /// `_compute_olympic_average`: sorts `scores`, drops `max_dropped` from the low end and
@@ -198,28 +201,44 @@ pub fn run_start_stop_reader<R: std::io::BufRead>(
     Ok((start, stop))
 }
 
-/// Reads `scaling.json` in `folder`: `Ok(1.0)` when absent.
+/// Reads `scaling.json` in `folder`: `Ok(1.0)` when absent. It is parsed as the summarizer's
+/// `json.load` parses it; a file that cannot be read, is no JSON, or has no numeric
+/// `scaling_factor` is an error naming the path, never a factor of 1.
 pub fn scaling_factor(folder: &Path) -> Result<f64, String> {
     let p = folder.join("scaling.json");
-    let Ok(text) = std::fs::read_to_string(&p) else {
-        return Ok(1.0);
+    let text = match std::fs::read(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(1.0),
+        Err(e) => return Err(format!("{}: {e}", p.display())),
     };
-    // A tiny reader for `{"scaling_factor": <number>}`.
-    let rest = text
-        .split_once("\"scaling_factor\"")
-        .map(|(_, r)| r)
-        .ok_or_else(|| format!("{}: no scaling_factor", p.display()))?;
-    let rest = rest
-        .trim_start()
-        .strip_prefix(':')
-        .unwrap_or(rest)
-        .trim_start();
-    let num: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
-        .collect();
-    num.parse::<f64>()
-        .map_err(|e| format!("{}: bad scaling_factor: {e}", p.display()))
+    let text = String::from_utf8(text)
+        .map_err(|e| format!("{}: not UTF-8 ({e}), so not JSON", p.display()))?;
+    let v = crate::record::parse_json(&text).map_err(|e| {
+        format!(
+            "{}: not valid JSON: {e} (result_summarizer stops here with a TypeError: its \
+             handler raises json.JSONDecodeError with one argument, \
+             \"JSONDecodeError.__init__() missing 2 required positional arguments\")",
+            p.display()
+        )
+    })?;
+    match v.get("scaling_factor") {
+        Some(f) if f.is_number() => f.as_f64().ok_or_else(|| {
+            format!(
+                "{}: scaling_factor {} is no float",
+                p.display(),
+                f.to_json()
+            )
+        }),
+        Some(f) => Err(format!(
+            "{}: scaling_factor {} is not a number (the summarizer's multiplication fails)",
+            p.display(),
+            f.to_json()
+        )),
+        None => Err(format!(
+            "{}: no scaling_factor (the summarizer stops with a KeyError)",
+            p.display()
+        )),
+    }
 }
 
 /// The `result_*.txt` files of a folder, sorted by name.
@@ -255,7 +274,10 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
     let required = required_runs(&benchmark);
     let mut runs = Vec::new();
     let mut decisions = Vec::new();
-    for file in result_files(folder)? {
+    let mut unreadable = Vec::new();
+    let listed = result_files(folder)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", folder.display())))?;
+    for file in listed {
         // Streamed, three passes: a result file of any size is read in bounded memory.
         let open = || -> std::io::Result<_> {
             Ok(std::io::BufReader::with_capacity(
@@ -263,13 +285,35 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
                 std::fs::File::open(&file)?,
             ))
         };
-        let report = match opts.ruleset {
-            Some(r) => check_reader(r, open()?)?,
-            None => check_reader_detect(open()?)?.0,
+        // An unreadable file is a dropped run that names the file (the official summarizer
+        // stops with a traceback there); the rest of the folder is still scored.
+        let read = || -> std::io::Result<_> {
+            let report = match opts.ruleset {
+                Some(r) => check_reader(r, open()?)?,
+                None => check_reader_detect(open()?)?.0,
+            };
+            let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
+            let (start, stop) = run_start_stop_reader(open()?)?;
+            Ok((report, summary, start, stop))
+        };
+        let (report, summary, start, stop) = match read() {
+            Ok(x) => x,
+            Err(e) => {
+                let why = format!("{}: {e}", file.display());
+                runs.push(RunScore {
+                    file: file.clone(),
+                    compliant: false,
+                    error: Some(why.clone()),
+                    status: None,
+                    minutes: None,
+                    counted: false,
+                    decision: format!("dropped: cannot be read ({why})"),
+                });
+                unreadable.push(why);
+                continue;
+            }
         };
         let ruleset = report.ruleset;
-        let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
-        let (start, stop) = run_start_stop_reader(open()?)?;
         let mut run = RunScore {
             file: file.clone(),
             compliant: report.passed(false),
@@ -385,6 +429,7 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
         scaling_factor: scale,
         score,
         decisions,
+        unreadable,
     })
 }
 

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use crate::progress::Progress;
 use crate::{diag, machine};
-use mllog_core::compliance::{check_reader, check_reader_detect, ComplianceReport, Ruleset};
+use mllog_core::compliance::{
+    check_reader, check_reader_detect_older, rules, ComplianceReport, Ruleset,
+};
+use mllog_core::Benchmark;
 
 /// Output formats of `mllog check`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,16 +42,77 @@ pub struct Args {
     files: Vec<PathBuf>,
 }
 
+/// Why the ruleset of a log checked without `--ruleset` is the one used, and the older
+/// rulesets that allow its benchmark and under which it passes too.
+#[derive(Clone, Debug, Default)]
+struct Choice {
+    /// The reason, in words (`None` when `--ruleset` was given).
+    note: Option<String>,
+    /// Older rulesets the log passes under.
+    also: Vec<Ruleset>,
+}
+
+fn choice_note(report: &ComplianceReport, detected: bool, older: &[ComplianceReport]) -> Choice {
+    let used = report.ruleset;
+    let bench = report.benchmark.as_deref();
+    let allows = |r: Ruleset| {
+        bench
+            .and_then(Benchmark::from_name)
+            .is_some_and(|b| rules(r).allows(b))
+    };
+    let mut note = match bench {
+        None => format!("checked under {used}, the default: the log names no submission_benchmark"),
+        Some(b) if detected => format!(
+            "checked under {used}, the newest ruleset that allows {b} ({} does not); no log \
+             names its round",
+            Ruleset::DEFAULT
+        ),
+        Some(b) if allows(used) => {
+            format!("checked under {used}, the default, which allows {b}; no log names its round")
+        }
+        Some(b) => format!("checked under {used}, the default; no ruleset allows {b}"),
+    };
+    let also: Vec<Ruleset> = older
+        .iter()
+        .filter(|r| r.passed(false))
+        .map(|r| r.ruleset)
+        .collect();
+    if !also.is_empty() {
+        let list: Vec<&str> = also.iter().map(|r| r.as_str()).collect();
+        note.push_str(&format!(
+            "; it {} under {}, which allow{} {} too: pass --ruleset for the round you submit to",
+            if report.passed(false) {
+                "also passes"
+            } else {
+                "passes"
+            },
+            list.join(", "),
+            if also.len() == 1 { "s" } else { "" },
+            bench.unwrap_or("the benchmark")
+        ));
+    }
+    Choice {
+        note: Some(note),
+        also,
+    }
+}
+
 /// Checks one input, streamed: memory stays bounded whatever the size of the log.
 fn check_one(
     path: &Path,
     ruleset: Option<Ruleset>,
     progress: &Progress,
-) -> std::io::Result<ComplianceReport> {
-    fn go(input: impl BufRead, ruleset: Option<Ruleset>) -> std::io::Result<ComplianceReport> {
+) -> std::io::Result<(ComplianceReport, Choice)> {
+    fn go(
+        input: impl BufRead,
+        ruleset: Option<Ruleset>,
+    ) -> std::io::Result<(ComplianceReport, Choice)> {
         match ruleset {
-            Some(r) => check_reader(r, input),
-            None => check_reader_detect(input).map(|(report, _)| report),
+            Some(r) => check_reader(r, input).map(|rep| (rep, Choice::default())),
+            None => check_reader_detect_older(input).map(|(report, detected, older)| {
+                let c = choice_note(&report, detected, &older);
+                (report, c)
+            }),
         }
     }
     if path.as_os_str() == "-" {
@@ -66,7 +130,7 @@ pub fn run(a: Args) -> u8 {
     let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
     for path in &a.files {
         let shown = crate::shown(path);
-        let report = match check_one(path, a.ruleset, &progress) {
+        let (report, choice) = match check_one(path, a.ruleset, &progress) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("mllog: cannot read {shown}: {e}");
@@ -83,18 +147,39 @@ pub fn run(a: Args) -> u8 {
                 continue;
             }
         };
+        let json = || {
+            let mut v = machine::value(&report.json(&shown, a.werror));
+            if let (serde_json::Value::Object(m), Some(n)) = (&mut v, &choice.note) {
+                m.insert("ruleset_note".into(), n.clone().into());
+                m.insert(
+                    "also_passes_under".into(),
+                    choice
+                        .also
+                        .iter()
+                        .map(|r| serde_json::Value::from(r.as_str()))
+                        .collect(),
+                );
+            }
+            v
+        };
         let out = match a.format {
             Format::Json => {
-                items.push(machine::value(&report.json(&shown, a.werror)));
+                items.push(json());
                 String::new()
             }
-            Format::Jsonl => machine::line(machine::value(&report.json(&shown, a.werror))),
+            Format::Jsonl => machine::line(json()),
             Format::Text if a.quiet => {
                 let text = report.render_text(&shown, a.werror);
                 let verdict = text.lines().last().unwrap_or_default();
                 diag::verdict_line(verdict, report.passed(a.werror)) + "\n"
             }
-            Format::Text => diag::render(&report, path, &shown, a.werror),
+            Format::Text => {
+                let mut t = diag::render(&report, path, &shown, a.werror);
+                if let Some(n) = &choice.note {
+                    t.push_str(&format!("  = note: {n}\n"));
+                }
+                t
+            }
         };
         if !out.is_empty() && !progress.suspend(|| crate::emit(&out)) {
             return crate::USAGE_OR_IO;

@@ -129,6 +129,15 @@ fn help(report: &ComplianceReport, f: &mllog_core::compliance::Finding) -> Optio
             });
         }
     }
+    // A limit on the time since a state was set: the state is there, the time is the problem.
+    if f.rule.contains("ll.timestamp - s['first_init_start']") {
+        return Some(
+            "initialization (from the first `init_start` to `init_stop`) took longer than the \
+             ruleset's init time limit: make it shorter than the limit (30 min in the closed \
+             division, 240 min in the open one); logging order is not the problem"
+                .into(),
+        );
+    }
     if let (Some(first), Some(l)) = (state_setter(&f.rule), f.line) {
         if Some(first) != key {
             return Some(format!(

@@ -17,8 +17,10 @@ mod dry_run;
 mod machine;
 mod package;
 mod progress;
+mod rcp;
 mod score;
 mod summary;
+mod verify;
 
 /// Exit status: success.
 pub const OK: u8 = 0;
@@ -67,6 +69,12 @@ enum Command {
     Score(score::Args),
     /// Lay result logs out as the package checker expects, and check their seeds.
     Package(package::Args),
+    /// Check convergence against the reference convergence points (RCPs), as MLCommons'
+    /// rcp_checker does, and say what factor the score is normalised by.
+    Rcp(rcp::Args),
+    /// Review a submitter folder as the official tools do: package checker, system
+    /// descriptions, seeds, RCP, and the summarizer's table with the final scores.
+    Verify(verify::Args),
     /// Print a shell completion script (e.g. `mllog completions bash > /etc/bash_completion.d/mllog`).
     Completions(completions::Args),
 }
@@ -102,6 +110,8 @@ fn main() -> ExitCode {
         Command::Summary(a) => summary::run(a),
         Command::Score(a) => score::run(a),
         Command::Package(a) => package::run(a),
+        Command::Rcp(a) => rcp::run(a),
+        Command::Verify(a) => verify::run(a),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     ExitCode::from(code)

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use crate::machine;
 use crate::progress::Progress;
 use mllog_core::compliance::Ruleset;
+use mllog_core::results::rcp::{self, FinalScore};
+use mllog_core::results::ruleset;
 use mllog_core::results::score::{self, BenchmarkScore};
 
 /// Output formats of `mllog score`.
@@ -26,11 +28,17 @@ pub enum Format {
     after_help = "Scores results/<system>/<benchmark>/result_*.txt as MLCommons' \
 result_summarizer does: compliance of every file, olympic mean (drop fastest and slowest; one \
 dropped non-converged/non-compliant run stands in for the slowest; more than one: no score), \
-times scaling.json's factor when present.\n\
-Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error."
+times scaling.json's factor when present (SCORE); then the final score after the review's RCP \
+step (FINAL SCORE): the olympic mean times the factor the RCP check computes (closed division, \
+or no systems/<system>.json), with the reason. The ruleset is given, or inferred once for the \
+whole folder with the evidence shown; when the evidence does not settle it, nothing is scored \
+(exit 2).\n\
+Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error (an unreadable \
+file is said with its path and dropped, the rest is still scored)."
 )]
 pub struct Args {
-    /// The ruleset to check each file against [default: detected from each file].
+    /// The ruleset to check each file against and whose RCPs apply [default: inferred once for
+    /// the whole folder, with the evidence shown; refused when the evidence does not settle it].
     #[arg(long, value_name = "X.Y.Z")]
     ruleset: Option<Ruleset>,
     /// Output format.
@@ -42,7 +50,6 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> u8 {
-    let opts = score::ScoreOptions { ruleset: a.ruleset };
     let dir = a.dir.display();
     let folders = match score::benchmark_folders(&a.dir) {
         Ok(f) => f,
@@ -50,6 +57,20 @@ pub fn run(a: Args) -> u8 {
             eprintln!("mllog score: {dir}: {e}");
             return crate::USAGE_OR_IO;
         }
+    };
+    if folders.is_empty() {
+        eprintln!("mllog score: {}", ruleset::no_results_words(&a.dir));
+        return crate::USAGE_OR_IO;
+    }
+    let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mllog score: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let opts = score::ScoreOptions {
+        ruleset: Some(choice.ruleset),
     };
     // What `score::score_dir` does, a folder at a time, so that a bar can follow: a
     // submission's folders hold hundreds of logs, each read three times.
@@ -59,14 +80,22 @@ pub fn run(a: Args) -> u8 {
         .collect();
     let progress = Progress::new(&files.concat());
     let mut scores = Vec::with_capacity(folders.len());
+    // A folder or file that cannot be read is said with its path; the others are still scored.
+    let mut io_error = !choice.unreadable.is_empty();
     for (folder, files) in folders.iter().zip(&files) {
         progress.working_on(folder);
         match score::score_benchmark(folder, opts) {
-            Ok(s) => scores.push(s),
+            Ok(s) => {
+                for u in &s.unreadable {
+                    eprintln!("mllog score: {u}");
+                }
+                io_error |= !s.unreadable.is_empty();
+                scores.push(s);
+            }
             Err(e) => {
-                progress.finish();
-                eprintln!("mllog score: {dir}: {e}");
-                return crate::USAGE_OR_IO;
+                // The error names the file (the folder, or its scaling.json).
+                eprintln!("mllog score: {e}");
+                io_error = true;
             }
         }
         progress.done(
@@ -77,45 +106,93 @@ pub fn run(a: Args) -> u8 {
                 .sum(),
         );
     }
+    let finals: Vec<FinalScore> = scores
+        .iter()
+        .map(|s| rcp::final_score(s, choice.ruleset))
+        .collect();
     progress.finish();
-    if scores.is_empty() {
-        eprintln!("mllog score: no result_*.txt under {dir}");
-        return crate::USAGE_OR_IO;
-    }
+    let item = |s: &BenchmarkScore, f: &FinalScore| {
+        let mut v = machine::value(s);
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert("ruleset".into(), choice.ruleset.as_str().into());
+            m.insert("final".into(), machine::value(f));
+        }
+        v
+    };
     let text = match a.format {
         Format::Json => machine::Document::new(
             "score",
             "benchmarks",
-            scores.iter().map(machine::value).collect(),
+            scores
+                .iter()
+                .zip(&finals)
+                .map(|(s, f)| item(s, f))
+                .collect(),
         )
+        .with("ruleset", machine::value(&choice))
         .render(),
         Format::Jsonl => scores
             .iter()
-            .map(|s| machine::line(machine::value(s)))
+            .zip(&finals)
+            .map(|(s, f)| machine::line(item(s, f)))
             .collect(),
-        Format::Csv => csv(&scores),
-        Format::Text => score::render_text(&scores),
+        Format::Csv => csv(&scores, &finals, choice.ruleset),
+        Format::Text => {
+            let mut out = crate::rcp::ruleset_text(&choice);
+            for (s, f) in scores.iter().zip(&finals) {
+                out.push_str(&text(s, f));
+            }
+            out
+        }
     };
     if !crate::emit(&text) {
         return crate::USAGE_OR_IO;
     }
-    if scores.iter().all(|s| s.score.is_some()) {
+    if io_error {
+        crate::USAGE_OR_IO
+    } else if finals.iter().all(|f| f.score.is_some()) {
         crate::OK
     } else {
         crate::FAILED
     }
 }
 
+/// One folder's text: the summarizer's decisions and SCORE, then the RCP step and FINAL SCORE.
+fn text(s: &BenchmarkScore, f: &FinalScore) -> String {
+    let mut out = score::render_text(std::slice::from_ref(s));
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    if let Some(r) = &f.rcp {
+        for d in &r.decisions {
+            out.push_str(&format!("  - RCP: {d}\n"));
+        }
+    }
+    match (f.score, s.olympic_mean) {
+        (Some(v), Some(m)) => out.push_str(&format!(
+            "  FINAL SCORE {}/{}: {v:.4} min = olympic mean {m:.4} min × factor {} ({})\n\n",
+            s.system,
+            s.benchmark,
+            rcp::py_float(f.factor),
+            f.decision
+        )),
+        _ => out.push_str(&format!(
+            "  FINAL SCORE {}/{}: none (invalid); {}\n\n",
+            s.system, s.benchmark, f.decision
+        )),
+    }
+    out
+}
+
 /// One row per benchmark folder; times in minutes, empty when absent.
-fn csv(scores: &[BenchmarkScore]) -> String {
+fn csv(scores: &[BenchmarkScore], finals: &[FinalScore], ruleset: Ruleset) -> String {
     let num = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     let mut out = String::from(
         "system,benchmark,folder,runs,required_runs,dropped,max_dropped,olympic_mean_min,\
-         scaling_factor,score_min\n",
+         scaling_factor,score_min,ruleset,rcp,rcp_factor,final_score_min\n",
     );
-    for s in scores {
+    for (s, f) in scores.iter().zip(finals) {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             machine::csv_field(&s.system),
             machine::csv_field(&s.benchmark),
             machine::csv_field(&s.folder.display().to_string()),
@@ -126,6 +203,12 @@ fn csv(scores: &[BenchmarkScore]) -> String {
             num(s.olympic_mean),
             s.scaling_factor,
             num(s.score),
+            ruleset,
+            f.rcp
+                .as_ref()
+                .map_or(String::new(), |r| machine::csv_field(r.summarizer_column())),
+            f.factor,
+            num(f.score),
         ));
     }
     out

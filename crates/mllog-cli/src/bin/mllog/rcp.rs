@@ -1,0 +1,294 @@
+//! `mllog rcp`: the RCP checker of a benchmark folder (or of every one under a folder).
+
+use std::path::{Path, PathBuf};
+
+use crate::machine;
+use mllog_core::compliance::Ruleset;
+use mllog_core::results::rcp::{self, RcpOptions, RcpResult};
+use mllog_core::results::ruleset::{self, RulesetChoice};
+use mllog_core::results::score;
+
+/// Output formats of `mllog rcp`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Each decision explained.
+    Text,
+    /// One JSON document: `{"schema_version", "command", "ruleset", "passed", "benchmarks": [...]}`.
+    Json,
+}
+
+/// Options of `mllog rcp`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Checks the convergence of results/<system>/<benchmark>/result_*.txt against the \
+ruleset's reference convergence points as MLCommons' rcp_checker does (pruned RCPs, exact record \
+or interpolation between the neighbouring batch sizes, the t-test's minimum acceptable mean), and \
+says what factor the score is normalised by. Nothing in the folder is modified unless \
+--set-scaling is given.\n\
+With --forecast, a folder with fewer runs than the benchmark requires is a campaign in progress: \
+its check so far reads \"passing so far\" or \"failing so far\" (no verdict), the forecast follows, \
+and it does not change the exit status, also when no forecast can be made (fewer than two \
+converged runs); a finished folder is judged as without --forecast.\n\
+Exit status: 0 every finished folder passes, 1 some finished folder fails, 2 usage or I/O error \
+(an unreadable file or folder, scaling.json not written, or the ruleset cannot be inferred)."
+)]
+pub struct Args {
+    /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
+    /// evidence shown; refused when the evidence does not settle it].
+    #[arg(long, value_name = "X.Y.Z")]
+    pub ruleset: Option<Ruleset>,
+    /// As the package checker's --rcp-bypass: a failed "RCP found", "RCP Interpolation" or
+    /// "Missing RCP" passes (a package_checker_params file whose last line is `rcp-bypass`
+    /// does the same for its folder).
+    #[arg(long)]
+    pub rcp_bypass: bool,
+    /// Check against every RCP record, not the pruned ones (the official --rcp_pass full_rcps).
+    #[arg(long)]
+    pub full_rcps: bool,
+    /// bert: samples to converge from train_samples, not epoch_num (--bert_train_samples).
+    #[arg(long)]
+    pub bert_train_samples: bool,
+    /// Write scaling.json into each folder as the official tools do (deleted, then written
+    /// when the score is normalised).
+    #[arg(long)]
+    pub set_scaling: bool,
+    /// A campaign in progress: with fewer runs than the benchmark requires, the probability
+    /// that the finished set passes the RCP test (with and without normalisation).
+    #[arg(long)]
+    pub forecast: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// A benchmark folder, a system folder, results/ or a submitter folder.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `system/benchmark` of a folder under `results/<system>/`; any other folder by its name
+/// (its parent is no system then).
+pub fn label(folder: &Path) -> String {
+    // The real path, so that `sys/bench` given from inside results/ is still labelled so.
+    let real = folder
+        .canonicalize()
+        .unwrap_or_else(|_| folder.to_path_buf());
+    let folder = real.as_path();
+    let parent = folder.parent().filter(|p| !name(p).is_empty());
+    let under_results = parent
+        .and_then(Path::parent)
+        .is_some_and(|g| name(g) == "results");
+    match parent {
+        Some(p) if under_results => format!("{}/{}", name(p), name(folder)),
+        _ if name(folder).is_empty() => folder.display().to_string(),
+        _ => name(folder),
+    }
+}
+
+/// The ruleset lines of the text output.
+pub fn ruleset_text(choice: &RulesetChoice) -> String {
+    let mut out = format!(
+        "ruleset {} ({})\n",
+        choice.ruleset,
+        if choice.given { "given" } else { "inferred" }
+    );
+    if !choice.given {
+        for e in &choice.evidence {
+            out.push_str(&format!("  - {e}\n"));
+        }
+    }
+    for u in &choice.unreadable {
+        out.push_str(&format!("  - error: {u} (left out of the inference)\n"));
+    }
+    out.push('\n');
+    out
+}
+
+/// The text of one folder's check; `in_progress` (runs present, runs required) for a campaign
+/// in progress under `--forecast`, whose check is no verdict yet.
+pub fn result_text(
+    r: &RcpResult,
+    note: Option<&str>,
+    in_progress: Option<(usize, usize)>,
+) -> String {
+    let shown = r.folder.display().to_string();
+    let mut out = if label(&r.folder) == shown {
+        format!("{shown}\n")
+    } else {
+        format!("{}  ({shown})\n", label(&r.folder))
+    };
+    let w = r
+        .runs
+        .iter()
+        .map(|x| name(&x.file).len())
+        .max()
+        .unwrap_or(0);
+    for run in &r.runs {
+        out.push_str(&format!(
+            "  {:w$}  {}\n",
+            name(&run.file),
+            if run.converged {
+                format!("{} {}", rcp::show(run.to_converge), run.unit)
+            } else {
+                "did not converge (counts as 1e9)".into()
+            }
+        ));
+    }
+    for d in &r.decisions {
+        out.push_str(&format!("  - {d}\n"));
+    }
+    if let Some(n) = note {
+        out.push_str(&format!("  - note: {n}\n"));
+    }
+    let message = match (r.official_message.trim(), &r.error) {
+        ("", Some(e)) => e.as_str(),
+        ("", None) => "no RCP message",
+        (m, _) => m,
+    };
+    let verdict = match in_progress {
+        Some((n, req)) => format!(
+            "{} so far ({n} of {req} runs; the finished set decides)",
+            if r.passed { "passing" } else { "failing" }
+        ),
+        None if r.io_error => "ERROR".into(),
+        None if r.passed => "PASSED".into(),
+        None => "FAILED".into(),
+    };
+    out.push_str(&format!(
+        "  RCP {}: {verdict} ({message}){}\n\n",
+        label(&r.folder),
+        match r.scaling {
+            rcp::Scaling::Write(f) => format!(", score normalised by {}", rcp::py_float(f)),
+            rcp::Scaling::Delete => ", no normalisation".into(),
+            rcp::Scaling::Untouched => String::new(),
+        }
+    ));
+    out
+}
+
+pub fn run(a: Args) -> u8 {
+    let dir = a.dir.display().to_string();
+    let folders = match score::benchmark_folders(&a.dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("mllog rcp: {dir}: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    if folders.is_empty() {
+        eprintln!("mllog rcp: {}", ruleset::no_results_words(&a.dir));
+        return crate::USAGE_OR_IO;
+    }
+    let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mllog rcp: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let mut text = ruleset_text(&choice);
+    let mut items = Vec::new();
+    let mut failed = false;
+    let mut io_error = !choice.unreadable.is_empty();
+    for folder in &folders {
+        let (params_bypass, note) = rcp::package_bypass(folder);
+        let opts = RcpOptions {
+            ruleset: choice.ruleset,
+            bypass: a.rcp_bypass || params_bypass,
+            full_rcps: a.full_rcps,
+            bert_train_samples: a.bert_train_samples,
+        };
+        let (mut r, fc) = if a.forecast {
+            let (r, f) = rcp::forecast(folder, &opts);
+            (r, Some(f))
+        } else {
+            (rcp::check_benchmark(folder, &opts), None)
+        };
+        if params_bypass && !a.rcp_bypass {
+            r.decisions.push(
+                "package_checker_params asks for the RCP bypass (as the package checker reads it)"
+                    .into(),
+            );
+        }
+        if a.set_scaling {
+            match rcp::write_scaling(folder, &r) {
+                Ok(()) => r.decisions.push(match r.scaling {
+                    rcp::Scaling::Write(f) => {
+                        format!("scaling.json written: {}", rcp::scaling_json(f))
+                    }
+                    rcp::Scaling::Delete => "scaling.json removed (if there was one)".into(),
+                    rcp::Scaling::Untouched => "scaling.json left as it is".into(),
+                }),
+                Err(e) => {
+                    let p = folder.join("scaling.json");
+                    eprintln!("mllog rcp: {}: {e}", p.display());
+                    r.decisions
+                        .push(format!("error: {}: {e} (not written)", p.display()));
+                    io_error = true;
+                }
+            }
+        }
+        // Under --forecast a folder with fewer runs than the benchmark requires is a campaign
+        // in progress: its check so far is no verdict, so it never makes the exit status 1.
+        let in_progress = fc
+            .as_ref()
+            .filter(|f| f.required > 0 && f.present + f.not_converged < f.required)
+            .map(|f| (f.present + f.not_converged, f.required));
+        if r.io_error {
+            io_error = true;
+        } else if !r.passed && in_progress.is_none() {
+            failed = true;
+        }
+        text.push_str(&result_text(&r, note.as_deref(), in_progress));
+        if let Some(f) = &fc {
+            for d in &f.decisions {
+                text.push_str(&format!("  - forecast: {d}\n"));
+            }
+            text.push_str(&format!(
+                "  FORECAST {}: {}\n\n",
+                label(folder),
+                match (f.p_pass, f.p_pass_unscaled) {
+                    (Some(p), Some(u)) => format!(
+                        "mean so far {}, minimum acceptable mean {}; P(pass) = {p:.3}, \
+                         P(pass without normalisation) = {u:.3} ({} draws)",
+                        f.mean_so_far.map_or("-".into(), rcp::show),
+                        f.min_acceptable_mean.map_or("-".into(), rcp::show),
+                        f.draws
+                    ),
+                    _ => "none".into(),
+                }
+            ));
+        }
+        let mut v = machine::value(&r);
+        if let (serde_json::Value::Object(m), Some(f)) = (&mut v, &fc) {
+            m.insert("forecast".into(), machine::value(f));
+            m.insert("in_progress".into(), in_progress.is_some().into());
+        }
+        if let (serde_json::Value::Object(m), Some(n)) = (&mut v, &note) {
+            m.insert("note".into(), n.clone().into());
+        }
+        items.push(v);
+    }
+    let worst = if io_error {
+        crate::USAGE_OR_IO
+    } else if failed {
+        crate::FAILED
+    } else {
+        crate::OK
+    };
+    let out = match a.format {
+        Format::Text => text,
+        Format::Json => machine::Document::new("rcp", "benchmarks", items)
+            .with("ruleset", machine::value(&choice))
+            .with("passed", (worst == crate::OK).into())
+            .render(),
+    };
+    if !crate::emit(&out) {
+        return crate::USAGE_OR_IO;
+    }
+    worst
+}

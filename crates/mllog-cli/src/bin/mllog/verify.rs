@@ -1,0 +1,154 @@
+//! `mllog verify`: the whole review of a submitter folder, as MLCommons' package checker,
+//! system description checker, seed checker, RCP checker and result summarizer make it.
+
+use std::path::PathBuf;
+
+use mllog_core::compliance::Ruleset;
+use mllog_core::results::ruleset::{infer_ruleset, RulesetError};
+use mllog_core::results::verify::{self, Review, VerifyOptions};
+use serde_json::Value;
+
+use crate::machine;
+
+/// Output formats of `mllog verify`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Each problem with its path and tool, a verdict per benchmark folder, a summary.
+    Text,
+    /// One JSON document: `{"schema_version", "command", "passed", "ruleset", "problems",
+    /// "systems", "table", "benchmarks": [...]}`.
+    Json,
+    /// result_summarizer's detailed table (`out_detailed.csv`): its columns, one row per
+    /// system, with the final scores.
+    Csv,
+}
+
+/// Options of `mllog verify`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Reviews a submitter folder (results/<system>/<benchmark>/result_*.txt, \
+systems/<system>.json) as the official tools do, in one pass: the package checker's folder rules \
+(names, the result count per benchmark, unknown files, benchmarks the ruleset does not allow), \
+each file's compliance (one non-compliant run accepted under olympic scoring), the seed checker \
+(package_checker_params bypass), the system description checker, the RCP checker, then \
+result_summarizer's table with the final, RCP-scaled scores. A review of no benchmark folder \
+(results/ empty, or every folder skipped by the ruleset) does not pass. Nothing is written \
+unless --set-scaling.\n\
+Without --ruleset, the ruleset is inferred once for the whole folder and the evidence printed; \
+when the evidence does not settle it, verify refuses.\n\
+Exit status: 0 passes review, 1 does not, 2 usage or I/O error (an unreadable file or folder)."
+)]
+pub struct Args {
+    /// The training ruleset [default: inferred from the folder, with the evidence].
+    #[arg(long, value_name = "X.Y.Z")]
+    ruleset: Option<Ruleset>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write scaling.json in each closed-division benchmark folder as the official tools do
+    /// (deleted, then written when the RCP check normalises).
+    #[arg(long)]
+    set_scaling: bool,
+    /// The package checker's --rcp-bypass: a failed RCP test does not fail the folder.
+    #[arg(long)]
+    rcp_bypass: bool,
+    /// The package checker's --seed-checker-bypass.
+    #[arg(long)]
+    seed_checker_bypass: bool,
+    /// Worker threads [default: the available parallelism].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+    /// The submitter folder (holding results/ and systems/).
+    #[arg(value_name = "SUBMISSION_DIR")]
+    dir: PathBuf,
+}
+
+pub fn run(a: Args) -> u8 {
+    let shown = a.dir.display();
+    let (ruleset, how) = match a.ruleset {
+        Some(r) => (r, vec![format!("ruleset {r}: given (--ruleset)")]),
+        None => match infer_ruleset(&a.dir) {
+            Ok(c) => {
+                let mut how = vec![format!("ruleset {}: inferred from the folder", c.ruleset)];
+                how.extend(c.evidence.iter().map(|e| format!("  evidence: {e}")));
+                (c.ruleset, how)
+            }
+            // The same words as a review of an empty folder under --ruleset: there, the
+            // review runs and fails; here, not even the ruleset can be inferred.
+            Err(e @ RulesetError::NoResults { .. }) => {
+                let results = a.dir.join("results");
+                if results.is_dir() {
+                    eprintln!(
+                        "mllog verify: nothing was reviewed: no result_*.txt found under {}, so \
+                         no ruleset can be inferred either; a review of nothing does not pass",
+                        results.display()
+                    );
+                } else {
+                    eprintln!("mllog verify: nothing was reviewed: {e}");
+                }
+                return crate::USAGE_OR_IO;
+            }
+            Err(e) => {
+                eprintln!("mllog verify: {e}");
+                return crate::USAGE_OR_IO;
+            }
+        },
+    };
+    let opts = VerifyOptions {
+        ruleset,
+        set_scaling: a.set_scaling,
+        rcp_bypass: a.rcp_bypass,
+        seed_checker_bypass: a.seed_checker_bypass,
+        threads: a.threads,
+    };
+    let review = match verify::verify(&a.dir, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mllog verify: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let text = match a.format {
+        Format::Text => {
+            let mut t = how.join("\n");
+            t.push('\n');
+            t.push_str(&review.render_text());
+            t
+        }
+        Format::Json => json(&review, &how),
+        Format::Csv => review.render_csv(),
+    };
+    if !crate::emit(&text) {
+        return crate::USAGE_OR_IO;
+    }
+    if a.format != Format::Text {
+        // The problems that make the status 2 or 1 are in the document; say the verdict on
+        // stderr too, so a pipe into a CSV reader still shows it.
+        if !review.passed() {
+            eprintln!("mllog verify: {shown}: does not pass review");
+        }
+    }
+    if review.io_errors() {
+        crate::USAGE_OR_IO
+    } else if review.passed() {
+        crate::OK
+    } else {
+        crate::FAILED
+    }
+}
+
+fn json(review: &Review, how: &[String]) -> String {
+    let Value::Object(mut all) = machine::value(review) else {
+        unreachable!("a review serialises to an object")
+    };
+    let benchmarks = match all.remove("benchmarks") {
+        Some(Value::Array(b)) => b,
+        _ => Vec::new(),
+    };
+    let mut doc = machine::Document::new("verify", "benchmarks", benchmarks)
+        .with("ruleset_evidence", how.to_vec().into());
+    for (k, v) in all {
+        doc = doc.with(&k, v);
+    }
+    doc.render()
+}

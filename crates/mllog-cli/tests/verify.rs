@@ -1,0 +1,1577 @@
+//! `mllog verify` against the official tools: every real submitter folder of the corpus
+//! (`$MLLOG_CORPUS/submissions/<round>/<Submitter>`), and mutations of copies of them, are
+//! reviewed by MLCommons' `package_checker` and `result_summarizer` (through `$MLLOG_PYTHON`)
+//! and by `mllog verify`; every verdict, scaling factor, final score and table cell must agree.
+//! The official tools rewrite `scaling.json`, so they only ever run on copies in a tempdir.
+//!
+//! Bad input (unreadable and looping paths, names that are not UTF-8, huge and binary files,
+//! malformed JSON) is tested on generated folders, without the corpus.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mllog_core::compliance::{example_log, Division, Ruleset};
+use mllog_core::record::{parse_line, Value as LogValue};
+use mllog_core::Benchmark;
+use serde_json::Value;
+
+fn mllog<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run mllog");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The submissions corpus and the official tools, or the one skip line.
+fn oracle(what: &str) -> Option<(PathBuf, String)> {
+    let Ok(corpus) = std::env::var("MLLOG_CORPUS") else {
+        println!("skipped: {what} (MLLOG_CORPUS not set)");
+        return None;
+    };
+    let Ok(py) = std::env::var("MLLOG_PYTHON") else {
+        println!("skipped: {what} (MLLOG_PYTHON not set)");
+        return None;
+    };
+    Some((PathBuf::from(corpus).join("submissions"), py))
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A small CSV reader (quoted fields, doubled quotes), enough for the summarizer's output.
+fn read_csv(text: &str) -> Vec<BTreeMap<String, String>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let (mut row, mut field, mut quoted, mut chars) =
+        (Vec::new(), String::new(), false, text.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, '\r') => {}
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    let Some((head, body)) = rows.split_first() else {
+        return Vec::new();
+    };
+    body.iter()
+        .map(|r| head.iter().cloned().zip(r.iter().cloned()).collect())
+        .collect()
+}
+
+/// What the official tools said about a folder.
+struct Official {
+    /// The package checker's log ends in success.
+    success: bool,
+    /// The package checker stopped with an exception.
+    crashed: bool,
+    log: String,
+    stderr: String,
+    /// ERROR lines per `system/benchmark` folder (every reviewed folder has an entry).
+    folder_errors: BTreeMap<String, Vec<String>>,
+    /// Folders the package checker skipped.
+    skipped: Vec<String>,
+    /// `scaling.json` per `system/benchmark` after the package checker.
+    scaling: BTreeMap<String, f64>,
+    /// The summarizer stopped with an exception.
+    summarizer_crashed: bool,
+    summarizer_output: String,
+    /// `out_detailed.csv`, one map per row.
+    table: Vec<BTreeMap<String, String>>,
+}
+
+fn py(py: &str, args: &[&str], cwd: &Path) -> (String, String) {
+    let out = Command::new(py)
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run the official tool");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs the package checker, then the summarizer, on `copy` (which they modify).
+fn official(python: &str, copy: &Path, ruleset: &str, work: &Path) -> Official {
+    std::fs::create_dir_all(work).unwrap();
+    let log_path = work.join("package_checker.log");
+    let c = copy.to_str().unwrap();
+    let (_, stderr) = py(
+        python,
+        &[
+            "-m",
+            "mlperf_logging.package_checker",
+            c,
+            "training",
+            ruleset,
+            "--log_output",
+            log_path.to_str().unwrap(),
+        ],
+        work,
+    );
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let mut folder_errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut skipped = Vec::new();
+    let mut current: Option<String> = None;
+    for line in log.lines() {
+        if let Some(dir) = line.split("Running compliance checks in dir ").nth(1) {
+            let p = Path::new(dir.trim());
+            let key = rel_key(p);
+            folder_errors.entry(key.clone()).or_default();
+            current = Some(key);
+        } else if let Some(b) = line.split("Skipping benchmark: ").nth(1) {
+            skipped.push(b.trim().to_string());
+        } else if line.starts_with("ERROR") {
+            if let Some(k) = &current {
+                folder_errors.get_mut(k).unwrap().push(line.to_string());
+            }
+        }
+    }
+    let mut scaling = BTreeMap::new();
+    for sys in std::fs::read_dir(copy.join("results"))
+        .into_iter()
+        .flatten()
+    {
+        let sys = sys.unwrap().path();
+        for b in std::fs::read_dir(&sys).into_iter().flatten() {
+            let b = b.unwrap().path();
+            if let Ok(t) = std::fs::read_to_string(b.join("scaling.json")) {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                scaling.insert(rel_key(&b), v["scaling_factor"].as_f64().unwrap());
+            }
+        }
+    }
+    let csv = work.join("out.csv");
+    let (out, err) = py(
+        python,
+        &[
+            "-m",
+            "mlperf_logging.result_summarizer",
+            c,
+            "training",
+            ruleset,
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        work,
+    );
+    let table = std::fs::read_to_string(work.join("out_detailed.csv"))
+        .map(|t| read_csv(&t))
+        .unwrap_or_default();
+    Official {
+        success: log.contains("PACKAGE CHECKER FOUND NO ERRORS, SUCCESS !"),
+        crashed: stderr.contains("Traceback"),
+        log,
+        stderr,
+        folder_errors,
+        skipped,
+        scaling,
+        summarizer_crashed: err.contains("Traceback"),
+        summarizer_output: out + &err,
+        table,
+    }
+}
+
+/// `system/benchmark` of a benchmark folder path.
+fn rel_key(p: &Path) -> String {
+    let n = |p: Option<&Path>| {
+        p.and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    format!("{}/{}", n(p.parent()), n(Some(p)))
+}
+
+struct Ours {
+    code: i32,
+    json: Value,
+    table: Vec<BTreeMap<String, String>>,
+    text: String,
+}
+
+fn ours(dir: &Path, ruleset: &str) -> Ours {
+    let (code, out, err) = mllog([
+        "verify".as_ref(),
+        dir.as_os_str(),
+        "--ruleset".as_ref(),
+        ruleset.as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert!(!err.contains("panicked"), "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let (code_csv, csv, err) = mllog([
+        "verify".as_ref(),
+        dir.as_os_str(),
+        "--ruleset".as_ref(),
+        ruleset.as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]);
+    assert_eq!(code, code_csv, "{err}");
+    let (code_text, text, _) = mllog([
+        "verify".as_ref(),
+        dir.as_os_str(),
+        "--ruleset".as_ref(),
+        ruleset.as_ref(),
+    ]);
+    assert_eq!(code, code_text);
+    Ours {
+        code,
+        json,
+        table: read_csv(&csv),
+        text,
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// Every decision of the official tools, said by `mllog verify` too.
+fn assert_agree(label: &str, off: &Official, us: &Ours) {
+    let ctx = || {
+        format!(
+            "{label}\n--- package checker log:\n{}\n{}\n--- ours:\n{}",
+            off.log, off.stderr, us.text
+        )
+    };
+    assert!(!off.crashed, "the package checker crashed: {}", ctx());
+    assert_eq!(us.code == 0, off.success, "overall verdict: {}", ctx());
+    assert_ne!(us.code, 2, "no I/O error expected: {}", ctx());
+    let benches = us.json["benchmarks"].as_array().unwrap();
+    let key = |b: &Value| {
+        format!(
+            "{}/{}",
+            b["system"].as_str().unwrap(),
+            Path::new(b["folder"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+        )
+    };
+    let reviewed: BTreeMap<String, &Value> = benches
+        .iter()
+        .filter(|b| b["reviewed"] == true)
+        .map(|b| (key(b), b))
+        .collect();
+    assert_eq!(
+        reviewed.keys().collect::<Vec<_>>(),
+        off.folder_errors.keys().collect::<Vec<_>>(),
+        "folders reviewed: {}",
+        ctx()
+    );
+    let mut skipped: Vec<String> = benches
+        .iter()
+        .filter(|b| b["reviewed"] == false)
+        .map(|b| b["benchmark"].as_str().unwrap().to_string())
+        .collect();
+    skipped.sort();
+    let mut off_skipped = off.skipped.clone();
+    off_skipped.sort();
+    assert_eq!(skipped, off_skipped, "folders skipped: {}", ctx());
+    for (k, errors) in &off.folder_errors {
+        let b = reviewed[k];
+        assert_eq!(
+            b["passed"] == true,
+            errors.is_empty(),
+            "{k}: verdict (official errors {errors:?}): {}",
+            ctx()
+        );
+        let accepted = off.log.contains("accepting this under olympic scoring");
+        let ours_accepted = b["problems"].as_array().unwrap().iter().any(|p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("accepting this under olympic")
+        });
+        if !accepted {
+            assert!(!ours_accepted, "{k}: {}", ctx());
+        }
+        if b["division"] == "closed" && b["rcp"].is_object() {
+            let want = off.scaling.get(k).copied().unwrap_or(1.0);
+            let got = b["scaling_factor"].as_f64().unwrap();
+            assert!(close(got, want), "{k}: factor {got} vs {want}: {}", ctx());
+        }
+    }
+    if off.summarizer_crashed {
+        return;
+    }
+    // The summarizer's table, cell by cell (its rows are keyed by the details URL).
+    let row_key = |r: &BTreeMap<String, String>| r["details_url"].clone();
+    let theirs: BTreeMap<String, &BTreeMap<String, String>> =
+        off.table.iter().map(|r| (row_key(r), r)).collect();
+    let mine: BTreeMap<String, &BTreeMap<String, String>> =
+        us.table.iter().map(|r| (row_key(r), r)).collect();
+    assert_eq!(
+        theirs.keys().collect::<Vec<_>>(),
+        mine.keys().collect::<Vec<_>>(),
+        "table rows: {}\n{}",
+        ctx(),
+        off.summarizer_output
+    );
+    for (k, t) in &theirs {
+        let m = mine[k];
+        assert_eq!(
+            t.keys().collect::<Vec<_>>(),
+            m.keys().collect::<Vec<_>>(),
+            "columns"
+        );
+        for (col, tv) in t.iter() {
+            let mv = &m[col];
+            let same = match (tv.parse::<f64>(), mv.parse::<f64>()) {
+                (Ok(a), Ok(b)) => close(a, b),
+                _ => tv == mv,
+            };
+            assert!(
+                same,
+                "{k} {col}: official {tv:?}, ours {mv:?}: {}\n{}",
+                ctx(),
+                off.summarizer_output
+            );
+        }
+    }
+}
+
+/// The MANIFEST's factors and final scores (the committed record of the official runs).
+fn manifest(subs: &Path) -> Vec<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(subs.join("MANIFEST.tsv")).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    lines
+        .map(|l| {
+            head.iter()
+                .map(|h| h.to_string())
+                .zip(l.split('\t').map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs `f` over `items` on two threads (the official tools are slow Python).
+fn two_at_a_time<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(it) = items.get(i) else { break };
+                    f(it);
+                })
+            })
+            .collect();
+        for h in hs {
+            if let Err(e) = h.join() {
+                std::panic::resume_unwind(e);
+            }
+        }
+    });
+}
+
+fn submitters(subs: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for round in ["5.0", "5.1"] {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(subs.join(round))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        v.sort();
+        out.extend(v.into_iter().map(|p| (format!("{round}.0"), p)));
+    }
+    out
+}
+
+#[test]
+fn every_corpus_submitter_agrees_with_the_official_tools() {
+    let Some((subs, python)) = oracle(
+        "mllog verify on every corpus submitter folder against package_checker and \
+         result_summarizer",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let folders = submitters(&subs);
+    assert!(folders.len() >= 10, "{folders:?}");
+    let rows = manifest(&subs);
+    two_at_a_time(&folders, |(ruleset, dir)| {
+        let name = format!("{}-{}", ruleset, dir.file_name().unwrap().to_string_lossy());
+        let copy = tmp.path().join(&name).join("sub");
+        copy_dir(dir, &copy);
+        let before = snapshot(dir);
+        let us = ours(dir, ruleset);
+        assert_eq!(snapshot(dir), before, "verify wrote into {}", dir.display());
+        let off = official(
+            &python,
+            &copy,
+            ruleset,
+            &tmp.path().join(&name).join("work"),
+        );
+        assert_agree(&name, &off, &us);
+        // --set-scaling, on a copy without the committed files, writes what the package
+        // checker leaves, byte for byte.
+        let bare = tmp.path().join(&name).join("bare");
+        copy_dir(dir, &bare);
+        for (p, _) in snapshot(&bare) {
+            if p.file_name().unwrap() == "scaling.json" {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+        let (code, _, err) = mllog([
+            "verify".as_ref(),
+            bare.as_os_str(),
+            "--ruleset".as_ref(),
+            ruleset.as_ref(),
+            "--set-scaling".as_ref(),
+        ]);
+        assert_eq!(code, us.code, "{name}: {err}");
+        let scaling_files = |root: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+            snapshot(root)
+                .into_iter()
+                .filter(|(p, _)| p.file_name().unwrap() == "scaling.json")
+                .map(|(p, b)| (p.strip_prefix(root).unwrap().to_path_buf(), b))
+                .collect()
+        };
+        assert_eq!(
+            scaling_files(&bare),
+            scaling_files(&copy),
+            "{name}: scaling.json"
+        );
+        // And the MANIFEST's record of the official runs.
+        let submitter = dir.file_name().unwrap().to_string_lossy().into_owned();
+        for b in us.json["benchmarks"].as_array().unwrap() {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r["submitter"] == submitter
+                        && r["ruleset"] == *ruleset
+                        && r["system"] == b["system"].as_str().unwrap()
+                        && r["benchmark"] == b["benchmark"].as_str().unwrap()
+                })
+                .unwrap_or_else(|| panic!("{name}: no MANIFEST row for {b}"));
+            let f = |k: &str| row[k].parse::<f64>().unwrap_or(1.0);
+            assert!(close(
+                b["olympic_mean"].as_f64().unwrap(),
+                f("official_unscaled_score")
+            ));
+            assert!(close(
+                b["scaling_factor"].as_f64().unwrap(),
+                f("official_scaling_factor")
+            ));
+            assert!(close(
+                b["score"].as_f64().unwrap(),
+                f("official_final_score")
+            ));
+            let accepted = row["package_checker_verdict"].contains("1 run non-compliant");
+            assert_eq!(
+                b["runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r["compliant"] == false)
+                    .count(),
+                usize::from(accepted),
+                "{name}"
+            );
+        }
+        // Without --ruleset: the round, inferred with its evidence, or a refusal that says
+        // to pass --ruleset.
+        // When another ruleset is inferred, it must give the same verdicts and scores.
+        let (code, out, err) = mllog(["verify".as_ref(), dir.as_os_str()]);
+        if code == 2 {
+            // Refused: the candidates named, the folder's own round among them.
+            let one_of = err
+                .split("(one of ")
+                .nth(1)
+                .and_then(|t| t.split(')').next())
+                .unwrap_or_else(|| panic!("{name}: no candidates: {err}"));
+            assert!(
+                err.contains("the ruleset cannot be inferred")
+                    && err.contains("pass --ruleset X.Y.Z")
+                    && one_of.split(", ").any(|r| r == ruleset),
+                "{name}: {err}"
+            );
+        } else {
+            assert!(out.starts_with("ruleset "), "{name}: {out}");
+            assert!(
+                out.contains(": inferred") && out.contains("evidence: "),
+                "{name}: {out}"
+            );
+            let (_, json, _) = mllog([
+                "verify".as_ref(),
+                dir.as_os_str(),
+                "--format".as_ref(),
+                "json".as_ref(),
+            ]);
+            let inferred: Value = serde_json::from_str(&json).unwrap();
+            assert_eq!(code, us.code, "{name}: {out}");
+            let pick = |v: &Value| -> Vec<(Value, Value, Value)> {
+                v["benchmarks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| (b["folder"].clone(), b["passed"].clone(), b["score"].clone()))
+                    .collect()
+            };
+            assert_eq!(pick(&inferred), pick(&us.json), "{name}: {out}");
+        }
+    });
+}
+
+/// Every file's path and bytes under `dir`.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// One mutation of a copy of a corpus submitter folder.
+struct Mutation {
+    name: &'static str,
+    base: &'static str,
+    ruleset: &'static str,
+    apply: fn(&Path, &Path),
+}
+
+fn only_dir(p: &Path) -> PathBuf {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v.remove(0)
+}
+
+/// `results/<system>` of a submitter folder with one system.
+fn system_dir(sub: &Path) -> PathBuf {
+    only_dir(&sub.join("results"))
+}
+
+fn system_json(sub: &Path) -> PathBuf {
+    let name = system_dir(sub).file_name().unwrap().to_owned();
+    sub.join("systems")
+        .join(format!("{}.json", name.to_string_lossy()))
+}
+
+/// The `result_*.txt` of a benchmark folder, sorted (corpus folders number them from 0 or
+/// from 01).
+fn results_in(b: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(b)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("result_") && n.ends_with(".txt")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The second run of a folder becomes a copy of the first: the same seed twice.
+fn repeat_seed_in(b: &Path) {
+    let r = results_in(b);
+    std::fs::copy(&r[0], &r[1]).unwrap();
+}
+
+fn repeat_seed(sub: &Path) {
+    repeat_seed_in(&system_dir(sub).join("retinanet"));
+}
+
+/// Every run of `b` converges at `factor` times the samples it logs.
+fn faster_runs(b: &Path, factor: f64) {
+    for p in results_in(b) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let mut out = String::new();
+        for line in text.split_inclusive('\n') {
+            match line.split_once(":::MLLOG ") {
+                Some((pre, body)) if body.contains("\"eval_accuracy\"") => {
+                    let mut j: Value = serde_json::from_str(body.trim_end()).unwrap();
+                    if let Some(s) = j["metadata"]["samples_count"].as_f64() {
+                        j["metadata"]["samples_count"] = Value::from((s * factor).round() as i64);
+                    }
+                    out.push_str(&format!(
+                        "{pre}:::MLLOG {}\n",
+                        serde_json::to_string(&j).unwrap()
+                    ));
+                }
+                _ => out.push_str(line),
+            }
+        }
+        std::fs::write(&p, out).unwrap();
+    }
+}
+
+const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        name: "runs faster than the RCP allows",
+        base: "5.0/AMD",
+        ruleset: "5.0.0",
+        apply: |sub, _| faster_runs(&system_dir(sub).join("llama2_70b_lora"), 0.6),
+    },
+    Mutation {
+        name: "runs faster than the RCP allows, with the rcp-bypass file",
+        base: "5.0/AMD",
+        ruleset: "5.0.0",
+        apply: |sub, _| {
+            faster_runs(&system_dir(sub).join("llama2_70b_lora"), 0.6);
+            std::fs::write(system_dir(sub).join("package_checker_params"), "rcp-bypass").unwrap();
+        },
+    },
+    Mutation {
+        name: "a run removed",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| {
+            let last = results_in(&system_dir(sub).join("rgat")).pop().unwrap();
+            std::fs::remove_file(last).unwrap()
+        },
+    },
+    Mutation {
+        name: "a seed repeated",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| repeat_seed(sub),
+    },
+    Mutation {
+        name: "a seed repeated, with the seed checker's bypass file",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| {
+            repeat_seed(sub);
+            let p = system_dir(sub).join("retinanet/package_checker_params");
+            std::fs::write(p, "seed-checker-bypass").unwrap();
+        },
+    },
+    Mutation {
+        name: "a seed repeated, the bypass line ending in a newline (not honoured)",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| {
+            repeat_seed(sub);
+            let p = system_dir(sub).join("package_checker_params");
+            std::fs::write(p, "seed-checker-bypass\n").unwrap();
+        },
+    },
+    Mutation {
+        name: "a system field missing",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| {
+            let p = system_json(sub);
+            let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            v.as_object_mut().unwrap().remove("cooling");
+            std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        },
+    },
+    Mutation {
+        name: "a misnamed file",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| {
+            let r = results_in(&system_dir(sub).join("retinanet"));
+            let name = r[2]
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .replace('_', "-");
+            std::fs::rename(&r[2], r[2].with_file_name(name)).unwrap();
+        },
+    },
+    Mutation {
+        name: "two non-compliant runs",
+        base: "5.0/tinycorp",
+        ruleset: "5.0.0",
+        apply: |sub, _| {
+            let p = results_in(&system_dir(sub).join("retinanet")).remove(0);
+            let t = std::fs::read_to_string(&p).unwrap();
+            let kept: String = t
+                .lines()
+                .filter(|l| !l.contains("\"run_stop\""))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            std::fs::write(&p, kept).unwrap();
+        },
+    },
+    Mutation {
+        name: "an open-division system (no seed or RCP check, the committed factor)",
+        base: "5.0/AMD",
+        ruleset: "5.0.0",
+        apply: |sub, _| {
+            let p = system_json(sub);
+            let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            v["division"] = "open".into();
+            std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+            repeat_seed_in(&system_dir(sub).join("llama2_70b_lora"));
+        },
+    },
+];
+
+#[test]
+fn mutated_copies_agree_with_the_official_tools() {
+    let Some((subs, python)) = oracle(
+        "mllog verify on mutated copies of corpus folders against package_checker and \
+         result_summarizer",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    two_at_a_time(MUTATIONS, |m| {
+        let root = tmp
+            .path()
+            .join(m.name.replace([' ', ',', '(', ')', '\''], "_"));
+        let ours_dir = root.join("ours");
+        copy_dir(&subs.join(m.base), &ours_dir);
+        (m.apply)(&ours_dir, &subs);
+        let official_dir = root.join("official");
+        copy_dir(&ours_dir, &official_dir);
+        let us = ours(&ours_dir, m.ruleset);
+        let off = official(&python, &official_dir, m.ruleset, &root.join("work"));
+        assert_agree(m.name, &off, &us);
+        assert!(
+            !off.success
+                || m.name.contains("bypass file")
+                || m.name.contains("rcp-bypass")
+                || m.name.contains("open-division"),
+            "{}: the mutation should fail review:\n{}",
+            m.name,
+            off.log
+        );
+    });
+}
+
+/// A benchmark the ruleset does not allow: the package checker skips it with a warning, and
+/// the summarizer stops with an exception on it; verify skips it, says both, and scores the
+/// rest.
+#[test]
+fn a_benchmark_the_ruleset_does_not_allow() {
+    let Some((subs, python)) = oracle(
+        "a benchmark folder the ruleset does not allow, against package_checker and \
+         result_summarizer",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("ours");
+    copy_dir(&subs.join("5.1/Lenovo"), &sub);
+    copy_dir(
+        &subs.join("5.0/tinycorp/results/tinybox_green/bert"),
+        &system_dir(&sub).join("bert"),
+    );
+    let copy = tmp.path().join("official");
+    copy_dir(&sub, &copy);
+    let us = ours(&sub, "5.1.0");
+    let off = official(&python, &copy, "5.1.0", &tmp.path().join("work"));
+    assert_eq!(off.skipped, vec!["bert".to_string()], "{}", off.log);
+    assert!(off.summarizer_crashed, "{}", off.summarizer_output);
+    assert_agree("bert under 5.1.0", &off, &us);
+    assert!(
+        us.text.contains("Skipping benchmark: bert") && us.text.contains("AssertionError"),
+        "{}",
+        us.text
+    );
+    // The other folders still have their final scores.
+    let scored = us.json["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["score"].is_number())
+        .count();
+    assert_eq!(scored, 2, "{}", us.text);
+}
+
+/// Where the official package checker stops with an exception (a system description that is
+/// not JSON, a system without one), verify names the path and reviews the rest.
+#[test]
+fn where_the_package_checker_crashes_verify_says_why() {
+    let Some((subs, python)) =
+        oracle("inputs that crash the official package checker (malformed or missing system JSON)")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    type Mutate = fn(&Path);
+    let cases: [(&str, Mutate); 2] = [
+        ("malformed", |sub| {
+            std::fs::write(system_json(sub), "{\"submitter\": \"Lenovo\",").unwrap()
+        }),
+        ("missing", |sub| {
+            std::fs::remove_file(system_json(sub)).unwrap()
+        }),
+    ];
+    two_at_a_time(&cases, |(name, apply)| {
+        let sub = tmp.path().join(name).join("ours");
+        copy_dir(&subs.join("5.1/Lenovo"), &sub);
+        apply(&sub);
+        let copy = tmp.path().join(name).join("official");
+        copy_dir(&sub, &copy);
+        let json_path = system_json(&sub).display().to_string();
+        let off = official(&python, &copy, "5.1.0", &tmp.path().join(name).join("work"));
+        assert!(
+            off.crashed && !off.success,
+            "{name}: {}\n{}",
+            off.log,
+            off.stderr
+        );
+        let us = ours(&sub, "5.1.0");
+        assert_eq!(us.code, 1, "{name}: {}", us.text);
+        assert!(us.text.contains(&json_path), "{name}: {}", us.text);
+        // The review went on: both benchmark folders have a verdict and a score.
+        let b = us.json["benchmarks"].as_array().unwrap();
+        assert_eq!(b.len(), 2, "{name}");
+        assert!(
+            b.iter().all(|b| b["score"].is_number()),
+            "{name}: {}",
+            us.text
+        );
+    });
+}
+
+/// The data verify reads from mlperf-logging (system description fields, allowed benchmarks,
+/// result counts, the summarizer's columns) is what the installed package says.
+#[test]
+fn generated_system_description_facts_match_the_package() {
+    let Ok(python) = std::env::var("MLLOG_PYTHON") else {
+        println!(
+            "skipped: the generated system description facts against mlperf-logging \
+             (MLLOG_PYTHON not set)"
+        );
+        return;
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/gen/system_desc.py"
+    );
+    let out = Command::new(python)
+        .args([script, "--check"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input, on generated folders.
+
+/// A compliant flux1 log (6.1.0, closed) with its own seed.
+fn flux1_log(seed: i64) -> String {
+    let ex = example_log(Ruleset::V6_1_0, Benchmark::Flux1, Division::Closed).unwrap();
+    let mut out = String::new();
+    for line in ex.lines() {
+        let mut r = parse_line(line).unwrap().unwrap();
+        if r.key == "seed" {
+            r.value = LogValue::Int(seed as i128);
+        }
+        r.encode(&mut out);
+        out.push('\n');
+    }
+    out
+}
+
+const SYSTEM: &str = r#"{"submitter": "Org", "division": "open", "status": "Available on-premise",
+ "system_name": "sys", "number_of_nodes": "1", "host_processors_per_node": "2",
+ "host_processor_model_name": "cpu", "host_processor_core_count": "8",
+ "host_processor_vcpu_count": "16", "host_processor_frequency": "", "host_processor_caches": "",
+ "host_processor_interconnect": "", "host_memory_capacity": "", "host_storage_type": "",
+ "host_storage_capacity": "", "host_networking": "", "host_networking_topology": "",
+ "host_memory_configuration": "", "accelerators_per_node": "8", "accelerator_model_name": "gpu",
+ "accelerator_host_interconnect": "", "accelerator_frequency": "",
+ "accelerator_on-chip_memories": "", "accelerator_memory_configuration": "",
+ "accelerator_memory_capacity": "", "accelerator_interconnect": "",
+ "accelerator_interconnect_topology": "", "cooling": "", "hw_notes": "", "framework": "fw",
+ "other_software_stack": "", "operating_system": "", "sw_notes": ""}"#;
+
+/// A submission with two systems of ten flux1 runs each (open division: no RCP table is
+/// needed for the example's batch size).
+fn generated(root: &Path) -> PathBuf {
+    let sub = root.join("sub");
+    for sys in ["a", "b"] {
+        let b = sub.join("results").join(sys).join("flux1");
+        std::fs::create_dir_all(&b).unwrap();
+        for i in 0..10 {
+            std::fs::write(b.join(format!("result_{i}.txt")), flux1_log(100 + i)).unwrap();
+        }
+        std::fs::create_dir_all(sub.join("systems")).unwrap();
+        std::fs::write(
+            sub.join("systems").join(format!("{sys}.json")),
+            SYSTEM.replace("\"sys\"", &format!("\"{sys}\"")),
+        )
+        .unwrap();
+    }
+    sub
+}
+
+fn verify_json(sub: &Path) -> (i32, Value, String) {
+    let (code, out, err) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert!(!err.contains("panicked"), "{err}");
+    (code, serde_json::from_str(&out).unwrap(), err)
+}
+
+fn messages_about(v: &Value, path: &Path) -> Vec<String> {
+    let p = path.display().to_string();
+    let mut all = Vec::new();
+    let mut push = |list: &Value| {
+        for x in list.as_array().into_iter().flatten() {
+            if x["path"].as_str().is_some_and(|q| q == p) {
+                all.push(x["message"].as_str().unwrap().to_string());
+            }
+        }
+    };
+    push(&v["problems"]);
+    for s in v["systems"].as_array().unwrap() {
+        push(&s["problems"]);
+    }
+    for b in v["benchmarks"].as_array().unwrap() {
+        push(&b["problems"]);
+    }
+    all
+}
+
+fn scored(v: &Value, system: &str) -> bool {
+    v["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["system"] == system && b["score"].is_number())
+}
+
+#[test]
+fn a_generated_submission_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let (code, v, err) = verify_json(&sub);
+    assert_eq!(code, 0, "{v:#}\n{err}");
+    assert_eq!(v["command"], "verify");
+    assert!(scored(&v, "a") && scored(&v, "b"));
+    let (code, text, _) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(text.contains("a/flux1: PASSES REVIEW"), "{text}");
+    assert!(
+        text.contains("PASSES REVIEW: 2 benchmark folders reviewed"),
+        "{text}"
+    );
+    // The summarizer's detailed table: its columns, a row per system, the score in it.
+    let (code, csv, _) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]);
+    assert_eq!(code, 0);
+    let rows = read_csv(&csv);
+    assert_eq!(rows.len(), 2, "{csv}");
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(
+        header,
+        mllog_core::results::verify::facts(Ruleset::V6_1_0)
+            .unwrap()
+            .detailed_columns
+    );
+    for (row, system) in rows.iter().zip(["a", "b"]) {
+        let b = v["benchmarks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["system"] == system)
+            .unwrap();
+        let score: f64 = row["flux1:time_to_train"].parse().unwrap();
+        assert_eq!(score, b["score"].as_f64().unwrap());
+        assert_eq!(row["division"], "open");
+        assert_eq!(row["accelerators_count"], "8");
+        assert_eq!(row["flux1:RCP"], "", "no RCP check in the open division");
+    }
+}
+
+#[test]
+fn missing_or_not_a_folder_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nowhere");
+    let (code, _, err) = mllog([
+        "verify".as_ref(),
+        missing.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let (code, _, err) = mllog([
+        "verify".as_ref(),
+        file.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a folder"), "{err}");
+    // No results/: said, with the path (the package checker stops here).
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(empty.join("systems")).unwrap();
+    let (code, v, _) = verify_json(&empty);
+    assert_eq!(code, 1);
+    assert!(
+        messages_about(&v, &empty.join("results"))
+            .iter()
+            .any(|m| m.contains("no results/ folder")),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn unreadable_and_looping_paths_are_named_and_the_rest_reviewed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let a = sub.join("results/a/flux1");
+    // A result file that is a dangling link, one that is a link loop, and a benchmark folder
+    // that loops.
+    std::fs::remove_file(a.join("result_8.txt")).unwrap();
+    std::os::unix::fs::symlink(a.join("gone.txt"), a.join("result_8.txt")).unwrap();
+    std::fs::remove_file(a.join("result_9.txt")).unwrap();
+    std::os::unix::fs::symlink(a.join("result_9.txt"), a.join("result_9.txt")).unwrap();
+    let looping = sub.join("results/b/loop");
+    std::os::unix::fs::symlink(&looping, &looping).unwrap();
+    // In b: a FIFO named like a result file (opening it would block) is said and not read.
+    let b = sub.join("results/b/flux1");
+    std::fs::remove_file(b.join("result_9.txt")).unwrap();
+    let fifo = std::ffi::CString::new(b.join("result_9.txt").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 2, "an unreadable file is an I/O error: {v:#}");
+    let m8 = messages_about(&v, &a.join("result_8.txt"));
+    assert!(m8.iter().any(|m| m.contains("cannot read")), "{v:#}");
+    let m9 = messages_about(&v, &a.join("result_9.txt"));
+    assert!(
+        m9.iter().any(|m| m.contains("symbolic link loop")),
+        "{m9:?}"
+    );
+    let ml = messages_about(&v, &looping);
+    assert!(ml.iter().any(|m| m.contains("symbolic link loop")), "{v:#}");
+    assert!(
+        messages_about(&v, &b.join("result_9.txt"))
+            .iter()
+            .any(|m| m.contains("not a regular file")),
+        "{v:#}"
+    );
+    // Two unreadable runs: the folder cannot be accepted; the other system, with one run
+    // short, is scored (olympic scoring drops it).
+    assert!(!scored(&v, "a") && scored(&v, "b"), "{v:#}");
+}
+
+#[test]
+fn non_utf8_names_are_shown_and_reviewed() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let a = sub.join("results/a/flux1");
+    let odd = a.join(std::ffi::OsStr::from_bytes(b"result_\xff.txt"));
+    std::fs::rename(a.join("result_9.txt"), &odd).unwrap();
+    let odd_dir = sub
+        .join("results/b")
+        .join(std::ffi::OsStr::from_bytes(b"fl\xffx"));
+    std::fs::create_dir_all(&odd_dir).unwrap();
+    let (code, v, _) = verify_json(&sub);
+    // The odd file still counts as result_*.txt, as the package checker's glob counts it.
+    assert_eq!(code, 0, "{v:#}");
+    assert!(
+        messages_about(&v, &odd)
+            .iter()
+            .any(|m| m.contains("not valid UTF-8")),
+        "{v:#}"
+    );
+    assert!(
+        messages_about(&v, &odd_dir)
+            .iter()
+            .any(|m| m.contains("Skipping benchmark")),
+        "{v:#}"
+    );
+    assert!(scored(&v, "a"));
+}
+
+#[test]
+fn huge_and_binary_files_are_non_compliant_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let a = sub.join("results/a/flux1");
+    // 256 MiB without a line break (sparse), and random-looking bytes.
+    let f = std::fs::File::create(a.join("result_8.txt")).unwrap();
+    f.set_len(256 << 20).unwrap();
+    let bytes: Vec<u8> = (0..1_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(a.join("result_9.txt"), bytes).unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    let b = v["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["system"] == "a")
+        .unwrap();
+    let bad: Vec<_> = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["compliant"] == false)
+        .collect();
+    assert_eq!(bad.len(), 2, "{b:#}");
+    assert!(messages_about(&v, &a)
+        .iter()
+        .any(|m| m.contains("2 files do not comply, directory cannot be accepted")));
+    assert!(scored(&v, "b"));
+}
+
+#[test]
+fn malformed_json_is_named_and_the_rest_reviewed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let sys = sub.join("systems/a.json");
+    std::fs::write(&sys, "{\"submitter\": ").unwrap();
+    let scaling = sub.join("results/b/flux1/scaling.json");
+    std::fs::write(&scaling, "scaling_factor = 2").unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    assert!(
+        messages_about(&v, &sys)
+            .iter()
+            .any(|m| m.contains("not valid JSON")),
+        "{v:#}"
+    );
+    assert!(
+        messages_about(&v, &scaling)
+            .iter()
+            .any(|m| m.contains("not valid JSON")),
+        "{v:#}"
+    );
+    // Both folders still have their olympic means; a's system has no row in the table.
+    for b in v["benchmarks"].as_array().unwrap() {
+        assert!(b["olympic_mean"].is_number(), "{b:#}");
+    }
+    // A value the summarizer cannot join as text: said (the official checker stops there).
+    std::fs::write(
+        &sys,
+        SYSTEM
+            .replace(
+                "\"8\", \"accelerator_model_name\"",
+                "8, \"accelerator_model_name\"",
+            )
+            .replace("\"sys\"", "\"a\""),
+    )
+    .unwrap();
+    std::fs::write(&scaling, "{\"scaling_factor\": 1.0}").unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    assert!(
+        messages_about(&v, &sys)
+            .iter()
+            .any(|m| m.contains("`accelerators_per_node` is 8, not a string")),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn verify_writes_nothing_unless_set_scaling() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let before = snapshot(&sub);
+    let (code, _, _) = verify_json(&sub);
+    assert_eq!(code, 0);
+    assert_eq!(snapshot(&sub), before);
+}
+
+/// Puts system `sys` of a generated submission in the closed division (seed and RCP checks).
+fn make_closed(sub: &Path, sys: &str) {
+    let p = sub.join("systems").join(format!("{sys}.json"));
+    let t = std::fs::read_to_string(&p).unwrap();
+    assert!(t.contains("\"division\": \"open\""));
+    std::fs::write(
+        &p,
+        t.replace("\"division\": \"open\"", "\"division\": \"closed\""),
+    )
+    .unwrap();
+}
+
+fn verify_text(sub: &Path, ruleset: &str) -> (i32, String) {
+    let (code, out, err) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--ruleset".as_ref(),
+        ruleset.as_ref(),
+    ]);
+    assert!(!err.contains("panicked"), "{err}");
+    (code, out)
+}
+
+fn benchmark<'a>(v: &'a Value, system: &str) -> &'a Value {
+    v["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["system"] == system)
+        .unwrap_or_else(|| panic!("no {system}: {v:#}"))
+}
+
+/// A review that reviewed no benchmark folder does not pass (the official package checker
+/// says SUCCESS there), and says why, with --ruleset or without.
+#[test]
+fn a_review_of_nothing_does_not_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    let results = sub.join("results");
+    // Every benchmark folder skipped: flux1 is no benchmark of 5.0.0.
+    assert!(!mllog_core::results::verify::facts(Ruleset::V5_0_0)
+        .unwrap()
+        .allowed_benchmarks
+        .contains(&"flux1"));
+    let (code, text) = verify_text(&sub, "5.0.0");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "nothing was reviewed: every benchmark folder (2) is skipped, as ruleset 5.0.0 does \
+             not allow flux1"
+        ) && text.contains("DOES NOT PASS REVIEW: 0 benchmark folders reviewed"),
+        "{text}"
+    );
+    // results/ emptied, systems/ kept.
+    std::fs::remove_dir_all(&results).unwrap();
+    std::fs::create_dir(&results).unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["passed"], false);
+    assert!(
+        messages_about(&v, &results)
+            .iter()
+            .any(|m| m.contains("nothing was reviewed: no result_*.txt found")),
+        "{v:#}"
+    );
+    let (code, text) = verify_text(&sub, "6.1.0");
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("DOES NOT PASS REVIEW: 0 benchmark folders reviewed"),
+        "{text}"
+    );
+    // A system folder without benchmark folders is nothing to review either.
+    std::fs::create_dir(results.join("a")).unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 1, "{v:#}");
+    // Without --ruleset nothing can be inferred: the same words, and the usage status.
+    let (code, out, err) = mllog(["verify".as_ref(), sub.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("nothing was reviewed: no result_*.txt found")
+            && err.contains(&results.display().to_string()),
+        "{err}"
+    );
+}
+
+/// The seed checker's bypass line with a line break or spaces after it is not honoured (the
+/// official checker compares whole lines with their newline), and verify says so.
+#[test]
+fn a_seed_bypass_line_with_a_line_break_is_said_and_not_honoured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    make_closed(&sub, "a");
+    let a = sub.join("results/a/flux1");
+    std::fs::copy(a.join("result_0.txt"), a.join("result_1.txt")).unwrap();
+    let seed_errors = |v: &Value| -> usize {
+        messages_about(v, &a)
+            .iter()
+            .filter(|m| m.starts_with("Seed checker failed"))
+            .count()
+    };
+    let cases = [
+        (
+            sub.join("results/a/package_checker_params"),
+            "seed-checker-bypass\n",
+        ),
+        (a.join("package_checker_params"), "seed-checker-bypass  "),
+        (
+            a.join("package_checker_params"),
+            "rcp-bypass\nseed-checker-bypass\r\n",
+        ),
+    ];
+    for (params, line) in &cases {
+        std::fs::write(params, line).unwrap();
+        let (_, v, _) = verify_json(&sub);
+        let notes = messages_about(&v, params);
+        assert!(
+            notes
+                .iter()
+                .any(|m| m.contains(&params.display().to_string())
+                    && m.contains("line break or spaces")
+                    && m.contains("official package checker")
+                    && m.contains("does not honour it")),
+            "{line:?}: {notes:?}\n{v:#}"
+        );
+        assert!(seed_errors(&v) > 0, "{line:?}: not bypassed: {v:#}");
+        let (_, text) = verify_text(&sub, "6.1.0");
+        assert!(text.contains("does not honour it"), "{text}");
+        std::fs::remove_file(params).unwrap();
+    }
+    // The exact line is honoured, and no such note.
+    let params = a.join("package_checker_params");
+    std::fs::write(&params, "seed-checker-bypass").unwrap();
+    let (_, v, _) = verify_json(&sub);
+    assert_eq!(seed_errors(&v), 0, "{v:#}");
+    assert!(messages_about(&v, &params).is_empty(), "{v:#}");
+    assert!(messages_about(&v, &a)
+        .iter()
+        .any(|m| m.starts_with("Bypassing Seed Checker")));
+}
+
+/// `committed_scaling_factor` is the committed file's, `null` without one.
+#[test]
+fn committed_scaling_factor_is_null_without_scaling_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    std::fs::write(
+        sub.join("results/b/flux1/scaling.json"),
+        "{\"scaling_factor\": 1.5}",
+    )
+    .unwrap();
+    let (code, v, _) = verify_json(&sub);
+    assert_eq!(code, 0, "{v:#}");
+    let a = benchmark(&v, "a");
+    assert!(a["committed_scaling_factor"].is_null(), "{a:#}");
+    assert_eq!(a["scaling_factor"], 1.0);
+    // The open division: the committed factor is the final one.
+    let b = benchmark(&v, "b");
+    assert_eq!(b["committed_scaling_factor"], 1.5, "{b:#}");
+    assert_eq!(b["scaling_factor"], 1.5);
+    assert_eq!(
+        b["score"].as_f64().unwrap(),
+        b["olympic_mean"].as_f64().unwrap() * 1.5
+    );
+}
+
+/// Where the RCP step cannot decide (an empty benchmark folder, a huge binary result file),
+/// the verdict line says what happened, never an empty RCP field.
+#[test]
+fn the_verdict_line_says_why_the_rcp_step_did_not_decide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    make_closed(&sub, "a");
+    make_closed(&sub, "b");
+    let a = sub.join("results/a/flux1");
+    for p in results_in(&a) {
+        std::fs::remove_file(p).unwrap();
+    }
+    let b = sub.join("results/b/flux1");
+    for p in results_in(&b) {
+        std::fs::remove_file(&p).unwrap();
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(64 << 20).unwrap();
+    }
+    let (code, text) = verify_text(&sub, "6.1.0");
+    assert_eq!(code, 1, "{text}");
+    assert!(!text.contains("RCP : "), "{text}");
+    for sys in ["a", "b"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{sys}/flux1: ")))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(line.contains("DOES NOT PASS REVIEW"), "{line}");
+        let rcp = line
+            .split("; RCP")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(rcp.trim_start_matches([' ', ':']).len() > 10, "{line}");
+    }
+    assert!(
+        text.contains(
+            "a/flux1: DOES NOT PASS REVIEW — no score; RCP check stopped before a decision"
+        ),
+        "{text}"
+    );
+}
+
+/// A committed scaling.json that the RCP step replaces is said, with both factors, in the text
+/// and the JSON; the factor is the one the official package checker writes.
+#[test]
+fn a_stale_committed_scaling_json_is_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    make_closed(&sub, "a");
+    make_closed(&sub, "b");
+    // a: converges within the RCP's bounds but faster than its mean (normalised, factor > 1);
+    // b: far faster (fails, scaling.json removed).
+    faster_runs(&sub.join("results/a/flux1"), 15.5);
+    for sys in ["a", "b"] {
+        std::fs::write(
+            sub.join("results").join(sys).join("flux1/scaling.json"),
+            "{\"scaling_factor\": 1.25}",
+        )
+        .unwrap();
+    }
+    let (_, v, _) = verify_json(&sub);
+    let (_, text) = verify_text(&sub, "6.1.0");
+    let a = benchmark(&v, "a");
+    let factor = a["scaling_factor"].as_f64().unwrap();
+    assert!(factor > 1.0 && factor != 1.25, "{a:#}");
+    assert_eq!(a["committed_scaling_factor"], 1.25);
+    for (sys, verb) in [("a", "rewrites"), ("b", "removes")] {
+        let words = format!("the committed scaling.json says 1.25 instead (the review {verb} it)");
+        let path = sub.join("results").join(sys).join("flux1/scaling.json");
+        assert!(
+            messages_about(&v, &path).iter().any(|m| m.contains(&words)),
+            "{sys}: {v:#}"
+        );
+        assert!(text.contains(&words), "{sys}: {text}");
+    }
+    assert_eq!(benchmark(&v, "b")["scaling_factor"], 1.0);
+    // A committed file that agrees is not said.
+    let agreeing = serde_json::json!({ "scaling_factor": factor }).to_string();
+    std::fs::write(sub.join("results/a/flux1/scaling.json"), agreeing).unwrap();
+    let (_, v, _) = verify_json(&sub);
+    assert!(
+        messages_about(&v, &sub.join("results/a/flux1/scaling.json")).is_empty(),
+        "{v:#}"
+    );
+    let Ok(python) = std::env::var("MLLOG_PYTHON") else {
+        println!("skipped: the factor against the official package checker (MLLOG_PYTHON not set)");
+        return;
+    };
+    let copy = tmp.path().join("official");
+    copy_dir(&sub, &copy);
+    let off = official(&python, &copy, "6.1.0", &tmp.path().join("work"));
+    assert_eq!(off.scaling.get("a/flux1"), Some(&factor), "{}", off.log);
+    assert_eq!(off.scaling.get("b/flux1"), None, "{}", off.log);
+}
+
+/// Without --ruleset, rulesets that would review a folder differently are not chosen between:
+/// verify refuses (exit status 2), names them, and says to pass --ruleset; no partial review.
+#[test]
+fn an_unsettled_ruleset_is_refused_with_the_candidates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = generated(tmp.path());
+    for format in ["text", "json", "csv"] {
+        let (code, out, err) = mllog([
+            "verify".as_ref(),
+            sub.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+        ]);
+        assert_eq!(code, 2, "{format}: {out}{err}");
+        assert!(out.is_empty(), "{format}: {out}");
+        assert!(
+            err.contains("the ruleset cannot be inferred")
+                && err.contains("pass --ruleset X.Y.Z")
+                && err.contains("(one of 5.1.0, 6.0.0, 6.1.0)"),
+            "{format}: {err}"
+        );
+        // 5.0.0 is ruled out, and why.
+        assert!(err.contains("not 5.0.0: flux1"), "{err}");
+    }
+}
+
+/// The official package checker says SUCCESS on a submission it reviewed nothing of (every
+/// benchmark folder skipped, or results/ emptied); verify does not pass it.
+#[test]
+fn where_the_package_checker_passes_nothing_verify_does_not() {
+    let Some((subs, python)) = oracle(
+        "a review of nothing (all folders skipped, results/ emptied) against package_checker",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    type Mutate = fn(&Path);
+    let cases: [(&str, &str, Mutate); 2] = [
+        ("skipped", "6.1.0", |_| {}),
+        ("emptied", "5.0.0", |sub| {
+            std::fs::remove_dir_all(sub.join("results")).unwrap();
+            std::fs::create_dir(sub.join("results")).unwrap();
+        }),
+    ];
+    two_at_a_time(&cases, |(name, ruleset, apply)| {
+        let sub = tmp.path().join(name).join("ours");
+        copy_dir(&subs.join("5.0/tinycorp"), &sub);
+        apply(&sub);
+        let copy = tmp.path().join(name).join("official");
+        copy_dir(&sub, &copy);
+        let off = official(&python, &copy, ruleset, &tmp.path().join(name).join("work"));
+        assert!(
+            off.success && !off.crashed,
+            "{name}: {}\n{}",
+            off.log,
+            off.stderr
+        );
+        assert!(off.folder_errors.is_empty(), "{name}: {}", off.log);
+        let us = ours(&sub, ruleset);
+        assert_eq!(us.code, 1, "{name}: {}", us.text);
+        assert!(
+            us.text.contains("error: nothing was reviewed: ")
+                && us
+                    .text
+                    .contains("DOES NOT PASS REVIEW: 0 benchmark folders reviewed"),
+            "{name}: {}",
+            us.text
+        );
+    });
+}
