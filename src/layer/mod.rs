@@ -122,6 +122,12 @@ pub(crate) struct Shared {
     pub(crate) namespace: Str,
     pub(crate) root_dir: Option<String>,
     pub(crate) cache_clear: bool,
+    /// What the `cache_clear` record says (`crate::cache_clear`).
+    pub(crate) cache_cleared: crate::cache_clear::CacheCleared,
+    /// Passed by every rank when `run` opens, before `run_start` is stamped.
+    pub(crate) barrier: Option<crate::barrier::Barrier>,
+    /// Wall-clock steps, looked for at each interval's end.
+    pub(crate) clock: crate::clock_step::ClockWatch,
     /// Records written right after `init_start` (submission metadata, `config_filename`).
     pub(crate) after_init_start: Vec<(Str, Value)>,
     pub(crate) writes: bool,
@@ -620,6 +626,15 @@ impl Core {
     ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        if self.shared.intervals[spec_index].kind == Interval::Run {
+            if let Some(barrier) = &self.shared.barrier {
+                barrier.pass_reported(|w| self.shared.pipeline.warn(w));
+            }
+            // A rank that writes nothing sees `run` only to pass the barrier.
+            if !self.shared.active {
+                return;
+            }
+        }
         let meta = attrs.metadata();
         let time = Timestamp::now();
         let Some(span) = ctx.span(id) else {
@@ -652,8 +667,9 @@ impl Core {
                 time,
                 EventType::PointInTime,
                 Cow::Borrowed(keys::CACHE_CLEAR),
-                Value::Bool(true),
+                Value::Bool(shared.cache_cleared.value),
             );
+            shared.cache_cleared.annotate(&mut r.metadata);
             r.scope = parent;
             otel_fields.copy_to(&mut r);
             shared.pipeline.push(r);
@@ -792,6 +808,9 @@ impl Shared {
         end.scope = open.ids.parent;
         open.otel.move_to(&mut end);
         end.metadata.fields = parts.metadata;
+        if let Some(ms) = self.clock.observe(time.wall_ns) {
+            self.clock_stepped(&mut end, ms);
+        }
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
             self.fill_progress(&mut end.metadata, Some(&spec.stop_key));
         }
@@ -831,6 +850,17 @@ impl Shared {
             _ => {}
         }
         self.pipeline.push(end);
+    }
+}
+
+impl Shared {
+    /// The wall clock moved away from the log's: on the end record, stderr and the report.
+    #[cold]
+    fn clock_stepped(&self, end: &mut Record, ms: f64) {
+        end.metadata.set(crate::WALL_CLOCK_STEP_MS, ms);
+        let warning = crate::clock_step::warning(ms, &end.key);
+        eprintln!("tracing-mllog: warning: {warning}");
+        self.pipeline.warn(warning);
     }
 }
 
@@ -1099,6 +1129,8 @@ enum Inner<S> {
     Active(Core),
     /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite.
     Inactive(Filtered<Core, Never, S>),
+    /// Nothing to write, but a barrier to pass: only the `run` span reaches the layer.
+    Barrier(Filtered<Core, crate::barrier::RunSpanOnly, S>),
 }
 
 impl MllogLayer<tracing_subscriber::Registry> {
@@ -1113,10 +1145,15 @@ impl<S> MllogLayer<S> {
         let core = Core {
             shared: shared.clone(),
         };
-        let inner = if shared.active {
-            Inner::Active(core)
-        } else {
-            Inner::Inactive(Filtered::new(core, Never))
+        let run_span = shared
+            .barrier
+            .as_ref()
+            .and_then(|_| shared.intervals.iter().find(|s| s.kind == Interval::Run))
+            .map(|s| s.span_name.to_string());
+        let inner = match run_span {
+            _ if shared.active => Inner::Active(core),
+            Some(name) => Inner::Barrier(Filtered::new(core, crate::barrier::RunSpanOnly(name))),
+            None => Inner::Inactive(Filtered::new(core, Never)),
         };
         MllogLayer { inner, shared }
     }
@@ -1144,6 +1181,7 @@ macro_rules! delegate {
         match &$self.inner {
             Inner::Active($layer) => $call,
             Inner::Inactive($layer) => $call,
+            Inner::Barrier($layer) => $call,
         }
     };
 }
@@ -1162,6 +1200,7 @@ where
         match &mut self.inner {
             Inner::Active(l) => Layer::<S>::on_layer(l, subscriber),
             Inner::Inactive(l) => l.on_layer(subscriber),
+            Inner::Barrier(l) => l.on_layer(subscriber),
         }
     }
     fn register_callsite(&self, meta: &'static CallsiteMeta<'static>) -> Interest {
@@ -1215,6 +1254,7 @@ where
         match &self.inner {
             Inner::Active(l) => unsafe { Layer::<S>::downcast_raw(l, id) },
             Inner::Inactive(l) => unsafe { l.downcast_raw(id) },
+            Inner::Barrier(l) => unsafe { l.downcast_raw(id) },
         }
     }
 }
