@@ -16,7 +16,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::info_span;
 use tracing_mllog::presets::{dry_run, Llama2_70bLora};
 use tracing_mllog::record::parse_log;
-use tracing_mllog::{keys, mllog, Division, MllogLayer, Record, Ruleset, SystemStatus, Value};
+use tracing_mllog::results::summary::{render_text, summarize_text};
+use tracing_mllog::{
+    keys, mllog, Division, MllogLayer, Record, Ruleset, SystemStatus, Value, WALL_CLOCK_STEP_MS,
+};
 use tracing_subscriber::prelude::*;
 
 const RANKS: usize = 4;
@@ -171,6 +174,9 @@ fn rank_0_starts_the_clock_after_every_rank_finished_init() {
         .map(|rank| {
             let mut vars = torchrun(rank);
             vars.push(("MLLOG_CACHE_CLEAR".into(), "launcher".into()));
+            // Every divergence of the wall clock from the log's is said: the log carries the
+            // clock-step metadata, which the official checker must accept.
+            vars.push(("MLLOG_CLOCK_STEP_MS".into(), "0".into()));
             if rank == 2 {
                 vars.push((ROLE.into(), "sleep_in_init".into()));
             }
@@ -199,6 +205,15 @@ fn rank_0_starts_the_clock_after_every_rank_finished_init() {
         run_start >= slept_until,
         "run_start ({run_start}) is before rank 2's end of init ({slept_until})"
     );
+    let stepped = log
+        .iter()
+        .filter(|r| r.metadata.get(WALL_CLOCK_STEP_MS).is_some())
+        .count();
+    assert!(stepped > 0, "no record carries {WALL_CLOCK_STEP_MS}");
+    let text = fs::read_to_string(dir.path().join("result_0.txt")).unwrap();
+    let summary = summarize_text("result_0.txt", &text);
+    assert!(summary.wall_clock_step_ms.is_some());
+    assert!(render_text(&[summary]).contains("result_0.txt: the wall clock stepped"));
     let cache = one(&log, keys::CACHE_CLEAR);
     assert_eq!(cache.value, Value::Bool(true));
     assert_eq!(
