@@ -86,7 +86,7 @@ const TORCHRUN_MARKERS: [&str; 2] = ["TORCHELASTIC_RUN_ID", "GROUP_RANK"];
 /// let found = env.rank_detection()?;
 /// assert_eq!(found.rank, Some((0, "RANK")));
 /// let warning = found.conflicts[0].to_string();
-/// assert!(warning.contains("RANK=0") && warning.contains("SLURM_PROCID=1"), "{warning}");
+/// assert!(warning.contains("RANK=0 is used, but SLURM_PROCID=\"1\""), "{warning}");
 ///
 /// // Under torchrun, the outer launcher's variables number the agents: no conflict.
 /// let env = Env::from_map([("RANK", "9"), ("SLURM_PROCID", "1"), ("TORCHELASTIC_RUN_ID", "j")]);

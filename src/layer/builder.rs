@@ -917,13 +917,17 @@ impl Settings {
             hooks: extras.span_hooks.clone(),
         })
         .map_err(Error::Worker)?;
-        for warning in rank_conflicts
-            .iter()
-            .map(ToString::to_string)
-            .chain(cache_note)
-        {
+        for warning in rank_conflicts.iter().map(ToString::to_string) {
             eprintln!("tracing-mllog: warning: {warning}");
             pipeline.warn(warning);
+        }
+        // Said by the report at the end and by the live check at `run_start`, where a
+        // reviewer of the run looks; a drop that failed is said now as well.
+        if let Some(note) = cache_note {
+            if b.ranks.cache_clear == CacheClear::Drop {
+                eprintln!("tracing-mllog: warning: {note}");
+            }
+            pipeline.warn(note);
         }
         static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = Arc::new(Shared {
