@@ -167,14 +167,17 @@ fn run(call: &(dyn Fn() -> BarrierResult + Send + Sync)) -> Result<(), String> {
     }
 }
 
-/// The filter of a rank that writes nothing but must pass the barrier: only spans named like
-/// `run` reach the layer. Every other callsite is `never`, so a step costs what it costs on a
-/// rank without a barrier.
-pub(crate) struct RunSpanOnly(pub(crate) String);
+/// The filter of a rank that writes nothing: `never` for every callsite, but, when it must
+/// pass a barrier, the spans named like `run` (the name given), which reach the layer. A step
+/// costs the same with a barrier as without.
+/// Boxed: one pointer, so the layer's enum keeps the layout the hot hooks were measured with.
+pub(crate) struct RunSpanOnly(pub(crate) Option<Box<String>>);
 
 impl RunSpanOnly {
     fn matches(&self, meta: &Metadata<'_>) -> bool {
-        meta.is_span() && meta.name() == self.0
+        self.0
+            .as_deref()
+            .is_some_and(|run| meta.is_span() && meta.name() == run.as_str())
     }
 }
 

@@ -33,7 +33,7 @@ use tracing_core::span::{Attributes, Id, Record as SpanValues};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, Metadata as CallsiteMeta, Subscriber};
 use tracing_subscriber::filter::Filtered;
-use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
@@ -461,19 +461,6 @@ impl Shared {
         }
         r.scope = scope;
         r
-    }
-}
-
-/// The filter of an inactive layer: nothing is ours.
-pub(crate) struct Never;
-
-impl<S> Filter<S> for Never {
-    fn enabled(&self, _: &CallsiteMeta<'_>, _: &Context<'_, S>) -> bool {
-        false
-    }
-
-    fn callsite_enabled(&self, _: &'static CallsiteMeta<'static>) -> Interest {
-        Interest::never()
     }
 }
 
@@ -1127,10 +1114,11 @@ pub struct MllogLayer<S> {
 enum Inner<S> {
     /// Turns spans and events into records.
     Active(Core),
-    /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite.
-    Inactive(Filtered<Core, Never, S>),
-    /// Nothing to write, but a barrier to pass: only the `run` span reaches the layer.
-    Barrier(Filtered<Core, crate::barrier::RunSpanOnly, S>),
+    /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite
+    /// but, when there is a barrier to pass, the `run` span's. One variant for both, and the
+    /// filter one pointer wide: a third variant, or a wider one, changes the enum's layout
+    /// and every hook's match costs each step more (`examples/budgets.rs`).
+    Inactive(Filtered<Core, crate::barrier::RunSpanOnly, S>),
 }
 
 impl MllogLayer<tracing_subscriber::Registry> {
@@ -1150,10 +1138,13 @@ impl<S> MllogLayer<S> {
             .as_ref()
             .and_then(|_| shared.intervals.iter().find(|s| s.kind == Interval::Run))
             .map(|s| s.span_name.to_string());
-        let inner = match run_span {
-            _ if shared.active => Inner::Active(core),
-            Some(name) => Inner::Barrier(Filtered::new(core, crate::barrier::RunSpanOnly(name))),
-            None => Inner::Inactive(Filtered::new(core, Never)),
+        let inner = if shared.active {
+            Inner::Active(core)
+        } else {
+            Inner::Inactive(Filtered::new(
+                core,
+                crate::barrier::RunSpanOnly(run_span.map(Box::new)),
+            ))
         };
         MllogLayer { inner, shared }
     }
@@ -1181,7 +1172,6 @@ macro_rules! delegate {
         match &$self.inner {
             Inner::Active($layer) => $call,
             Inner::Inactive($layer) => $call,
-            Inner::Barrier($layer) => $call,
         }
     };
 }
@@ -1200,7 +1190,6 @@ where
         match &mut self.inner {
             Inner::Active(l) => Layer::<S>::on_layer(l, subscriber),
             Inner::Inactive(l) => l.on_layer(subscriber),
-            Inner::Barrier(l) => l.on_layer(subscriber),
         }
     }
     fn register_callsite(&self, meta: &'static CallsiteMeta<'static>) -> Interest {
@@ -1254,7 +1243,6 @@ where
         match &self.inner {
             Inner::Active(l) => unsafe { Layer::<S>::downcast_raw(l, id) },
             Inner::Inactive(l) => unsafe { l.downcast_raw(id) },
-            Inner::Barrier(l) => unsafe { l.downcast_raw(id) },
         }
     }
 }
