@@ -20,7 +20,8 @@
 //! on the pipeline's worker).
 //!
 //! Run one workload directly: `budgets run <stack>:<workload> <n>` (stacks: `mllog`,
-//! `registry`, `empty_layer`, `rank1`, `mllog_nvtx`, `mllog_otel`, `tracing_otel`).
+//! `registry`, `empty_layer`, `rank1`, `mllog_barrier`, `rank1_barrier`, `mllog_nvtx`,
+//! `mllog_otel`, `tracing_otel`).
 //!
 //! To see where a workload's instructions go, build with line tables
 //! (`CARGO_PROFILE_RELEASE_DEBUG=line-tables-only`; the release profile has none, which keeps
@@ -78,7 +79,11 @@ enum Budget {
 ///   An `eval_accuracy` also feeds the run's convergence, looks once at its progress fields
 ///   and wakes the worker; a key of the program's own is copied into a kept buffer, like a
 ///   string value;
-/// - anything on a rank that does not write: 1.1x a bare Registry on the same workload.
+/// - anything on a rank that does not write: 1.1x a bare Registry on the same workload, with
+///   a barrier (`Builder::barrier`) as without one;
+/// - the barrier, once per rank when `run` opens: a thread for it and a channel to wait on
+///   (the wait itself is the communicator's, spent asleep), against the same `run` span
+///   without a barrier: [`BARRIER_ONCE`].
 const BUDGETS: &[(&str, Budget)] = &[
     ("event_3_fields", Budget::Ir(1_000)),
     ("event_string", Budget::Ir(1_000)),
@@ -91,6 +96,12 @@ const BUDGETS: &[(&str, Budget)] = &[
     ("train_step_async", Budget::TimesRegistry(2.0)),
 ];
 const RANK_RATIO: f64 = 1.1;
+/// What passing a barrier that returns at once adds to opening the first `run` on one rank:
+/// starting the barrier's thread and waiting on its channel (on a rank that writes nothing,
+/// also the `run` callsite's registration with the filter that lets it through). Once per
+/// process, so the budget is "well under a millisecond": about twice what it measures, so that
+/// a regression (a lock held over the wait, a per-call allocation loop) shows.
+const BARRIER_ONCE: u64 = 30_000;
 /// The NVTX sink beside the MLLOG file against the MLLOG file alone, on the training thread:
 /// the sink runs on the pipeline's worker, so nothing but measurement noise (a few
 /// instructions per operation) may separate them.
@@ -134,7 +145,7 @@ fn main() {
                 .arg(format!("--callgrind-out-file={}", out.display()))
                 .arg(&exe)
                 .args(["run", &format!("{stack}:{workload}"), &n.to_string()])
-                .env("RANK", if stack == "rank1" { "1" } else { "0" })
+                .env("RANK", if stack.starts_with("rank1") { "1" } else { "0" })
                 .output()
                 .expect("valgrind (apt-get install valgrind)");
             assert!(
@@ -201,9 +212,43 @@ fn main() {
             verdict(ratio <= RANK_RATIO)
         );
     }
+    // A rank that writes nothing but passes a barrier: only `run` reaches the layer.
+    for workload in ["event_3_fields", "train_step_span", "train_step_child"] {
+        let (o, b) = (
+            measure("rank1_barrier", workload),
+            measure("registry", workload),
+        );
+        let ratio = o / b;
+        let name = format!("rank1_barrier_{workload}");
+        println!(
+            "{name:<24} {o:>8.0} {b:>9.0} {:>12} {ratio:>8.2} {:>8} {}",
+            "",
+            format!("x{RANK_RATIO}"),
+            verdict(ratio <= RANK_RATIO)
+        );
+    }
     println!(
         "(Registry: a bare tracing_subscriber::Registry; EmptyLayer: the Registry plus a layer \
          that does nothing, the floor for any layer.)"
+    );
+    println!();
+    println!(
+        "{:<24} {:>8} {:>10} {:>10} {:>8}",
+        "barrier, once per rank", "with", "without", "barrier", "budget"
+    );
+    for (with, without) in [("mllog_barrier", "mllog"), ("rank1_barrier", "rank1")] {
+        // The first `run` opened and closed, with and without a barrier that returns at once.
+        let a = measure_at(with, "run_span", (0, 1));
+        let b = measure_at(without, "run_span", (0, 1));
+        println!(
+            "{with:<24} {a:>8.0} {b:>10.0} {:>10.0} {BARRIER_ONCE:>8} {}",
+            a - b,
+            verdict(a - b <= BARRIER_ONCE as f64)
+        );
+    }
+    println!(
+        "(Instructions on the rank's thread to open the first `run`: the barrier's thread is \
+         started and waited for once per process; steps pay nothing for it.)"
     );
     if cfg!(feature = "otel-sdk") {
         println!();
@@ -299,6 +344,14 @@ fn stack(name: &str) -> (Dispatch, Option<KeepAlive>) {
                 .writer(std::io::sink())
                 .channel_capacity(QUEUE as usize)
                 .max_delay(std::time::Duration::from_secs(3600)),
+        ),
+        // The same, with a barrier that returns at once.
+        "mllog_barrier" | "rank1_barrier" => ours(
+            MllogLayer::builder()
+                .writer(std::io::sink())
+                .channel_capacity(QUEUE as usize)
+                .max_delay(std::time::Duration::from_secs(3600))
+                .barrier(|| {}),
         ),
         #[cfg(feature = "nvtx")]
         "mllog_nvtx" => ours(
@@ -454,6 +507,11 @@ fn run(stack_name: &str, workload: &str, n: u64) {
                 }
             });
         }
+        "run_span" => counted(|| {
+            for _ in 0..n {
+                drop(info_span!("run").entered());
+            }
+        }),
         "block_span" => {
             // An MLLOG interval (two records) inside the run.
             let _run = info_span!("run").entered();

@@ -43,17 +43,80 @@ use std::ffi::OsString;
 use std::fmt::Display;
 use std::str::FromStr;
 
-/// The launcher variables that carry the global rank, in the order they are consulted:
-/// PyTorch/torchrun, Slurm, Open MPI, MPICH/Intel MPI (PMI).
-pub const RANK_VARIABLES: [&str; 4] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];
+/// The variables that carry the global rank, in the order they are consulted: the explicit
+/// `MLLOG_RANK`, then the launcher nearest the process first, because an outer launcher's
+/// variable is inherited by what it starts and numbers something else (under `srun torchrun`,
+/// `SLURM_PROCID` numbers the torchrun agents; under `mpirun` in a Slurm allocation, it is
+/// the batch step's): torchrun and torch elastic (`RANK`), Open MPI, PMIx, MPICH/Hydra and
+/// Intel MPI (`PMI_RANK`), MVAPICH2, Slurm (`srun`), and last Kubernetes indexed jobs (the
+/// pod's index, under which any of the others may run). A variable further down that disagrees
+/// with the one used is a warning ([`Env::rank_detection`]).
+pub const RANK_VARIABLES: [&str; 8] = [
+    "MLLOG_RANK",
+    "RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "SLURM_PROCID",
+    "JOB_COMPLETION_INDEX",
+];
 
-/// The launcher variables that carry the number of ranks, in the order they are consulted.
-pub const WORLD_SIZE_VARIABLES: [&str; 4] = [
+/// The launcher variables that carry the number of ranks, in the order they are consulted
+/// (the launchers in the order of [`RANK_VARIABLES`]).
+pub const WORLD_SIZE_VARIABLES: [&str; 5] = [
     "WORLD_SIZE",
-    "SLURM_NTASKS",
     "OMPI_COMM_WORLD_SIZE",
     "PMI_SIZE",
+    "MV2_COMM_WORLD_SIZE",
+    "SLURM_NTASKS",
 ];
+
+/// Set by torchrun in the processes it starts: the variables of the launcher that started
+/// torchrun number the agents (one per node), not the workers, so they are not compared with
+/// `RANK`.
+const TORCHRUN_MARKERS: [&str; 2] = ["TORCHELASTIC_RUN_ID", "GROUP_RANK"];
+
+/// The rank found in the environment, and every launcher variable that disagrees with it.
+///
+/// ```
+/// use tracing_mllog::env::Env;
+///
+/// let env = Env::from_map([("RANK", "0"), ("SLURM_PROCID", "1")]);
+/// let found = env.rank_detection()?;
+/// assert_eq!(found.rank, Some((0, "RANK")));
+/// let warning = found.conflicts[0].to_string();
+/// assert!(warning.contains("RANK=0 is used, but SLURM_PROCID=\"1\""), "{warning}");
+///
+/// // Under torchrun, the outer launcher's variables number the agents: no conflict.
+/// let env = Env::from_map([("RANK", "9"), ("SLURM_PROCID", "1"), ("TORCHELASTIC_RUN_ID", "j")]);
+/// assert!(env.rank_detection()?.conflicts.is_empty());
+/// # Ok::<(), tracing_mllog::env::EnvError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RankDetection {
+    /// The rank and the variable it came from (the first of [`RANK_VARIABLES`] that is set).
+    pub rank: Option<(u32, &'static str)>,
+    /// Every other set rank variable whose value is not that rank.
+    pub conflicts: Vec<RankConflict>,
+}
+
+/// Two rank variables that disagree: the one used and another.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "rank variables disagree: {used}={rank} is used, but {other}={other_value:?} is also set; \
+     if {other} is this process's rank, set MLLOG_RANK (or `Builder::rank`)"
+)]
+pub struct RankConflict {
+    /// The variable the rank came from.
+    pub used: &'static str,
+    /// The rank it gave.
+    pub rank: u32,
+    /// The variable that disagrees.
+    pub other: &'static str,
+    /// Its value (redacted), as set.
+    pub other_value: String,
+}
 
 /// What the boolean parser accepts, for messages.
 const FLAG_WORDS: &str = "expected 1/0, true/false, yes/no or on/off";
@@ -297,6 +360,41 @@ impl Env {
         self.first_number(&WORLD_SIZE_VARIABLES, 1, "a whole number of ranks")
     }
 
+    /// The rank, as [`Env::rank`] finds it, and every other rank variable that disagrees with
+    /// it (see [`RankDetection`]). Under torchrun (`TORCHELASTIC_RUN_ID` or `GROUP_RANK` set)
+    /// with the rank from `RANK`, the variables of the launchers that started torchrun are
+    /// not compared: they number the agents.
+    pub fn rank_detection(&self) -> Result<RankDetection, EnvError> {
+        let rank = self.rank()?;
+        let Some((rank_value, used)) = rank else {
+            return Ok(RankDetection::default());
+        };
+        let under_torchrun = used == "RANK"
+            && TORCHRUN_MARKERS
+                .iter()
+                .any(|m| self.string(m).ok().flatten().is_some());
+        let mut conflicts = Vec::new();
+        for &other in RANK_VARIABLES.iter().filter(|&&n| n != used) {
+            if under_torchrun && other != "MLLOG_RANK" {
+                continue;
+            }
+            // An unreadable value further down is no rank either: said, never an error, since
+            // the rank in use is sound.
+            let Ok(Some(value)) = self.string(other) else {
+                continue;
+            };
+            if value.parse::<u32>() != Ok(rank_value) {
+                conflicts.push(RankConflict {
+                    used,
+                    rank: rank_value,
+                    other,
+                    other_value: self.redact_value(other, value),
+                });
+            }
+        }
+        Ok(RankDetection { rank, conflicts })
+    }
+
     fn first_number(
         &self,
         names: &[&'static str],
@@ -406,6 +504,50 @@ mod tests {
             .rank()
             .unwrap_err();
         assert!(err.to_string().contains("OMPI_COMM_WORLD_RANK"), "{err}");
+    }
+
+    #[test]
+    fn the_documented_order_decides_and_disagreements_are_named() {
+        // Each variable beats every one after it.
+        for (i, &first) in RANK_VARIABLES.iter().enumerate() {
+            let mut vars = vec![(first.to_owned(), "7".to_owned())];
+            vars.extend(
+                RANK_VARIABLES[i + 1..]
+                    .iter()
+                    .map(|n| (n.to_string(), "7".into())),
+            );
+            let env = Env::from_map(vars);
+            let found = env.rank_detection().unwrap();
+            assert_eq!(found.rank, Some((7, first)));
+            assert!(found.conflicts.is_empty(), "{:?}", found.conflicts);
+        }
+        let env = Env::from_map([
+            ("RANK", "0"),
+            ("SLURM_PROCID", "1"),
+            ("PMI_RANK", "0"),
+            ("JOB_COMPLETION_INDEX", "x"),
+        ]);
+        let found = env.rank_detection().unwrap();
+        assert_eq!(found.rank, Some((0, "RANK")));
+        let named: Vec<_> = found.conflicts.iter().map(|c| c.other).collect();
+        assert_eq!(named, ["SLURM_PROCID", "JOB_COMPLETION_INDEX"]);
+        let text = found.conflicts[0].to_string();
+        assert!(
+            text.contains("RANK=0 is used") && text.contains("SLURM_PROCID=\"1\""),
+            "{text}"
+        );
+        // Under torchrun only MLLOG_RANK is compared with RANK.
+        let env = Env::from_map([
+            ("RANK", "3"),
+            ("GROUP_RANK", "0"),
+            ("SLURM_PROCID", "0"),
+            ("MLLOG_RANK", "2"),
+        ]);
+        let found = env.rank_detection().unwrap();
+        assert_eq!(found.rank, Some((2, "MLLOG_RANK")));
+        assert_eq!(found.conflicts.len(), 2, "{:?}", found.conflicts);
+        let env = Env::from_map([("RANK", "3"), ("GROUP_RANK", "0"), ("SLURM_PROCID", "0")]);
+        assert!(env.rank_detection().unwrap().conflicts.is_empty());
     }
 
     #[test]

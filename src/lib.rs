@@ -11,6 +11,9 @@ compile_error!("tracing-mllog builds for Linux only");
 // The format, the rules and the results live in `mllog-core` (no `tracing`); they are
 // re-exported at the paths they always had, so `tracing_mllog::keys::...` and `crate::keys`
 // keep working.
+pub mod barrier;
+mod cache_clear;
+mod clock_step;
 pub mod compliance;
 pub mod env;
 mod error;
@@ -29,8 +32,11 @@ pub mod run;
 pub mod sink;
 mod submission;
 
+pub use barrier::{BarrierFailure, BarrierResult};
+pub use cache_clear::{CacheClear, LOCAL_RANK_VARIABLES};
+pub use clock_step::WALL_CLOCK_STEP_MS;
 pub use compliance::Ruleset;
-pub use env::{detect_rank, RANK_VARIABLES};
+pub use env::{detect_rank, RankConflict, RankDetection, RANK_VARIABLES};
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};

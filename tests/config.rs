@@ -416,3 +416,99 @@ fn profiler_settings_are_read_from_the_builders_environment() {
         );
     }
 }
+
+/// Rank variables that disagree are said in the report, naming both; the rank is the first
+/// variable's.
+#[test]
+fn disagreeing_rank_variables_are_a_warning_naming_both() {
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .environment(env(&[("RANK", "0"), ("SLURM_PROCID", "1")]))
+        .build::<tracing_subscriber::Registry>()
+        .unwrap();
+    assert!(layer.writes(), "RANK comes first");
+    drop(layer);
+    let report = guard.shutdown();
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.contains("rank variables disagree"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        warning.contains("RANK=0 is used") && warning.contains("SLURM_PROCID=\"1\""),
+        "{warning}"
+    );
+}
+
+/// A barrier that fails: said in the report and the run starts (the default), or no
+/// `run_start` at all under `BarrierFailure::Panic`. On a rank that writes nothing, the
+/// barrier is called too, and nothing else reaches the layer.
+#[test]
+fn a_failed_barrier_is_reported_and_the_run_starts_unless_asked_otherwise() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tracing_mllog::BarrierFailure;
+
+    for on_failure in [BarrierFailure::Continue, BarrierFailure::Panic] {
+        let (sink, records) = MemorySink::new();
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let (layer, mut guard) = MllogLayer::builder()
+            .no_output()
+            .sink_with(sink, tracing_mllog::sink::Delivery::Inline)
+            .cache_clear(false)
+            .try_barrier(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+                Err("peer 2 is gone".into())
+            })
+            .barrier_failure(on_failure)
+            .environment(env(&[]))
+            .build()
+            .unwrap();
+        let opened =
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+                std::panic::catch_unwind(|| {
+                    let _run = tracing::info_span!("run").entered();
+                })
+                .is_ok()
+            });
+        let report = guard.shutdown();
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        assert!(
+            report.warnings.iter().any(|w| w.contains("peer 2 is gone")),
+            "{report}"
+        );
+        let keys = records.keys();
+        match on_failure {
+            BarrierFailure::Continue => {
+                assert!(opened);
+                assert_eq!(keys, ["run_start", "run_stop"]);
+            }
+            _ => {
+                assert!(!opened, "the run's creation panics");
+                assert!(!keys.contains(&"run_start".to_owned()), "{keys:?}");
+            }
+        }
+    }
+
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .barrier(move || {
+            c.fetch_add(1, Ordering::Relaxed);
+        })
+        .environment(env(&[("RANK", "3")]))
+        .build()
+        .unwrap();
+    assert!(!layer.writes());
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _init = tracing::info_span!("init").entered();
+        drop(_init);
+        let _run = tracing::info_span!("run").entered();
+        drop(tracing::info_span!("train_step").entered());
+        mllog!(keys::SEED, 1);
+    });
+    let report = guard.shutdown();
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(report.records, 0, "{report}");
+}

@@ -184,6 +184,8 @@ fn child() {
                 sink
             })
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
+            // The report says nothing but what each case is about.
+            .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
             .environment(Vec::<(String, String)>::new())
             .rank(rank)
             .build()
@@ -333,6 +335,8 @@ fn steps_child(case: &str) {
         .sink(sink)
         .global_batch_size(32)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        // The report says nothing but what each case is about.
+        .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
         .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");

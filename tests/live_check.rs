@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer};
+use tracing_mllog::{keys, mllog, Benchmark, CacheClear, Division, MllogLayer};
 use tracing_subscriber::prelude::*;
 
 fn closed_llama2(policy: LivePolicy) -> tracing_mllog::Builder {
@@ -21,7 +21,47 @@ fn closed_llama2(policy: LivePolicy) -> tracing_mllog::Builder {
         .micro_batch_size(1)
         .global_batch_size(8)
         .live_check(policy)
+        // The page cache is the launcher's business here; `cache_clear_false_is_said_...`
+        // shows the default.
+        .cache_clear_mode(CacheClear::ByLauncher)
         .environment(Vec::<(String, String)>::new())
+}
+
+/// With neither the layer nor the program saying the cache was cleared, `cache_clear` is
+/// `false` and the live check says so plainly before the clock starts (a warning: the
+/// official rules only need the record).
+#[test]
+fn cache_clear_false_is_said_before_the_clock_starts() {
+    let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
+        .cache_clear_mode(CacheClear::NotCleared)
+        .seed(7)
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _init = info_span!("init").entered();
+            log_hyperparameters();
+        }
+        let verdict = guard.preflight().expect("live checking is on");
+        assert!(verdict.passed(false), "{}", messages(&verdict));
+        assert_eq!(verdict.findings.len(), 1, "{}", messages(&verdict));
+        assert_eq!(verdict.findings[0].key.as_deref(), Some(keys::CACHE_CLEAR));
+        assert!(
+            verdict.findings[0]
+                .message
+                .contains("nothing was cleared by this process"),
+            "{}",
+            messages(&verdict)
+        );
+    });
+    let report = guard.shutdown();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("cache_clear is logged `false`")),
+        "{report}"
+    );
 }
 
 #[test]

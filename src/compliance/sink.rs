@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Checker, ComplianceReport, Finding, FindingKind, Ruleset, Severity};
 use crate::keys;
-use crate::record::Record;
+use crate::record::{Record, Value};
 use crate::run::EvalSchedule;
 use crate::sink::{Sink, SinkError};
 
@@ -110,6 +110,9 @@ pub struct ComplianceHandle {
 struct LiveNotes {
     seed_seen: AtomicBool,
     off_schedule: Mutex<Vec<Finding>>,
+    /// What the log's own records say about the run's integrity: a `cache_clear` that is
+    /// `false`, a wall-clock step (`crate::clock_step`).
+    integrity: Mutex<Vec<Finding>>,
 }
 
 impl LiveNotes {
@@ -119,6 +122,13 @@ impl LiveNotes {
         }
         report.findings.extend(
             self.off_schedule
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
+        report.findings.extend(
+            self.integrity
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
@@ -278,6 +288,28 @@ impl ComplianceSink {
             .push(finding);
     }
 
+    /// A warning about the run's integrity; said on stderr at once (under `Warn`) when it
+    /// comes after `run_start`, whose report would otherwise be the only place it shows.
+    #[cold]
+    fn note_integrity(&self, key: &str, message: String, say_now: bool) {
+        if say_now && matches!(self.policy, LivePolicy::Warn) {
+            eprintln!("mllog compliance: warning: line {}: {message}", self.lines);
+        }
+        self.notes
+            .integrity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Finding {
+                severity: Severity::Warning,
+                kind: FindingKind::Check,
+                line: Some(self.lines),
+                key: Some(key.into()),
+                message,
+                rule: "run integrity".into(),
+                source: "tracing-mllog".into(),
+            });
+    }
+
     fn on_run_start(&self, pending: &ComplianceReport) {
         match &self.policy {
             LivePolicy::Off => {}
@@ -310,6 +342,30 @@ impl Sink for ComplianceSink {
             self.notes.seed_seen.store(true, Ordering::Relaxed);
         } else if record.key == keys::EVAL_ACCURACY {
             self.check_schedule(record);
+        } else if record.key == keys::CACHE_CLEAR && matches!(record.value, Value::Bool(false)) {
+            self.note_integrity(
+                keys::CACHE_CLEAR,
+                "cache_clear is `false`: nothing was cleared by this process, and the program \
+                 did not say that its launcher did (`CacheClear::ByLauncher`, \
+                 MLLOG_CACHE_CLEAR=launcher); the page cache may hold the dataset"
+                    .to_owned(),
+                false,
+            );
+        }
+        if let Some(ms) = record
+            .metadata
+            .get(crate::results::WALL_CLOCK_STEP_MS)
+            .and_then(Value::as_f64)
+        {
+            self.note_integrity(
+                &record.key,
+                format!(
+                    "the wall clock moved {ms:+.3} ms away from the log's clock by this \
+                     `{}` (an NTP step, or a pause the log's durations do not count)",
+                    record.key
+                ),
+                true,
+            );
         }
         let pending = {
             let mut checker = self.inner.lock().unwrap_or_else(|e| e.into_inner());

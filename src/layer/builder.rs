@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use super::plan::{Place, SinkPlan};
 use super::{IntervalSpec, MllogLayer, Shared};
+use crate::barrier::{BarrierFailure, BarrierResult};
+use crate::cache_clear::CacheClear;
 use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, Ruleset};
 use crate::env::Env;
 use crate::keys::{self, Benchmark};
@@ -195,6 +197,8 @@ pub struct Builder {
     seed: Option<i128>,
     eval_schedule: Option<EvalSchedule>,
     handle_signals: bool,
+    /// The many-ranks settings: barrier, cache clearing, clock steps (`crate::barrier`, ...).
+    ranks: RankOptions,
     /// What the optional sinks' own builder methods were given (`Builder::rpd`, ...).
     pub(crate) options: Options,
 }
@@ -234,6 +238,7 @@ impl Default for Builder {
             seed: None,
             eval_schedule: None,
             handle_signals: false,
+            ranks: RankOptions::default(),
             options: Options::default(),
         }
     }
@@ -283,15 +288,18 @@ impl Builder {
         self
     }
 
-    /// Log `cache_clear` (value `true`) right before `init_start` (default on;
-    /// `MLLOG_CACHE_CLEAR`).
+    /// Log `cache_clear` right before `init_start` (default on; `MLLOG_CACHE_CLEAR=0` turns
+    /// it off). Its value says who cleared the page cache ([`Builder::cache_clear_mode`]):
+    /// `false` unless the layer dropped it or the program says its launcher did.
     pub fn cache_clear(mut self, on: bool) -> Self {
         self.cache_clear = on;
         self
     }
 
-    /// This process's global rank. Without it, the rank comes from `RANK`, `SLURM_PROCID`,
-    /// `OMPI_COMM_WORLD_RANK` or `PMI_RANK`, else 0.
+    /// This process's global rank. Without it, the rank comes from the first of
+    /// [`crate::RANK_VARIABLES`] that is set (`MLLOG_RANK`, `RANK`, `OMPI_COMM_WORLD_RANK`,
+    /// `PMIX_RANK`, `PMI_RANK`, `MV2_COMM_WORLD_RANK`, `SLURM_PROCID`,
+    /// `JOB_COMPLETION_INDEX`), else 0; another that disagrees is a warning naming both.
     pub fn rank(mut self, rank: u32) -> Self {
         self.rank = Some(rank);
         self
@@ -629,9 +637,10 @@ impl Builder {
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
         }
+        let detected = env.rank_detection()?;
         let rank = match self.rank {
             Some(r) => r,
-            None => env.rank()?.map_or(0, |(r, _)| r),
+            None => detected.rank.map_or(0, |(r, _)| r),
         };
         let writes = self.all_ranks || rank == self.writer_rank;
         let intervals = self.interval_specs()?;
@@ -641,6 +650,7 @@ impl Builder {
             rank,
             writes,
             intervals,
+            rank_conflicts: detected.conflicts,
         })
     }
 
@@ -696,8 +706,21 @@ impl Builder {
         if let Some(v) = env.flag("MLLOG_APPEND")? {
             self.append = v;
         }
-        if let Some(v) = env.flag("MLLOG_CACHE_CLEAR")? {
-            self.cache_clear = v;
+        match crate::cache_clear::from_env(env)? {
+            Some(crate::cache_clear::FromEnv::Record(on)) => self.cache_clear = on,
+            Some(crate::cache_clear::FromEnv::Mode(mode)) => {
+                self.cache_clear = true;
+                self.ranks.cache_clear = mode;
+            }
+            None => {}
+        }
+        if let Some(ms) = env.number(
+            "MLLOG_CLOCK_STEP_MS",
+            0,
+            u64::MAX,
+            "whole milliseconds (0: every divergence)",
+        )? {
+            self.ranks.clock_step = Duration::from_millis(ms);
         }
         if let Some(v) = env.flag("MLLOG_ALL_RANKS")? {
             self.all_ranks = v;
@@ -768,6 +791,8 @@ struct Settings {
     rank: u32,
     writes: bool,
     intervals: Vec<IntervalSpec>,
+    /// Rank variables that disagree with the rank used, said once the pipeline runs.
+    rank_conflicts: Vec<crate::env::RankConflict>,
 }
 
 /// The sinks of one build and what they ask of the layer and the guard.
@@ -864,8 +889,12 @@ impl Settings {
             builder: b,
             writes,
             intervals,
+            env,
+            rank_conflicts,
             ..
         } = self;
+        let (cache_cleared, cache_note) =
+            crate::cache_clear::settle(b.ranks.cache_clear, &env, b.cache_clear, writes);
         let Planned {
             plan,
             compliance,
@@ -888,6 +917,18 @@ impl Settings {
             hooks: extras.span_hooks.clone(),
         })
         .map_err(Error::Worker)?;
+        for warning in rank_conflicts.iter().map(ToString::to_string) {
+            eprintln!("tracing-mllog: warning: {warning}");
+            pipeline.warn(warning);
+        }
+        // Said by the report at the end and by the live check at `run_start`, where a
+        // reviewer of the run looks; a drop that failed is said now as well.
+        if let Some(note) = cache_note {
+            if b.ranks.cache_clear == CacheClear::Drop {
+                eprintln!("tracing-mllog: warning: {note}");
+            }
+            pipeline.warn(note);
+        }
         static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = Arc::new(Shared {
             id: LAYERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
@@ -899,6 +940,9 @@ impl Settings {
             namespace: Cow::Borrowed(Box::leak(b.namespace.into_boxed_str())),
             root_dir: b.root_dir,
             cache_clear: b.cache_clear,
+            cache_cleared,
+            barrier: b.ranks.barrier_of(),
+            clock: crate::clock_step::ClockWatch::new(b.ranks.clock_step),
             after_init_start: {
                 let mut records = b.submission.records();
                 if let Some(seed) = b.seed {
@@ -920,6 +964,113 @@ impl Settings {
         });
         guard.arm(&shared);
         Ok((MllogLayer::new(shared), guard))
+    }
+}
+
+/// The many-ranks settings (`crate::barrier`, `crate::cache_clear`, `crate::clock_step`).
+struct RankOptions {
+    barrier: Option<Arc<dyn Fn() -> BarrierResult + Send + Sync>>,
+    barrier_timeout: Option<Duration>,
+    barrier_failure: BarrierFailure,
+    cache_clear: CacheClear,
+    clock_step: Duration,
+}
+
+impl Default for RankOptions {
+    fn default() -> Self {
+        RankOptions {
+            barrier: None,
+            barrier_timeout: Some(crate::barrier::DEFAULT_TIMEOUT),
+            barrier_failure: BarrierFailure::default(),
+            cache_clear: CacheClear::default(),
+            clock_step: crate::clock_step::DEFAULT_THRESHOLD,
+        }
+    }
+}
+
+impl RankOptions {
+    fn barrier_of(&self) -> Option<crate::barrier::Barrier> {
+        let call = self.barrier.clone()?;
+        Some(crate::barrier::Barrier::new(
+            call,
+            self.barrier_timeout,
+            self.barrier_failure,
+        ))
+    }
+}
+
+/// Many ranks: the barrier before the clock starts, what `cache_clear` says, wall-clock steps.
+impl Builder {
+    /// A barrier over all ranks (your communicator's: `torch.distributed.barrier`, an NCCL
+    /// all-reduce, `MPI_Barrier`), which the layer calls on every rank, writing or not, when
+    /// `run` opens and before `run_start` is stamped, so the clock starts on rank 0 only once
+    /// every rank has finished `init`. Called once per process, on a thread of the layer's own
+    /// (see [`Builder::barrier_timeout`]); non-writing ranks keep their disabled callsites,
+    /// only the `run` span reaches the layer there. docs/ranks.md shows each communicator.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tracing_mllog::MllogLayer;
+    ///
+    /// let world = Arc::new(std::sync::Barrier::new(1)); // your communicator
+    /// let (_layer, _guard) = MllogLayer::builder()
+    ///     .no_output()
+    ///     .barrier(move || {
+    ///         world.wait();
+    ///     })
+    ///     .environment(Vec::<(String, String)>::new())
+    ///     .build::<tracing_subscriber::Registry>()?;
+    /// # Ok::<(), tracing_mllog::Error>(())
+    /// ```
+    pub fn barrier(self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.try_barrier(move || {
+            f();
+            Ok(())
+        })
+    }
+
+    /// [`Builder::barrier`] for a collective that can fail (a communicator's own timeout, a
+    /// lost peer): an `Err` is reported with its reason, and [`Builder::barrier_failure`]
+    /// decides what follows.
+    pub fn try_barrier(mut self, f: impl Fn() -> BarrierResult + Send + Sync + 'static) -> Self {
+        self.ranks.barrier = Some(Arc::new(f));
+        self
+    }
+
+    /// How long a rank waits for the barrier (default 30 minutes,
+    /// [`crate::barrier::DEFAULT_TIMEOUT`]). The barrier runs on a thread of its own, so a
+    /// rank that never arrives cannot hold the run past this; after a timeout the call is
+    /// left running there. `None`: no timeout, and the barrier runs on the thread that opens
+    /// `run`, for a communicator that must not be called from two threads at once (MPI below
+    /// `MPI_THREAD_MULTIPLE`).
+    pub fn barrier_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.ranks.barrier_timeout = timeout;
+        self
+    }
+
+    /// What a failed, panicking or timed-out barrier does (default
+    /// [`BarrierFailure::Continue`]: reported on stderr and in the guard's report, and the
+    /// run starts).
+    pub fn barrier_failure(mut self, on_failure: BarrierFailure) -> Self {
+        self.ranks.barrier_failure = on_failure;
+        self
+    }
+
+    /// Who cleared the page cache, which is what the `cache_clear` record says (default
+    /// [`CacheClear::NotCleared`]: `false`, and the report says that nothing was cleared by
+    /// this process). `MLLOG_CACHE_CLEAR=launcher|drop`; [`Builder::cache_clear`] decides
+    /// whether the record is written at all.
+    pub fn cache_clear_mode(mut self, mode: CacheClear) -> Self {
+        self.ranks.cache_clear = mode;
+        self
+    }
+
+    /// The wall-clock step that is said (default 1 s, `MLLOG_CLOCK_STEP_MS`): at each
+    /// interval's end, when the wall clock has moved this far from the log's monotonic clock,
+    /// the end record carries [`crate::WALL_CLOCK_STEP_MS`] and the report says so.
+    pub fn clock_step_threshold(mut self, threshold: Duration) -> Self {
+        self.ranks.clock_step = threshold;
+        self
     }
 }
 

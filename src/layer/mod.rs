@@ -33,7 +33,7 @@ use tracing_core::span::{Attributes, Id, Record as SpanValues};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, Metadata as CallsiteMeta, Subscriber};
 use tracing_subscriber::filter::Filtered;
-use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
@@ -122,6 +122,12 @@ pub(crate) struct Shared {
     pub(crate) namespace: Str,
     pub(crate) root_dir: Option<String>,
     pub(crate) cache_clear: bool,
+    /// What the `cache_clear` record says (`crate::cache_clear`).
+    pub(crate) cache_cleared: crate::cache_clear::CacheCleared,
+    /// Passed by every rank when `run` opens, before `run_start` is stamped.
+    pub(crate) barrier: Option<crate::barrier::Barrier>,
+    /// Wall-clock steps, looked for at each interval's end.
+    pub(crate) clock: crate::clock_step::ClockWatch,
     /// Records written right after `init_start` (submission metadata, `config_filename`).
     pub(crate) after_init_start: Vec<(Str, Value)>,
     pub(crate) writes: bool,
@@ -458,19 +464,6 @@ impl Shared {
     }
 }
 
-/// The filter of an inactive layer: nothing is ours.
-pub(crate) struct Never;
-
-impl<S> Filter<S> for Never {
-    fn enabled(&self, _: &CallsiteMeta<'_>, _: &Context<'_, S>) -> bool {
-        false
-    }
-
-    fn callsite_enabled(&self, _: &'static CallsiteMeta<'static>) -> Interest {
-        Interest::never()
-    }
-}
-
 /// An interval span that is open.
 pub(crate) struct OpenInterval {
     /// The span's id.
@@ -620,6 +613,15 @@ impl Core {
     ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        if self.shared.intervals[spec_index].kind == Interval::Run {
+            if let Some(barrier) = &self.shared.barrier {
+                barrier.pass_reported(|w| self.shared.pipeline.warn(w));
+            }
+            // A rank that writes nothing sees `run` only to pass the barrier.
+            if !self.shared.active {
+                return;
+            }
+        }
         let meta = attrs.metadata();
         let time = Timestamp::now();
         let Some(span) = ctx.span(id) else {
@@ -652,8 +654,9 @@ impl Core {
                 time,
                 EventType::PointInTime,
                 Cow::Borrowed(keys::CACHE_CLEAR),
-                Value::Bool(true),
+                Value::Bool(shared.cache_cleared.value),
             );
+            shared.cache_cleared.annotate(&mut r.metadata);
             r.scope = parent;
             otel_fields.copy_to(&mut r);
             shared.pipeline.push(r);
@@ -792,6 +795,9 @@ impl Shared {
         end.scope = open.ids.parent;
         open.otel.move_to(&mut end);
         end.metadata.fields = parts.metadata;
+        if let Some(ms) = self.clock.observe(time.wall_ns) {
+            self.clock_stepped(&mut end, ms);
+        }
         if matches!(spec.kind, Interval::Block | Interval::Eval | Interval::Run) {
             self.fill_progress(&mut end.metadata, Some(&spec.stop_key));
         }
@@ -831,6 +837,17 @@ impl Shared {
             _ => {}
         }
         self.pipeline.push(end);
+    }
+}
+
+impl Shared {
+    /// The wall clock moved away from the log's: on the end record, stderr and the report.
+    #[cold]
+    fn clock_stepped(&self, end: &mut Record, ms: f64) {
+        end.metadata.set(crate::WALL_CLOCK_STEP_MS, ms);
+        let warning = crate::clock_step::warning(ms, &end.key);
+        eprintln!("tracing-mllog: warning: {warning}");
+        self.pipeline.warn(warning);
     }
 }
 
@@ -1097,8 +1114,11 @@ pub struct MllogLayer<S> {
 enum Inner<S> {
     /// Turns spans and events into records.
     Active(Core),
-    /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite.
-    Inactive(Filtered<Core, Never, S>),
+    /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite
+    /// but, when there is a barrier to pass, the `run` span's. One variant for both, and the
+    /// filter one pointer wide: a third variant, or a wider one, changes the enum's layout
+    /// and every hook's match costs each step more (`examples/budgets.rs`).
+    Inactive(Filtered<Core, crate::barrier::RunSpanOnly, S>),
 }
 
 impl MllogLayer<tracing_subscriber::Registry> {
@@ -1113,10 +1133,18 @@ impl<S> MllogLayer<S> {
         let core = Core {
             shared: shared.clone(),
         };
+        let run_span = shared
+            .barrier
+            .as_ref()
+            .and_then(|_| shared.intervals.iter().find(|s| s.kind == Interval::Run))
+            .map(|s| s.span_name.to_string());
         let inner = if shared.active {
             Inner::Active(core)
         } else {
-            Inner::Inactive(Filtered::new(core, Never))
+            Inner::Inactive(Filtered::new(
+                core,
+                crate::barrier::RunSpanOnly(run_span.map(Box::new)),
+            ))
         };
         MllogLayer { inner, shared }
     }

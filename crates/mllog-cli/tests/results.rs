@@ -1559,3 +1559,53 @@ fn cli_package_and_dry_run_json() {
     };
     assert_eq!(files[0].get("passed"), Some(&Value::Bool(true)));
 }
+
+/// A log whose interval ends carry the layer's `wall_clock_step_ms`: `mllog summary` shows
+/// the largest step under its table and in JSON; a log without it shows neither.
+#[test]
+fn summary_shows_a_wall_clock_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+    let plain = dir.path().join("plain.txt");
+    std::fs::write(&plain, &log).unwrap();
+    let stepped = dir.path().join("stepped.txt");
+    let text: String = log
+        .lines()
+        .map(|l| {
+            if l.contains(r#""key": "run_stop""#) {
+                l.replace(
+                    r#""metadata": {"#,
+                    r#""metadata": {"wall_clock_step_ms": -1500.25, "#,
+                )
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    std::fs::write(&stepped, text).unwrap();
+    let summary = |args: &[&str], file: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
+            .arg("summary")
+            .args(args)
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown = summary(&[], &stepped);
+    assert!(
+        shown.contains("the wall clock stepped -1500.250 ms during the run"),
+        "{shown}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(summary(&["--format", "jsonl"], &stepped).trim()).unwrap();
+    assert_eq!(
+        json["wall_clock_step_ms"],
+        serde_json::json!(-1500.25),
+        "{json}"
+    );
+    assert!(!summary(&[], &plain).contains("wall clock"));
+    assert!(!summary(&["--format", "jsonl"], &plain).contains("wall_clock_step_ms"));
+}

@@ -62,6 +62,8 @@ pub(crate) fn rcp_data_table(
         .map(|(_, _, recs)| *recs)
 }
 
+pub use summary::WALL_CLOCK_STEP_MS;
+
 /// How many result files the package checker wants for `benchmark` (training, strong scaling),
 /// from `mlperf_logging.benchmark_meta` 4.1.68. `None` for an unknown benchmark.
 pub fn required_runs(benchmark: &str) -> Option<usize> {

@@ -138,7 +138,16 @@ pub struct RunSummary {
     pub records: usize,
     /// Number of `:::MLLOG` lines that did not parse.
     pub parse_errors: usize,
+    /// The largest wall-clock step the logging layer saw during the run, in milliseconds
+    /// (signed: the wall clock minus the log's clock), from the [`WALL_CLOCK_STEP_MS`] metadata
+    /// of the records that carry it; `None` in logs without it.
+    pub wall_clock_step_ms: Option<f64>,
 }
+
+/// Metadata on a record (an interval's end) saying how far, in milliseconds, the wall clock
+/// had moved away from the log's monotonic clock by then: an NTP step or a pause the log's
+/// durations do not count. The official checker ignores it.
+pub const WALL_CLOCK_STEP_MS: &str = "wall_clock_step_ms";
 
 impl RunSummary {
     /// Whether the last eval met the target (`None` when either is unknown).
@@ -365,6 +374,11 @@ impl SummaryBuilder {
             }
             _ => {}
         }
+        if let Some(ms) = r.metadata.get(WALL_CLOCK_STEP_MS).and_then(Value::as_f64) {
+            if self.s.wall_clock_step_ms.is_none_or(|m| ms.abs() > m.abs()) {
+                self.s.wall_clock_step_ms = Some(ms);
+            }
+        }
         if matches!(
             &*r.key,
             "eval_accuracy" | "eval_error" | "averaged_validation_loss"
@@ -574,6 +588,15 @@ pub fn render_text(runs: &[RunSummary]) -> String {
         line(row, &mut out);
     }
     for r in runs {
+        if let Some(ms) = r.wall_clock_step_ms {
+            out.push_str(&format!(
+                "{}: the wall clock stepped {ms:+.3} ms during the run (an NTP step or a pause; \
+                 the log's durations are on the monotonic clock)\n",
+                r.path
+            ));
+        }
+    }
+    for r in runs {
         if r.evals.is_empty() {
             if r.step_times_s.is_empty() {
                 continue;
@@ -656,13 +679,16 @@ struct RunJson<'a> {
     p99_step_time_s: Option<f64>,
     records: usize,
     parse_errors: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wall_clock_step_ms: Option<f64>,
 }
 
 /// `{path, benchmark, division, org, status, converged, run_start_ms, run_stop_ms,
 /// time_to_train_min, init_time_s, global_batch_size, samples_to_converge, x_unit, num_evals,
 /// evals: [{x, value, time_ms}], target: {key, value, higher_is_better}, target_reached,
 /// throughput, logged_throughput, num_step_times, steps, median_step_time_s, p90_step_time_s,
-/// p99_step_time_s, records, parse_errors}`; non-finite numbers are `null`.
+/// p99_step_time_s, records, parse_errors, wall_clock_step_ms (only when the log has one)}`;
+/// non-finite numbers are `null`.
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl serde::Serialize for RunSummary {
@@ -695,6 +721,7 @@ impl serde::Serialize for RunSummary {
             p99_step_time_s: st.map(|s| s.p99_s),
             records: self.records,
             parse_errors: self.parse_errors,
+            wall_clock_step_ms: self.wall_clock_step_ms,
         }
         .serialize(s)
     }
@@ -763,4 +790,36 @@ pub fn render_csv(runs: &[RunSummary]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod wall_clock_step {
+    use super::*;
+
+    #[test]
+    fn the_largest_step_is_kept_and_shown() {
+        let line = |key: &str, t: i64, step: Option<&str>| {
+            let md = step.map_or(String::new(), |s| format!("\"{WALL_CLOCK_STEP_MS}\": {s}"));
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \
+                 \"INTERVAL_END\", \"key\": \"{key}\", \"value\": null, \"metadata\": {{{md}}}}}\n"
+            )
+        };
+        let log = [
+            line("block_stop", 1, Some("1500.0")),
+            line("block_stop", 2, Some("-2500.25")),
+            line("run_stop", 3, Some("900.0")),
+        ]
+        .concat();
+        let run = summarize_text("a.txt", &log);
+        assert_eq!(run.wall_clock_step_ms, Some(-2500.25));
+        let text = render_text(std::slice::from_ref(&run));
+        assert!(
+            text.contains("a.txt: the wall clock stepped -2500.250 ms during the run"),
+            "{text}"
+        );
+        let plain = summarize_text("b.txt", &line("run_stop", 3, None));
+        assert_eq!(plain.wall_clock_step_ms, None);
+        assert!(!render_text(&[plain]).contains("wall clock"));
+    }
 }

@@ -1,0 +1,264 @@
+//! The barrier before the clock starts: a collective the program hands in
+//! ([`crate::Builder::barrier`], [`crate::Builder::try_barrier`]), which the layer calls on
+//! every rank, writing or not, when `run` opens and before `run_start` is stamped. So rank 0's
+//! `run_start` is never earlier than the end of any rank's `init`, as the peers' `sync=True`
+//! (NVIDIA's mlperf-common, composer) make sure.
+//!
+//! The call runs on a thread of its own and the rank waits for it up to a timeout (default
+//! [`DEFAULT_TIMEOUT`]); a barrier that fails, panics or times out is reported (stderr, the
+//! guard's [`crate::Report::warnings`]) and the run starts, unless the program asked for
+//! [`BarrierFailure::Panic`]. With no timeout (`barrier_timeout(None)`) it runs on the thread
+//! that opens `run`, for communicators that must be called from one thread.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use tracing_core::subscriber::Interest;
+use tracing_core::Metadata;
+use tracing_subscriber::layer::{Context, Filter};
+
+/// What a fallible barrier returns: `Err` with the communicator's reason.
+pub type BarrierResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// How long a rank waits for the barrier by default: 30 minutes, PyTorch's default
+/// process-group timeout, so the layer never gives up on a slow rank before the
+/// communicator itself would.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// What happens when the barrier fails, panics or times out.
+///
+/// ```
+/// use std::time::Duration;
+/// use tracing_mllog::{BarrierFailure, MllogLayer};
+///
+/// let (_layer, _guard) = MllogLayer::builder()
+///     .no_output()
+///     .try_barrier(|| Err("the communicator is gone".into()))
+///     .barrier_timeout(Some(Duration::from_secs(60)))
+///     .barrier_failure(BarrierFailure::Continue) // the default
+///     .environment(Vec::<(String, String)>::new())
+///     .build::<tracing_subscriber::Registry>()?;
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BarrierFailure {
+    /// Say so (stderr and the guard's report) and start the run: the log is written either way,
+    /// and the report tells the reviewer that the ranks were not known to be ready (the
+    /// default).
+    #[default]
+    Continue,
+    /// Panic on the thread that opens `run`, before `run_start` is written: a run whose ranks
+    /// were not all ready is not timed at all.
+    Panic,
+}
+
+/// The barrier of one layer, passed once.
+pub(crate) struct Barrier {
+    call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
+    timeout: Option<Duration>,
+    pub(crate) on_failure: BarrierFailure,
+    passed: AtomicBool,
+}
+
+impl std::fmt::Debug for Barrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Barrier")
+            .field("timeout", &self.timeout)
+            .field("on_failure", &self.on_failure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the barrier did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BarrierError {
+    #[error(
+        "the barrier before run_start failed after {waited:.3?}: {reason}; the run starts \
+         without knowing that every rank finished init"
+    )]
+    Failed { waited: Duration, reason: String },
+    #[error(
+        "the barrier before run_start did not complete within {timeout:?} (a rank still in \
+         init, or one that is gone); the run starts without it"
+    )]
+    TimedOut { timeout: Duration },
+}
+
+impl Barrier {
+    pub(crate) fn new(
+        call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
+        timeout: Option<Duration>,
+        on_failure: BarrierFailure,
+    ) -> Barrier {
+        Barrier {
+            call,
+            timeout,
+            on_failure,
+            passed: AtomicBool::new(false),
+        }
+    }
+
+    /// Calls the barrier, the first time only (`None` afterwards): every rank opens `run`
+    /// once, so each calls the collective the same number of times.
+    pub(crate) fn pass(&self) -> Option<Result<Duration, BarrierError>> {
+        if self.passed.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let started = Instant::now();
+        let call = Arc::clone(&self.call);
+        let outcome = match self.timeout {
+            None => run(&*call),
+            Some(timeout) => {
+                let (tx, rx) = mpsc::sync_channel(1);
+                let spawned = std::thread::Builder::new()
+                    .name("mllog-barrier".into())
+                    .spawn(move || {
+                        let _ = tx.send(run(&*call));
+                    });
+                match spawned {
+                    // A barrier that never returns keeps its thread; the process exits anyway.
+                    Ok(_) => match rx.recv_timeout(timeout) {
+                        Ok(outcome) => outcome,
+                        Err(_) => return Some(Err(BarrierError::TimedOut { timeout })),
+                    },
+                    Err(_) => run(&*self.call),
+                }
+            }
+        };
+        let waited = started.elapsed();
+        Some(match outcome {
+            Ok(()) => Ok(waited),
+            Err(reason) => Err(BarrierError::Failed { waited, reason }),
+        })
+    }
+}
+
+impl Barrier {
+    /// Passes the barrier (the first time), saying on stderr and through `report` why it did
+    /// not complete; panics then under [`BarrierFailure::Panic`].
+    pub(crate) fn pass_reported(&self, report: impl FnOnce(String)) {
+        let Some(Err(e)) = self.pass() else {
+            return;
+        };
+        let text = e.to_string();
+        eprintln!("tracing-mllog: warning: {text}");
+        report(text.clone());
+        if self.on_failure == BarrierFailure::Panic {
+            panic!("tracing-mllog: {text} (BarrierFailure::Panic)");
+        }
+    }
+}
+
+fn run(call: &(dyn Fn() -> BarrierResult + Send + Sync)) -> Result<(), String> {
+    match catch_unwind(AssertUnwindSafe(call)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(format!(
+            "the barrier panicked: {}",
+            panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)")
+        )),
+    }
+}
+
+/// The filter of a rank that writes nothing: `never` for every callsite, but, when it must
+/// pass a barrier, the spans named like `run` (the name given), which reach the layer. A step
+/// costs the same with a barrier as without.
+/// Boxed: one pointer, so the layer's enum keeps the layout the hot hooks were measured with
+/// (a `String` or `&str` here costs every step instructions); the extra allocation is once per
+/// layer.
+#[allow(clippy::box_collection)]
+pub(crate) struct RunSpanOnly(pub(crate) Option<Box<String>>);
+
+impl RunSpanOnly {
+    fn matches(&self, meta: &Metadata<'_>) -> bool {
+        self.0
+            .as_deref()
+            .is_some_and(|run| meta.is_span() && meta.name() == run.as_str())
+    }
+}
+
+impl<S> Filter<S> for RunSpanOnly {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        self.matches(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.matches(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    fn barrier(
+        f: impl Fn() -> BarrierResult + Send + Sync + 'static,
+        timeout: Option<Duration>,
+    ) -> Barrier {
+        Barrier::new(Arc::new(f), timeout, BarrierFailure::Continue)
+    }
+
+    #[test]
+    fn called_once_and_the_wait_is_measured() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        for timeout in [None, Some(Duration::from_secs(5))] {
+            calls.store(0, Ordering::Relaxed);
+            let c = c.clone();
+            let b = barrier(
+                move || {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(50));
+                    Ok(())
+                },
+                timeout,
+            );
+            let waited = b.pass().unwrap().unwrap();
+            assert!(waited >= Duration::from_millis(50), "{waited:?}");
+            assert!(b.pass().is_none());
+            assert_eq!(calls.load(Ordering::Relaxed), 1);
+        }
+    }
+
+    #[test]
+    fn errors_panics_and_timeouts_are_reported() {
+        let b = barrier(|| Err("peer 3 reset the connection".into()), None);
+        let err = b.pass().unwrap().unwrap_err().to_string();
+        assert!(err.contains("peer 3 reset the connection"), "{err}");
+        let b = barrier(|| panic!("no communicator"), Some(Duration::from_secs(5)));
+        let err = b.pass().unwrap().unwrap_err().to_string();
+        assert!(
+            err.contains("the barrier panicked: no communicator"),
+            "{err}"
+        );
+        let b = barrier(
+            || {
+                std::thread::sleep(Duration::from_secs(3));
+                Ok(())
+            },
+            Some(Duration::from_millis(100)),
+        );
+        let started = Instant::now();
+        let err = b.pass().unwrap().unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(
+            err,
+            BarrierError::TimedOut {
+                timeout: Duration::from_millis(100)
+            }
+        );
+        assert!(err.to_string().contains("did not complete within 100ms"));
+    }
+}
