@@ -53,6 +53,29 @@ pub fn corpus(part: &str, what: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// Runs the `mllog` binary of `mllog-cli`'s tests with `args`, colour off: (exit code, stdout,
+/// stderr). Only that package's tests have the binary.
+pub fn mllog<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let exe = option_env!("CARGO_BIN_EXE_mllog").expect("only mllog-cli's tests run mllog");
+    let out = Command::new(exe)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .expect("run mllog");
+    (
+        out.status
+            .code()
+            .expect("mllog exits, never dies of a signal"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs the official checker on `log`; returns (passed, combined output).
 pub fn official_check(log: &Path, ruleset: &str, werror: bool) -> (bool, String) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -13,35 +13,15 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use common::mllog;
+
+/// `$MLLOG_CORPUS/submissions`, or `None` after saying on stderr what was skipped.
+fn corpus(what: &str) -> Option<PathBuf> {
+    common::corpus("submissions", what)
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `$MLLOG_CORPUS/submissions`, or `None` after printing the skip line.
-fn corpus(what: &str) -> Option<PathBuf> {
-    match std::env::var_os("MLLOG_CORPUS") {
-        Some(c) => Some(PathBuf::from(c).join("submissions")),
-        None => {
-            println!("skipped: {what} (MLLOG_CORPUS not set)");
-            None
-        }
-    }
-}
-
-fn mllog<I, S>(args: I) -> (i32, String, String)
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    let o = Command::new(env!("CARGO_BIN_EXE_mllog"))
-        .args(args)
-        .output()
-        .expect("run mllog");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -90,13 +70,6 @@ fn manifest(c: &Path) -> Vec<Vec<String>> {
 
 #[test]
 fn generated_rcp_data_matches_the_package() {
-    if std::env::var_os("MLLOG_PYTHON").is_none() {
-        println!(
-            "skipped: crates/mllog-core/src/results/rcp_data.rs against the installed \
-             mlperf-logging's RCP files (MLLOG_PYTHON not set)"
-        );
-        return;
-    }
     let o = Command::new(common::python())
         .arg(root().join("scripts/gen/rcp.py"))
         .arg("--check")

@@ -19,6 +19,8 @@ use mllog_core::results::score::{score_dir, BenchmarkScore, ScoreOptions};
 use mllog_core::results::summary::{summarize_file, summarize_text};
 use mllog_core::Benchmark;
 
+use common::mllog;
+
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Converged,
@@ -926,26 +928,6 @@ fn olympic_mean_mirrors_compute_olympic_average() {
     assert_eq!(olympic_mean(&mut [], 1, 1), None);
     assert_eq!(mllog_core::results::required_runs("llama31_405b"), Some(3));
     assert_eq!(mllog_core::results::required_runs("dlrmv4"), Some(10));
-}
-
-/// Runs the built `mllog` with `args`: (exit code, stdout, stderr).
-fn mllog<I, S>(args: I) -> (i32, String, String)
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    let o = Command::new(env!("CARGO_BIN_EXE_mllog"))
-        .args(args)
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .unwrap();
-    (
-        o.status
-            .code()
-            .expect("mllog exits, never dies of a signal"),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// The CLI as users of cargo and rustc expect it: top-level help, `--version`, `help`,

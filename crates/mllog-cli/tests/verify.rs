@@ -7,6 +7,9 @@
 //! Bad input (unreadable and looping paths, names that are not UTF-8, huge and binary files,
 //! malformed JSON) is tested on generated folders, without the corpus.
 
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,34 +19,13 @@ use mllog_core::record::{parse_line, Value as LogValue};
 use mllog_core::Benchmark;
 use serde_json::Value;
 
-fn mllog<I, S>(args: I) -> (i32, String, String)
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run mllog");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::mllog;
 
-/// The submissions corpus and the official tools, or the one skip line.
+/// The submissions corpus and the official tools' Python, or the one skip line without the
+/// corpus (the official tools are required: `common::python` fails the test without them).
 fn oracle(what: &str) -> Option<(PathBuf, String)> {
-    let Ok(corpus) = std::env::var("MLLOG_CORPUS") else {
-        println!("skipped: {what} (MLLOG_CORPUS not set)");
-        return None;
-    };
-    let Ok(py) = std::env::var("MLLOG_PYTHON") else {
-        println!("skipped: {what} (MLLOG_PYTHON not set)");
-        return None;
-    };
-    Some((PathBuf::from(corpus).join("submissions"), py))
+    let corpus = common::corpus("submissions", what)?;
+    Some((corpus, common::python().display().to_string()))
 }
 
 fn copy_dir(src: &Path, dst: &Path) {
@@ -880,13 +862,7 @@ fn where_the_package_checker_crashes_verify_says_why() {
 /// result counts, the summarizer's columns) is what the installed package says.
 #[test]
 fn generated_system_description_facts_match_the_package() {
-    let Ok(python) = std::env::var("MLLOG_PYTHON") else {
-        println!(
-            "skipped: the generated system description facts against mlperf-logging \
-             (MLLOG_PYTHON not set)"
-        );
-        return;
-    };
+    let python = common::python();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scripts/gen/system_desc.py"
@@ -1494,10 +1470,7 @@ fn a_stale_committed_scaling_json_is_said() {
         messages_about(&v, &sub.join("results/a/flux1/scaling.json")).is_empty(),
         "{v:#}"
     );
-    let Ok(python) = std::env::var("MLLOG_PYTHON") else {
-        println!("skipped: the factor against the official package checker (MLLOG_PYTHON not set)");
-        return;
-    };
+    let python = common::python().display().to_string();
     let copy = tmp.path().join("official");
     copy_dir(&sub, &copy);
     let off = official(&python, &copy, "6.1.0", &tmp.path().join("work"));
