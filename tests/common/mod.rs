@@ -60,7 +60,10 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    let exe = option_env!("CARGO_BIN_EXE_mllog").expect("only mllog-cli's tests run mllog");
+    // Known when compiling mllog-cli's tests, and absent from the layer's.
+    let Some(exe) = option_env!("CARGO_BIN_EXE_mllog") else {
+        panic!("only mllog-cli's tests run the mllog binary");
+    };
     let out = Command::new(exe)
         .args(args)
         .env("NO_COLOR", "1")
