@@ -6,4 +6,5 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod dry_run;
+pub mod follow;
 pub mod plot;

@@ -951,73 +951,192 @@ fn drive<R: BufRead>(
 /// [`drive`]; with `keep_older`, detection also keeps the checkers of older rulesets that
 /// allow the benchmark.
 fn drive_keep<R: BufRead>(
-    mut checkers: Vec<Checker>,
+    checkers: Vec<Checker>,
     detect: bool,
     keep_older: bool,
     input: R,
 ) -> std::io::Result<(Vec<Checker>, bool)> {
-    // Records of keys no rule file reads (most of a log: `tracked_stats`, `train_loss`, ...)
-    // are validated but not built, and only counted (see `Checker::feed`). The keys the rules
-    // read, by length: a key is looked up among the few of its length.
-    let mut by_len: Vec<Vec<&'static str>> = Vec::new();
-    for c in &checkers {
-        for &k in &c.set.all_keys {
-            if by_len.len() <= k.len() {
-                by_len.resize(k.len() + 1, Vec::new());
-            }
-            if !by_len[k.len()].contains(&k) {
-                by_len[k.len()].push(k);
-            }
-        }
-    }
-    let mut wanted = |key: &str| by_len.get(key.len()).is_some_and(|ks| ks.contains(&key));
-    let mut undecided = detect;
-    let mut detected = false;
+    let mut stream = StreamCheck::with(checkers, detect, keep_older);
     let mut reader = LogReader::new(input);
     let mut record = Record::empty();
     loop {
-        let item = reader.next_record_into(&mut record, &mut wanted);
+        let item = {
+            let mut wanted = |key: &str| stream.wants(key);
+            reader.next_record_into(&mut record, &mut wanted)
+        };
         match item {
             None => break,
-            Some(Ok((lineno, true))) => {
-                if undecided
-                    && record.key == "submission_benchmark"
-                    && record.loose.as_deref().is_none_or(|l| l.key.is_none())
-                {
-                    undecided = false;
-                    let (r, d) = ruleset_for_benchmark(&record.value);
-                    detected = d;
-                    let bench = record.value.as_str().and_then(Benchmark::from_name);
-                    checkers.retain(|c| {
-                        c.ruleset() == r
-                            || (keep_older
-                                && c.ruleset() < r
-                                && bench.is_some_and(|b| rules(c.ruleset()).allows(b)))
-                    });
-                }
-                for c in &mut checkers {
-                    c.feed(lineno, &record);
-                }
-            }
-            Some(Ok((_, false))) => {
-                for c in &mut checkers {
-                    c.count(&record.key);
-                }
-            }
-            Some(Err(e)) => {
-                for c in &mut checkers {
-                    c.feed_error(&e);
-                }
-            }
+            Some(Ok((lineno, true))) => stream.feed(lineno, &record),
+            Some(Ok((_, false))) => stream.count(&record.key),
+            Some(Err(e)) => stream.feed_error(&e),
         }
     }
     if let Some(e) = reader.io_error() {
         return Err(std::io::Error::new(e.kind(), e.to_string()));
     }
-    if undecided {
-        checkers.retain(|c| c.ruleset() == Ruleset::DEFAULT);
+    Ok(stream.into_checkers())
+}
+
+/// A log checked as it arrives, with the ruleset chosen as `mllog check` chooses it: what
+/// [`check_reader_detect_older`] (or, with a ruleset given, [`check_reader`]) does for a whole
+/// reader, one record at a time, for a log another process is still writing.
+///
+/// Without a ruleset, every ruleset's checker reads the log until its first
+/// `submission_benchmark` decides (see [`detect_ruleset`]); then the chosen one goes on, with
+/// the older rulesets that allow the benchmark too. The whole-log functions are this type
+/// driven over a reader, so its verdicts are theirs.
+///
+/// ```
+/// use mllog_core::compliance::{example_log, check_reader_detect_older, Division, Ruleset, StreamCheck};
+/// use mllog_core::keys::Benchmark;
+/// use mllog_core::record::LogReader;
+///
+/// let log = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+/// let mut live = StreamCheck::new(None);
+/// for line in LogReader::new(log.as_bytes()) {
+///     match line {
+///         Ok(line) => live.feed(line.lineno, &line.record),
+///         Err(e) => live.feed_error(&e),
+///     }
+/// }
+/// assert!(live.current().run_started());
+/// let (report, detected, older) = live.finish();
+/// let (whole, whole_detected, whole_older) = check_reader_detect_older(log.as_bytes()).unwrap();
+/// assert_eq!((report.findings, detected), (whole.findings, whole_detected));
+/// assert_eq!(older.len(), whole_older.len());
+/// ```
+#[derive(Clone, Debug)]
+pub struct StreamCheck {
+    checkers: Vec<Checker>,
+    /// The keys the rules read, by length: a key is looked up among the few of its length.
+    by_len: Vec<Vec<&'static str>>,
+    undecided: bool,
+    detected: bool,
+    keep_older: bool,
+}
+
+impl StreamCheck {
+    /// Checks against `ruleset`, or, with `None`, the ruleset the log's first
+    /// `submission_benchmark` picks (and the older ones that allow its benchmark).
+    pub fn new(ruleset: Option<Ruleset>) -> StreamCheck {
+        match ruleset {
+            Some(r) => StreamCheck::with(vec![Checker::new(r)], false, false),
+            None => StreamCheck::with(
+                Ruleset::ALL.iter().map(|&r| Checker::new(r)).collect(),
+                true,
+                true,
+            ),
+        }
     }
-    Ok((checkers, detected))
+
+    fn with(checkers: Vec<Checker>, detect: bool, keep_older: bool) -> StreamCheck {
+        let mut by_len: Vec<Vec<&'static str>> = Vec::new();
+        for c in &checkers {
+            for &k in &c.set.all_keys {
+                if by_len.len() <= k.len() {
+                    by_len.resize(k.len() + 1, Vec::new());
+                }
+                if !by_len[k.len()].contains(&k) {
+                    by_len[k.len()].push(k);
+                }
+            }
+        }
+        StreamCheck {
+            checkers,
+            by_len,
+            undecided: detect,
+            detected: false,
+            keep_older,
+        }
+    }
+
+    /// Whether any rule reads records of `key` (the others need only be counted).
+    fn wants(&self, key: &str) -> bool {
+        self.by_len
+            .get(key.len())
+            .is_some_and(|ks| ks.contains(&key))
+    }
+
+    /// Checks one record; `lineno` is its physical line number (1-based).
+    pub fn feed(&mut self, lineno: usize, record: &Record) {
+        if self.undecided
+            && record.key == "submission_benchmark"
+            && record.loose.as_deref().is_none_or(|l| l.key.is_none())
+        {
+            self.undecided = false;
+            let (r, d) = ruleset_for_benchmark(&record.value);
+            self.detected = d;
+            let bench = record.value.as_str().and_then(Benchmark::from_name);
+            let keep_older = self.keep_older;
+            self.checkers.retain(|c| {
+                c.ruleset() == r
+                    || (keep_older
+                        && c.ruleset() < r
+                        && bench.is_some_and(|b| rules(c.ruleset()).allows(b)))
+            });
+        }
+        for c in &mut self.checkers {
+            c.feed(lineno, record);
+        }
+    }
+
+    /// A record that no rule reads, only counted (what [`StreamCheck::feed`] does with it).
+    fn count(&mut self, key: &str) {
+        for c in &mut self.checkers {
+            c.count(key);
+        }
+    }
+
+    /// A line that holds `:::MLLOG ` but is not a valid record.
+    pub fn feed_error(&mut self, error: &LineError) {
+        for c in &mut self.checkers {
+            c.feed_error(error);
+        }
+    }
+
+    /// The checker of the ruleset in use: the chosen one, or the default while no
+    /// `submission_benchmark` has decided.
+    pub fn current(&self) -> &Checker {
+        let want = if self.undecided {
+            Ruleset::DEFAULT
+        } else {
+            self.checkers
+                .iter()
+                .map(Checker::ruleset)
+                .max()
+                .unwrap_or(Ruleset::DEFAULT)
+        };
+        self.checkers
+            .iter()
+            .find(|c| c.ruleset() == want)
+            .unwrap_or(&self.checkers[0])
+    }
+
+    /// Whether the ruleset was picked from the log's `submission_benchmark` (false: given, or
+    /// the default).
+    pub fn detected(&self) -> bool {
+        self.detected
+    }
+
+    fn into_checkers(mut self) -> (Vec<Checker>, bool) {
+        if self.undecided {
+            self.checkers.retain(|c| c.ruleset() == Ruleset::DEFAULT);
+        }
+        (self.checkers, self.detected)
+    }
+
+    /// The verdict on the log as it ends here: `(report, detected, older reports, oldest
+    /// first)`, as [`check_reader_detect_older`] returns them (with a ruleset given, the
+    /// older reports are empty).
+    pub fn finish(self) -> (ComplianceReport, bool, Vec<ComplianceReport>) {
+        let (checkers, detected) = self.into_checkers();
+        let mut reports: Vec<ComplianceReport> = checkers.iter().map(Checker::report).collect();
+        reports.sort_by_key(|r| r.ruleset);
+        let chosen = reports
+            .pop()
+            .expect("a stream check keeps the chosen ruleset's checker");
+        (chosen, detected, reports)
+    }
 }
 
 /// The ruleset for a log whose first `submission_benchmark` has `value`: the default unless it

@@ -203,6 +203,13 @@ impl<R: BufRead> LogReader<R> {
         self.lineno
     }
 
+    /// The input, where the reading stopped: after a line longer than
+    /// [`LogReader::max_line`], the rest of that line is still in it (a follower of a growing
+    /// log drains it from there).
+    pub fn into_inner(self) -> R {
+        self.input
+    }
+
     /// Reads the next physical line into `self.buf` (without terminator). Splits on `\n`, `\r\n`
     /// and lone `\r`. Stops, without reading further, at a line longer than `max_line`.
     fn next_physical_line(&mut self) -> std::io::Result<Physical> {

@@ -45,14 +45,18 @@ pub struct Args {
 /// Why the ruleset of a log checked without `--ruleset` is the one used, and the older
 /// rulesets that allow its benchmark and under which it passes too.
 #[derive(Clone, Debug, Default)]
-struct Choice {
+pub(crate) struct Choice {
     /// The reason, in words (`None` when `--ruleset` was given).
-    note: Option<String>,
+    pub(crate) note: Option<String>,
     /// Older rulesets the log passes under.
     also: Vec<Ruleset>,
 }
 
-fn choice_note(report: &ComplianceReport, detected: bool, older: &[ComplianceReport]) -> Choice {
+pub(crate) fn choice_note(
+    report: &ComplianceReport,
+    detected: bool,
+    older: &[ComplianceReport],
+) -> Choice {
     let used = report.ruleset;
     let bench = report.benchmark.as_deref();
     let allows = |r: Ruleset| {

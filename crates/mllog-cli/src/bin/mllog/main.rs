@@ -21,6 +21,7 @@ mod rcp;
 mod score;
 mod summary;
 mod verify;
+mod watch;
 
 /// Exit status: success.
 pub const OK: u8 = 0;
@@ -75,6 +76,9 @@ enum Command {
     /// Review a submitter folder as the official tools do: package checker, system
     /// descriptions, seeds, RCP, and the summarizer's table with the final scores.
     Verify(verify::Args),
+    /// Follow a log another process is writing (or standard input), check it as it grows,
+    /// and end with the verdict `mllog check` gives the finished file.
+    Watch(watch::Args),
     /// Print a shell completion script (e.g. `mllog completions bash > /etc/bash_completion.d/mllog`).
     Completions(completions::Args),
 }
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
         Command::Package(a) => package::run(a),
         Command::Rcp(a) => rcp::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::Watch(a) => watch::run(a),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     ExitCode::from(code)

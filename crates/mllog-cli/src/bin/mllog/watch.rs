@@ -1,0 +1,423 @@
+//! `mllog watch`: follows a log another process is writing, checks it as it grows, and ends
+//! with the verdict `mllog check` gives the finished file. How it follows and when it ends:
+//! `docs/watch.md`.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mllog_cli::follow::{Controls, Ending, Follow, Restarted, Source};
+use mllog_core::compliance::{rules, ComplianceReport, Ruleset, Severity, StreamCheck};
+use mllog_core::record::{LineError, LogReader, Record};
+use mllog_core::Benchmark;
+
+use crate::check::choice_note;
+use crate::diag;
+
+/// Options of `mllog watch`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The ruleset to check against [default: as `mllog check` picks it, from the log's
+    /// submission_benchmark]
+    #[arg(long, value_name = "X.Y.Z")]
+    ruleset: Option<Ruleset>,
+    /// The benchmark the run must be (its ruleset is the newest that allows it, unless
+    /// --ruleset); a log that names another one fails.
+    #[arg(long, value_name = "NAME")]
+    benchmark: Option<String>,
+    /// Treat warnings as errors, like the official --werror.
+    #[arg(long)]
+    werror: bool,
+    /// Stop at the first error (exit 1), so a job script can end a run whose log cannot pass.
+    #[arg(long)]
+    fail_fast: bool,
+    /// End this many seconds after `run_stop` once nothing more is written.
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    quiet_period: f64,
+    /// The writer's process id: the watch ends when it exits (after reading what it wrote).
+    #[arg(long, value_name = "PID")]
+    pid: Option<i32>,
+    /// End after this many seconds whatever happens.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Also write every byte read to FILE (for `-`: a local copy of the log).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// How often, in milliseconds, the file is looked at when nothing new was read.
+    #[arg(long, value_name = "MS", default_value_t = 50, hide = true)]
+    poll_ms: u64,
+    /// The log to follow (`-` reads standard input until its end).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+/// Problems found during the run are looked for at most this often while records stream in
+/// (and whenever the input goes quiet): a full report per record would cost more than the
+/// parsing.
+const SCAN_EVERY: Duration = Duration::from_millis(250);
+
+/// What the watch knows of the run so far.
+struct Live {
+    check: StreamCheck,
+    ruleset: Option<Ruleset>,
+    shown: String,
+    werror: bool,
+    fail_fast: bool,
+    quiet_period: Duration,
+    run_started: bool,
+    run_stopped: bool,
+    /// Findings already said on stderr (line and message).
+    said: HashSet<(Option<usize>, String)>,
+    last_scan: Instant,
+    dirty: bool,
+    failed_fast: bool,
+    records: usize,
+    malformed: usize,
+    restarts: usize,
+}
+
+impl Live {
+    fn new(ruleset: Option<Ruleset>, shown: String, a: &Args) -> Live {
+        Live {
+            check: StreamCheck::new(ruleset),
+            ruleset,
+            shown,
+            werror: a.werror,
+            fail_fast: a.fail_fast,
+            quiet_period: Duration::from_secs_f64(a.quiet_period.max(0.0)),
+            run_started: false,
+            run_stopped: false,
+            said: HashSet::new(),
+            last_scan: Instant::now(),
+            dirty: false,
+            failed_fast: false,
+            records: 0,
+            malformed: 0,
+            restarts: 0,
+        }
+    }
+
+    /// A relaunch writes the file again from its start: its log is checked on its own.
+    fn restart(&mut self) {
+        self.check = StreamCheck::new(self.ruleset);
+        self.run_started = false;
+        self.run_stopped = false;
+        self.said.clear();
+        self.dirty = false;
+        self.restarts += 1;
+    }
+
+    fn is_error(&self, s: Severity) -> bool {
+        s == Severity::Error || (self.werror && s == Severity::Warning)
+    }
+
+    fn record(&mut self, lineno: usize, record: &Record) {
+        self.check.feed(lineno, record);
+        self.records += 1;
+        self.dirty = true;
+        if record.key == "run_start" && !self.run_started {
+            self.run_started = true;
+            self.preflight(lineno);
+        } else if record.key == "run_stop" && self.run_started && !self.run_stopped {
+            self.run_stopped = true;
+            self.scan();
+            let report = self.check.current().report();
+            let text = report.render_text(&self.shown, self.werror);
+            eprintln!(
+                "mllog watch: run_stop at line {lineno}: {}",
+                text.lines().last().unwrap_or_default()
+            );
+        } else if self.run_started && self.last_scan.elapsed() >= SCAN_EVERY {
+            self.scan();
+        }
+    }
+
+    fn error(&mut self, e: &LineError) {
+        self.check.feed_error(e);
+        self.malformed += 1;
+        self.dirty = true;
+        if self.run_started && self.last_scan.elapsed() >= SCAN_EVERY {
+            self.scan();
+        }
+    }
+
+    /// The set-up verdict, said when the clock starts.
+    fn preflight(&mut self, lineno: usize) {
+        let pending = self.check.current().pending_at_run_start();
+        let errors = pending
+            .findings
+            .iter()
+            .filter(|f| self.is_error(f.severity))
+            .count();
+        let head = format!(
+            "mllog watch: set-up at run_start (line {lineno}, ruleset {}{}, {} records)",
+            pending.ruleset,
+            pending
+                .benchmark
+                .as_deref()
+                .map(|b| format!(", {b}"))
+                .unwrap_or_default(),
+            pending.records
+        );
+        if pending.findings.is_empty() {
+            eprintln!("{head}: nothing missing or wrong before the clock starts");
+        } else {
+            eprint!(
+                "{head}: {} problem{} before the clock starts\n{}",
+                pending.findings.len(),
+                if pending.findings.len() == 1 { "" } else { "s" },
+                body_of(&pending, &self.shown, self.werror)
+            );
+        }
+        for f in &pending.findings {
+            self.said.insert((f.line, f.message.clone()));
+        }
+        if self.fail_fast && errors > 0 {
+            self.failed_fast = true;
+        }
+        self.last_scan = Instant::now();
+        self.dirty = false;
+    }
+
+    /// Says every problem found since the last look.
+    fn scan(&mut self) {
+        self.last_scan = Instant::now();
+        self.dirty = false;
+        let pending = self.check.current().pending_at_run_start();
+        for f in &pending.findings {
+            if f.severity == Severity::Note || !self.said.insert((f.line, f.message.clone())) {
+                continue;
+            }
+            let sev = if self.is_error(f.severity) {
+                "error"
+            } else {
+                "warning"
+            };
+            let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
+            eprintln!(
+                "mllog watch: {sev}: {}\n  --> {}{at}",
+                f.message, self.shown
+            );
+            if self.fail_fast && self.is_error(f.severity) {
+                self.failed_fast = true;
+            }
+        }
+    }
+
+    /// Nothing new to read: look for problems once, and say whether the watch should end.
+    fn idle(&mut self, quiet: Duration) -> bool {
+        if self.dirty && self.run_started {
+            self.scan();
+        }
+        self.failed_fast || (self.run_stopped && quiet >= self.quiet_period)
+    }
+}
+
+/// A report's findings as `render_text` writes them, without its verdict line.
+fn body_of(report: &ComplianceReport, shown: &str, werror: bool) -> String {
+    let text = report.render_text(shown, werror);
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.pop();
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
+}
+
+/// The ruleset `mllog check` would pick for a log of `bench`: the default unless it does not
+/// allow the benchmark, then the newest that does.
+fn ruleset_for(bench: Benchmark) -> Ruleset {
+    if rules(Ruleset::DEFAULT).allows(bench) {
+        return Ruleset::DEFAULT;
+    }
+    Ruleset::ALL
+        .iter()
+        .rev()
+        .copied()
+        .find(|r| rules(*r).allows(bench))
+        .unwrap_or(Ruleset::DEFAULT)
+}
+
+fn ending_words(e: Option<Ending>, failed_fast: bool) -> &'static str {
+    if failed_fast {
+        return "--fail-fast: an error";
+    }
+    match e {
+        Some(Ending::EndOfInput) | None => "end of input",
+        Some(Ending::WriterExited) => "the writer exited",
+        Some(Ending::Signal) => "a signal (SIGTERM or SIGINT)",
+        Some(Ending::Timeout) => "--timeout",
+        Some(Ending::Asked) => "run_stop and the quiet period",
+    }
+}
+
+pub fn run(a: Args) -> u8 {
+    let bench = match a.benchmark.as_deref().map(|b| (b, Benchmark::from_name(b))) {
+        None => None,
+        Some((_, Some(b))) => Some(b),
+        Some((name, None)) => {
+            eprintln!("mllog watch: unknown benchmark `{name}`");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    if !(a.quiet_period.is_finite() && a.quiet_period >= 0.0)
+        || a.timeout.is_some_and(|t| !(t.is_finite() && t >= 0.0))
+    {
+        eprintln!("mllog watch: --quiet-period and --timeout take a number of seconds, 0 or more");
+        return crate::USAGE_OR_IO;
+    }
+    let ruleset = a.ruleset.or(bench.map(ruleset_for));
+    let stdin = a.file.as_os_str() == "-";
+    let shown = crate::shown(&a.file);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+            eprintln!("mllog watch: cannot handle signal {sig}: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    }
+    let controls = Controls {
+        stop,
+        pid: a.pid,
+        timeout: a.timeout.map(Duration::from_secs_f64),
+        poll: Duration::from_millis(a.poll_ms.max(1)),
+    };
+    let live = Rc::new(RefCell::new(Live::new(ruleset, shown.clone(), &a)));
+    let on_idle = {
+        let live = Rc::clone(&live);
+        Box::new(move |quiet| live.borrow_mut().idle(quiet))
+    };
+    let source = if stdin {
+        Source::Stdin
+    } else {
+        Source::File(a.file.clone())
+    };
+    let mut follow = Follow::new(source, controls, on_idle);
+    if let Some(out) = &a.output {
+        match std::fs::File::create(out) {
+            Ok(f) => follow = follow.with_copy(f),
+            Err(e) => {
+                eprintln!("mllog watch: cannot create {}: {e}", out.display());
+                return crate::USAGE_OR_IO;
+            }
+        }
+    }
+
+    let mut follow = Some(follow);
+    let mut io_error = None;
+    'runs: while let Some(f) = follow.take() {
+        let mut reader = LogReader::new(BufReader::with_capacity(1 << 16, f));
+        for item in reader.by_ref() {
+            match item {
+                Ok(line) => live.borrow_mut().record(line.lineno, &line.record),
+                Err(e) => live.borrow_mut().error(&e),
+            }
+            if live.borrow().failed_fast {
+                break;
+            }
+        }
+        let restarted = reader.io_error().map(|e| (Restarted::of(e), e.to_string()));
+        let mut f = reader.into_inner().into_inner();
+        let mut restart = match restarted {
+            Some((Some(why), _)) => Some(why),
+            Some((None, msg)) => {
+                io_error = Some(msg);
+                None
+            }
+            None if f.ended().is_none() && !live.borrow().failed_fast => {
+                // The reader stopped at a line longer than it holds (as `mllog check` does):
+                // the verdict is made, but the file is followed to its end for the copy and
+                // the upload, without holding what is read.
+                drain(&mut f).unwrap_or_else(|e| {
+                    io_error = Some(e.to_string());
+                    None
+                })
+            }
+            None => None,
+        };
+        if let Some(why) = restart.take() {
+            eprintln!(
+                "mllog watch: {shown} was {why}: a new run; starting over from its first line"
+            );
+            if let Err(e) = f.restart() {
+                io_error = Some(e.to_string());
+                break 'runs;
+            }
+            live.borrow_mut().restart();
+            follow = Some(f);
+            continue 'runs;
+        }
+        let live = live.borrow();
+        eprintln!(
+            "mllog watch: ended by {}: {} records{}{}",
+            ending_words(f.ended(), live.failed_fast),
+            live.records,
+            if live.malformed > 0 {
+                format!(", {} malformed lines", live.malformed)
+            } else {
+                String::new()
+            },
+            if live.restarts > 0 {
+                format!(", {} restarts of the file", live.restarts)
+            } else {
+                String::new()
+            },
+        );
+    }
+    if let Some(e) = io_error {
+        eprintln!("mllog watch: cannot read {shown}: {e}");
+        return crate::USAGE_OR_IO;
+    }
+
+    let live = match Rc::try_unwrap(live) {
+        Ok(l) => l.into_inner(),
+        Err(_) => unreachable!("the follower, which shared the state, is gone"),
+    };
+    let (werror, given) = (live.werror, live.ruleset.is_some());
+    let (report, detected, older) = live.check.finish();
+    let mut out = diag::render(&report, &a.file, &shown, werror);
+    if !given {
+        if let Some(n) = choice_note(&report, detected, &older).note {
+            out.push_str(&format!("  = note: {n}\n"));
+        }
+    }
+    if !crate::emit(&out) {
+        return crate::USAGE_OR_IO;
+    }
+    let mut passed = report.passed(werror);
+    if let Some(b) = bench {
+        if report.benchmark.as_deref() != Some(b.as_str()) {
+            eprintln!(
+                "mllog watch: error: the log is not a {} run (its submission_benchmark: {})",
+                b.as_str(),
+                report.benchmark.as_deref().unwrap_or("none")
+            );
+            passed = false;
+        }
+    }
+    if passed {
+        crate::OK
+    } else {
+        crate::FAILED
+    }
+}
+
+/// Reads `f` to its end, keeping nothing; a restart of the file is returned.
+fn drain(f: &mut Follow) -> std::io::Result<Option<Restarted>> {
+    let mut scratch = vec![0u8; 1 << 16];
+    loop {
+        match f.read(&mut scratch) {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) => match Restarted::of(&e) {
+                Some(why) => return Ok(Some(why)),
+                None => return Err(e),
+            },
+        }
+    }
+}
