@@ -354,7 +354,7 @@ pub fn run(a: Args) -> u8 {
         }
         let live = live.borrow();
         eprintln!(
-            "mllog watch: ended by {}: {} records{}{}",
+            "mllog watch: ended ({}): {} records{}{}",
             ending_words(f.ended(), live.failed_fast),
             live.records,
             if live.malformed > 0 {

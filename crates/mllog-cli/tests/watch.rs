@@ -1,0 +1,459 @@
+//! `mllog watch` following a run that the real Python writer (`mlperf_logging.mllog`, from the
+//! venv `MLLOG_PYTHON` names) writes line by line, with pauses: a relaunch that truncates the
+//! file, a file that does not exist yet, lines written in pieces, rank prefixes, CRLF, noise,
+//! standard input, a writer that exits, SIGTERM. The final verdict must be what `mllog check`
+//! and the official checker say of the finished file.
+
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The writer: re-emits the records of a dry run through `mlperf_logging.mllog`, one at a
+/// time. Options (one JSON argument): `out` (the file, else stdout), `pause` (seconds between
+/// records), `skip` (keys left out), `gate` (run_stop waits for this file to exist),
+/// `relaunch_after` (write that many records, truncate the file, write the whole run),
+/// `prefix` and `eol` (what a launcher adds), `pieces` (each line in two writes), `noise`
+/// (a line of other output after each record), `copy` (every byte also to this file),
+/// `no_run_stop`.
+const WRITER: &str = r#"
+import json, logging, os, sys, time
+from mlperf_logging import mllog
+
+args = json.loads(sys.argv[1])
+records = [json.loads(l.split(":::MLLOG", 1)[1]) for l in open(args["source"]) if ":::MLLOG" in l]
+
+class Pieces:
+    """A stream that writes each line in two parts, a pause between them."""
+    def __init__(self, f, pieces):
+        self.f, self.pieces = f, pieces
+    def write(self, s):
+        if self.pieces and len(s) > 2:
+            h = len(s) // 2
+            self.f.write(s[:h]); self.f.flush(); time.sleep(0.15)
+            s = s[h:]
+        self.f.write(s); self.f.flush()
+    def flush(self):
+        self.f.flush()
+
+out = args.get("out")
+target = open(out, "a") if out else sys.stdout
+streams = [Pieces(target, args.get("pieces", False))]
+if args.get("copy"):
+    streams.append(Pieces(open(args["copy"], "a"), False))
+lg = logging.getLogger("watch_test_writer")
+lg.setLevel(logging.INFO)
+lg.propagate = False
+for s in streams:
+    h = logging.StreamHandler(s)
+    h.terminator = args.get("eol", "\n")
+    h.setFormatter(logging.Formatter(args.get("prefix", "") + "%(message)s"))
+    lg.addHandler(h)
+mllog.config(logger=lg)
+logger = mllog.get_mllogger()
+emit = {"INTERVAL_START": logger.start, "INTERVAL_END": logger.end, "POINT_IN_TIME": logger.event}
+
+def run(recs):
+    for r in recs:
+        if r["key"] in args.get("skip", []):
+            continue
+        if r["key"] == "run_stop":
+            if args.get("no_run_stop"):
+                continue
+            gate = args.get("gate")
+            while gate and not os.path.exists(gate):
+                time.sleep(0.02)
+        meta = {k: v for k, v in r["metadata"].items() if k not in ("file", "lineno")}
+        emit[r["event_type"]](key=r["key"], value=r["value"], metadata=meta, time_ms=r["time_ms"])
+        if args.get("noise"):
+            for s in streams:
+                s.write("step done, loss falling\n")
+        time.sleep(args.get("pause", 0.01))
+
+time.sleep(args.get("start_after", 0))
+if "relaunch_after" in args:
+    run(records[:args["relaunch_after"]])
+    time.sleep(0.6)
+    open(out, "w").close()  # the relaunch opens the file with O_TRUNC
+    time.sleep(0.6)
+run(records)
+"#;
+
+struct Dir {
+    tmp: tempfile::TempDir,
+}
+
+impl Dir {
+    /// A folder with the writer script and a closed llama2_70b_lora dry run (6.1.0) as its
+    /// source of records.
+    fn new() -> Dir {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::write(tmp.path().join("writer.py"), WRITER).expect("write writer.py");
+        let (code, _, err) = common::mllog([
+            "dry-run",
+            "--benchmark",
+            "llama2_70b_lora",
+            "--division",
+            "closed",
+            "--ruleset",
+            "6.1.0",
+            "--out",
+            tmp.path().join("dry.txt").to_str().expect("utf-8 path"),
+        ]);
+        assert_eq!(code, 0, "dry run: {err}");
+        Dir { tmp }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// Starts the writer with `options` (the source is added).
+    fn writer(&self, mut options: serde_json::Value, stdout: Stdio) -> Child {
+        options["source"] = self.path("dry.txt").to_str().expect("utf-8").into();
+        Command::new(common::python())
+            .arg(self.path("writer.py"))
+            .arg(options.to_string())
+            .stdout(stdout)
+            .spawn()
+            .expect("start the Python writer")
+    }
+}
+
+/// `mllog watch ARGS`, colour off, stdout and stderr piped.
+fn watch(args: &[&str], stdin: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .arg("watch")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CLICOLOR_FORCE")
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mllog watch")
+}
+
+/// The watcher's stderr, line by line, on a channel (and kept whole).
+fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let err = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for the first stderr line that `pred` accepts; every line seen is added to `seen`.
+fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    seen: &mut Vec<String>,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if pred(&line) {
+                    return line;
+                }
+            }
+            Err(_) => panic!(
+                "no such line on the watcher's stderr; it said:\n{}",
+                seen.join("\n")
+            ),
+        }
+    }
+}
+
+/// Waits for the watcher to exit: (code, stdout, the rest of stderr).
+fn finish(
+    mut child: Child,
+    rx: mpsc::Receiver<String>,
+    mut seen: Vec<String>,
+) -> (i32, String, String) {
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().expect("piped stdout"), &mut out)
+        .expect("read stdout");
+    let status = child.wait().expect("wait for mllog watch");
+    seen.extend(rx.iter());
+    (
+        status
+            .code()
+            .expect("mllog watch exits, never dies of a signal"),
+        out,
+        seen.join("\n"),
+    )
+}
+
+/// `mllog check FILE` on the finished file: (code, stdout).
+fn check(file: &Path) -> (i32, String) {
+    let (code, out, _) = common::mllog([std::ffi::OsStr::new("check"), file.as_os_str()]);
+    (code, out)
+}
+
+fn records_in(file: &Path) -> usize {
+    std::fs::read_to_string(file)
+        .expect("read the log")
+        .matches(":::MLLOG ")
+        .count()
+}
+
+fn watch_args(file: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec![
+        file.to_str().expect("utf-8").into(),
+        "--quiet-period".into(),
+        "1".into(),
+        "--timeout".into(),
+        "120".into(),
+    ];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn follows_a_relaunched_run_to_the_verdict_of_check_and_the_official_checker() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    // The watcher starts first: the file does not exist yet.
+    let args = watch_args(&log, &["--werror"]);
+    let mut w = watch(&strs(&args), Stdio::null());
+    let rx = stderr_lines(&mut w);
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "relaunch_after": 12, "start_after": 0.5}),
+        Stdio::null(),
+    );
+    let mut seen = Vec::new();
+    wait_for(&rx, &mut seen, |l| l.contains("waiting for"));
+    wait_for(&rx, &mut seen, |l| {
+        l.contains("truncated") && l.contains("starting over")
+    });
+    assert!(writer.wait().expect("writer").success());
+    let (code, out, err) = finish(w, rx, seen);
+    let (check_code, check_out) = check(&log);
+    assert_eq!(out, check_out, "watch and check differ; watch said:\n{err}");
+    assert_eq!(code, check_code);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (official, text) = common::official_check(&log, "6.1.0", true);
+    assert!(official, "{text}");
+    assert!(
+        err.contains("ended (run_stop and the quiet period)"),
+        "{err}"
+    );
+    assert!(
+        out.contains(&format!("{} records", records_in(&log))),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_set_up_verdict_names_a_missing_hyperparameter_before_run_stop_is_written() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let gate = d.path("gate");
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "skip": ["lora_rank"], "gate": gate}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &[]);
+    let mut w = watch(&strs(&args), Stdio::null());
+    let rx = stderr_lines(&mut w);
+    let mut seen = Vec::new();
+    wait_for(&rx, &mut seen, |l| l.contains("set-up at run_start"));
+    let named = wait_for(&rx, &mut seen, |l| l.contains("lora_rank"));
+    // The writer is held before run_stop until the gate exists.
+    let written = std::fs::read_to_string(&log).expect("read the log");
+    assert!(
+        !written.contains("\"run_stop\""),
+        "run_stop already written"
+    );
+    assert!(named.starts_with("error:"), "{named}");
+    std::fs::write(&gate, "").expect("open the gate");
+    assert!(writer.wait().expect("writer").success());
+    let (code, out, err) = finish(w, rx, seen);
+    let (check_code, check_out) = check(&log);
+    assert_eq!(out, check_out, "{err}");
+    assert_eq!((code, check_code), (1, 1), "{out}\n{err}");
+    let (official, text) = common::official_check(&log, "6.1.0", true);
+    assert!(
+        !official,
+        "the official checker passes a log without lora_rank: {text}"
+    );
+    assert!(err.contains("run_stop at line"), "{err}");
+}
+
+#[test]
+fn fail_fast_exits_at_the_first_error_before_the_run_ends() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let gate = d.path("gate");
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "skip": ["lora_rank"], "gate": gate}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &["--fail-fast"]);
+    let w = watch(&strs(&args), Stdio::null());
+    let started = Instant::now();
+    let out = w.wait_with_output().expect("watch");
+    // It ended without the gate: run_stop was never written.
+    assert!(!gate.exists());
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ended (--fail-fast: an error)"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("lora_rank"));
+    writer.kill().expect("stop the writer");
+    let _ = writer.wait();
+}
+
+#[test]
+fn sigterm_mid_run_reports_everything_written_so_far() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let gate = d.path("gate-never");
+    let mut writer = d.writer(serde_json::json!({"out": log, "gate": gate}), Stdio::null());
+    let args = watch_args(&log, &[]);
+    let mut w = watch(&strs(&args), Stdio::null());
+    let rx = stderr_lines(&mut w);
+    let mut seen = Vec::new();
+    wait_for(&rx, &mut seen, |l| l.contains("set-up at run_start"));
+    // Let the writer reach its gate (everything but run_stop written), then stop the watch.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = records_in(&d.path("dry.txt")) - 1;
+    while records_in(&log) < before {
+        assert!(
+            Instant::now() < deadline,
+            "the writer did not reach run_stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling a child this test started.
+    assert_eq!(unsafe { libc::kill(w.id() as i32, libc::SIGTERM) }, 0);
+    let (code, out, err) = finish(w, rx, seen);
+    writer.kill().expect("stop the writer");
+    let _ = writer.wait();
+    assert!(err.contains("ended (a signal"), "{err}");
+    assert!(err.contains(&format!("{before} records")), "{err}");
+    let (check_code, check_out) = check(&log);
+    assert_eq!(out, check_out, "{err}");
+    assert_eq!((code, check_code), (1, 1));
+}
+
+#[test]
+fn standard_input_with_rank_prefixes_and_crlf_and_a_local_copy() {
+    let d = Dir::new();
+    let copy = d.path("copy.txt");
+    let written = d.path("written.txt");
+    let mut writer = d.writer(
+        serde_json::json!({"prefix": "0: ", "eol": "\r\n", "noise": true, "copy": written}),
+        Stdio::piped(),
+    );
+    let stdout = writer.stdout.take().expect("writer stdout");
+    let args = [
+        "-",
+        "--output",
+        copy.to_str().expect("utf-8"),
+        "--quiet-period",
+        "30",
+    ];
+    let w = watch(&args, Stdio::from(stdout));
+    let out = w.wait_with_output().expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // End of input ends it, not the (long) quiet period.
+    assert!(err.contains("ended (end of input)"), "{err}");
+    let copied = std::fs::read(&copy).expect("copy");
+    assert_eq!(copied, std::fs::read(&written).expect("written"));
+    let text = String::from_utf8_lossy(&copied);
+    assert!(
+        text.contains("0: :::MLLOG") && text.contains("\r\n"),
+        "{text}"
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(["check", "-"])
+        .env("NO_COLOR", "1")
+        .stdin(std::fs::File::open(&copy).expect("copy"))
+        .output()
+        .expect("mllog check -");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&check.stdout)
+    );
+    assert_eq!(out.status.code(), check.status.code());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (official, text) = common::official_check(&copy, "6.1.0", true);
+    assert!(official, "{text}");
+}
+
+#[test]
+fn lines_in_pieces_with_launcher_prefixes_crlf_and_noise_in_a_file() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "prefix": "[1,0]<stdout>:", "eol": "\r\n",
+                           "pieces": true, "noise": true, "pause": 0.0}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &["--poll-ms", "20"]);
+    let w = watch(&strs(&args), Stdio::null());
+    let out = w.wait_with_output().expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let (check_code, check_out) = check(&log);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), check_out, "{err}");
+    assert_eq!(out.status.code(), Some(check_code));
+    assert_eq!(check_code, 0, "{check_out}");
+    // No line was read half-written: every record counted, none malformed.
+    assert!(
+        err.contains(&format!("{} records", records_in(&log))),
+        "{err}"
+    );
+    assert!(!err.contains("malformed"), "{err}");
+}
+
+#[test]
+fn a_writer_that_exits_ends_the_watch() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "no_run_stop": true}),
+        Stdio::null(),
+    );
+    let pid = writer.id().to_string();
+    // Reap the writer when it exits, as a shell does.
+    let reaper = std::thread::spawn(move || writer.wait().expect("writer").success());
+    let args = [
+        log.to_str().expect("utf-8"),
+        "--pid",
+        pid.as_str(),
+        "--timeout",
+        "120",
+    ];
+    let started = Instant::now();
+    let out = watch(&args, Stdio::null())
+        .wait_with_output()
+        .expect("watch");
+    assert!(reaper.join().expect("reaper"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ended (the writer exited)"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "no run_stop: not compliant");
+    let (_, check_out) = check(&log);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), check_out);
+}
