@@ -44,7 +44,7 @@ pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer};
 #[doc(hidden)]
 pub use log_value::__private;
 pub use log_value::{log_value, Composite, LogValue};
-pub use pipeline::{Guard, Overflow, Report, SinkReport};
+pub use pipeline::{Guard, Overflow, RecordFeed, Report, SinkReport};
 pub use record::{EventType, Record, Value};
 pub use run::{Direction, EvalSchedule, RunHandle, Target};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};

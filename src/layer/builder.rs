@@ -14,7 +14,7 @@ use crate::cache_clear::CacheClear;
 use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, Ruleset};
 use crate::env::Env;
 use crate::keys::{self, Benchmark};
-use crate::pipeline::{Guard, Overflow, Pipeline, Start};
+use crate::pipeline::{Guard, Overflow, Pipeline, RecordFeed, Start};
 use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
 use crate::sink::plug::{LayerExtras, Options, SinkSetup};
@@ -93,6 +93,9 @@ enum Output {
     File(PathBuf),
     Writer(Box<dyn Write + Send>),
     Nowhere,
+    /// Another process writes the MLLOG file: nothing is written, and the sinks that read the
+    /// file (the uploader) read this one.
+    Followed(PathBuf),
 }
 
 /// Configures and builds an [`MllogLayer`] and its [`Guard`].
@@ -267,6 +270,16 @@ impl Builder {
     /// No MLLOG text output at all; only the extra [`Builder::sink`]s receive records.
     pub fn no_output(mut self) -> Self {
         self.output = Some(Output::Nowhere);
+        self
+    }
+
+    /// The MLLOG file is written by another process (a Python job followed by `mllog watch`):
+    /// the pipeline writes no MLLOG text, and the sinks that read the log file (the
+    /// object-store uploader) read `path`. `MLLOG_OUTPUT_FILE` and `MLLOG_SAVE_TO_FILE` do not
+    /// override it, so a watcher started inside a job never truncates a file of the job's.
+    /// Use it with [`Builder::build_feed`].
+    pub fn followed_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.output = Some(Output::Followed(path.into()));
         self
     }
 
@@ -623,6 +636,55 @@ impl Builder {
         settings.start(planned)
     }
 
+    /// Starts the pipeline and its sinks without a layer, for records that were made
+    /// elsewhere: lines of a log another process writes, read back and parsed. Each record
+    /// pushed through the [`RecordFeed`] reaches the sinks as it is, its `time_ms` kept. The
+    /// settings, the environment (`MLLOG_UPLOAD_URL`, `MLLOG_OTEL`, ...) and the [`Guard`]
+    /// with its [`Report`](crate::Report) are those of [`Builder::build`]; the live checker is
+    /// started only if [`Builder::live_check`] leaves it on.
+    ///
+    /// ```
+    /// use tracing_mllog::compliance::LivePolicy;
+    /// use tracing_mllog::record::parse_log;
+    /// use tracing_mllog::sink::MemorySink;
+    /// use tracing_mllog::MllogLayer;
+    ///
+    /// let (memory, seen) = MemorySink::new();
+    /// let (feed, mut guard) = MllogLayer::builder()
+    ///     .no_output()
+    ///     .sink(memory)
+    ///     .live_check(LivePolicy::Off)
+    ///     .validate_submission(false)
+    ///     .environment(Vec::<(String, String)>::new())
+    ///     .build_feed()?;
+    /// let log = ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1700000000123, \"event_type\": \
+    ///            \"POINT_IN_TIME\", \"key\": \"seed\", \"value\": 7, \"metadata\": {}}";
+    /// for line in parse_log(log).0 {
+    ///     feed.push(line.record);
+    /// }
+    /// let report = guard.shutdown();
+    /// assert_eq!(report.dropped(), 0);
+    /// assert_eq!(seen.lines(), [log]); // the same line, its time kept
+    /// # Ok::<(), tracing_mllog::Error>(())
+    /// ```
+    pub fn build_feed(self) -> Result<(RecordFeed, Guard), Error> {
+        let mut settings = self.resolve()?;
+        let planned = settings.plan()?;
+        let b = settings.builder;
+        let (pipeline, guard) = Pipeline::start(Start {
+            sinks: planned.plan.into_ordered(&b.deliveries),
+            capacity: b.capacity,
+            overflow: b.overflow,
+            shutdown_timeout: b.shutdown_timeout,
+            max_delay: b.max_delay,
+            compliance: planned.compliance,
+            writes: settings.writes,
+            hooks: Vec::new(),
+        })
+        .map_err(Error::Worker)?;
+        Ok((RecordFeed::new(pipeline), guard))
+    }
+
     /// Reads the environment once (the process's, or the map given to
     /// [`Builder::environment`]: everything after this reads that snapshot), applies it over
     /// the builder's settings and validates them.
@@ -685,13 +747,18 @@ impl Builder {
     }
 
     fn overlay_env(&mut self, env: &Env) -> Result<(), Error> {
-        if let Some(path) = env.raw("MLLOG_OUTPUT_FILE")? {
+        let followed = matches!(self.output, Some(Output::Followed(_)));
+        if followed {
+            // Read, so that a value that is not UTF-8 is still an error, but not applied.
+            env.raw("MLLOG_OUTPUT_FILE")?;
+            env.flag("MLLOG_SAVE_TO_FILE")?;
+        } else if let Some(path) = env.raw("MLLOG_OUTPUT_FILE")? {
             if path.trim().is_empty() {
                 return Err(env.invalid("MLLOG_OUTPUT_FILE", "must not be empty").into());
             }
             self.output = Some(Output::File(PathBuf::from(path)));
         }
-        match env.flag("MLLOG_SAVE_TO_FILE")? {
+        match env.flag("MLLOG_SAVE_TO_FILE")?.filter(|_| !followed) {
             Some(false) => self.output = Some(Output::Stdout),
             Some(true) if !matches!(self.output, Some(Output::File(_))) => {
                 return Err(env
@@ -817,7 +884,7 @@ impl Settings {
         };
         // A sink may need the file's path (the uploader reads it).
         let file_path = match &output {
-            Output::File(path) => Some(path.clone()),
+            Output::File(path) | Output::Followed(path) => Some(path.clone()),
             _ => None,
         };
         let mut plan = SinkPlan::default();
@@ -870,7 +937,7 @@ impl Settings {
                     .map_err(|source| Error::Output { path, source })?,
             )),
             Output::Writer(w) => Some(Box::new(MllogFileSink::writer(w))),
-            Output::Nowhere => None,
+            Output::Nowhere | Output::Followed(_) => None,
         };
         if let Some(sink) = sink {
             plan.add(Place::Output, sink, Delivery::Inline);

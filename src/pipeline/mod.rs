@@ -14,6 +14,7 @@
 //! [`exit`](self::exit), each static with its reason.
 
 mod exit;
+mod feed;
 mod guard;
 mod queue;
 mod report;
@@ -28,6 +29,7 @@ use crossbeam_queue::ArrayQueue;
 
 pub use crate::sink::SinkReport;
 pub(crate) use exit::{handle_signals, lock_until, Ending};
+pub use feed::RecordFeed;
 pub(crate) use guard::EndOfRun;
 pub use guard::Guard;
 pub use queue::Overflow;

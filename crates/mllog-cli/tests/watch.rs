@@ -457,3 +457,70 @@ fn a_writer_that_exits_ends_the_watch() {
     let (_, check_out) = check(&log);
     assert_eq!(String::from_utf8_lossy(&out.stdout), check_out);
 }
+
+#[test]
+fn the_upload_keeps_a_byte_identical_copy_of_a_relaunched_log() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let remote = d.path("remote");
+    std::fs::create_dir_all(&remote).expect("remote dir");
+    let url = format!("file://{}/", remote.display());
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "relaunch_after": 8, "noise": true}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &["--upload", &url]);
+    let out = watch(&strs(&args), Stdio::null())
+        .wait_with_output()
+        .expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let uploaded = std::fs::read(remote.join("result_0.txt")).expect("the uploaded copy");
+    assert_eq!(uploaded, std::fs::read(&log).expect("the log"), "{err}");
+    // The report of the pipeline names the uploader and what it was given.
+    assert!(err.contains("object-store-upload"), "{err}");
+    assert!(
+        err.contains(&format!("{} records", records_in(&log))),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_upload_of_standard_input_is_the_local_copy() {
+    let d = Dir::new();
+    let copy = d.path("copy.txt");
+    let remote = d.path("remote");
+    std::fs::create_dir_all(&remote).expect("remote dir");
+    let url = format!("file://{}/", remote.display());
+    let mut writer = d.writer(
+        serde_json::json!({"prefix": "[0,0]<stdout>:"}),
+        Stdio::piped(),
+    );
+    let stdout = writer.stdout.take().expect("writer stdout");
+    let args = [
+        "-",
+        "--output",
+        copy.to_str().expect("utf-8"),
+        "--upload",
+        &url,
+    ];
+    let out = watch(&args, Stdio::from(stdout))
+        .wait_with_output()
+        .expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let uploaded = std::fs::read(remote.join("copy.txt")).expect("the uploaded copy");
+    assert_eq!(uploaded, std::fs::read(&copy).expect("the copy"), "{err}");
+    assert!(!uploaded.is_empty());
+}
+
+#[test]
+fn upload_of_standard_input_without_a_local_copy_is_a_usage_error() {
+    let out = watch(&["-", "--upload", "file:///tmp/nowhere/"], Stdio::null())
+        .wait_with_output()
+        .expect("watch");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--output"));
+}

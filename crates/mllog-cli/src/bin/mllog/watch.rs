@@ -48,6 +48,11 @@ pub struct Args {
     /// Also write every byte read to FILE (for `-`: a local copy of the log).
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Keep a copy of the log in object storage, uploaded whole whenever it grows and once
+    /// more at the end (gs://, s3://, az://, file://; default: MLLOG_UPLOAD_URL). Needs a file,
+    /// or `--output` for `-`.
+    #[arg(long, value_name = "URL")]
+    upload: Option<String>,
     /// How often, in milliseconds, the file is looked at when nothing new was read.
     #[arg(long, value_name = "MS", default_value_t = 50, hide = true)]
     poll_ms: u64,
@@ -287,6 +292,19 @@ pub fn run(a: Args) -> u8 {
         timeout: a.timeout.map(Duration::from_secs_f64),
         poll: Duration::from_millis(a.poll_ms.max(1)),
     };
+    // The copy's path is what the sinks that read the log file (the uploader) read.
+    let log_file = if stdin {
+        a.output.clone()
+    } else {
+        Some(a.file.clone())
+    };
+    let (feed, mut guard) = match start_sinks(log_file, a.upload.as_deref()) {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("mllog watch: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
     let live = Rc::new(RefCell::new(Live::new(ruleset, shown.clone(), &a)));
     let on_idle = {
         let live = Rc::clone(&live);
@@ -314,7 +332,10 @@ pub fn run(a: Args) -> u8 {
         let mut reader = LogReader::new(BufReader::with_capacity(1 << 16, f));
         for item in reader.by_ref() {
             match item {
-                Ok(line) => live.borrow_mut().record(line.lineno, &line.record),
+                Ok(line) => {
+                    live.borrow_mut().record(line.lineno, &line.record);
+                    feed.push(line.record);
+                }
                 Err(e) => live.borrow_mut().error(&e),
             }
             if live.borrow().failed_fast {
@@ -369,6 +390,9 @@ pub fn run(a: Args) -> u8 {
             },
         );
     }
+    // Everything read reaches the sinks, and the upload's last copy is the whole file.
+    let report = guard.shutdown();
+    eprint!("mllog watch: sinks: {report}");
     if let Some(e) = io_error {
         eprintln!("mllog watch: cannot read {shown}: {e}");
         return crate::USAGE_OR_IO;
@@ -405,6 +429,67 @@ pub fn run(a: Args) -> u8 {
     } else {
         crate::FAILED
     }
+}
+
+/// Why the sinks could not start.
+#[derive(Debug, thiserror::Error)]
+enum SinkStartError {
+    #[error("--upload needs a file to upload: give --output FILE when reading `-`")]
+    NoFile,
+    #[cfg(not(feature = "upload"))]
+    #[error("--upload: this mllog was built without the `upload` feature")]
+    NoUploadFeature,
+    #[cfg(feature = "upload")]
+    #[error("--upload: {0}")]
+    Upload(#[from] tracing_mllog::sink::UploadError),
+    #[error(transparent)]
+    Start(#[from] tracing_mllog::Error),
+}
+
+/// The layer's pipeline with the sinks the environment (MLLOG_UPLOAD_URL, MLLOG_OTEL, ...) or
+/// `--upload` asks for, fed with the records read. The watch checks the log itself (by physical
+/// line, as `mllog check` does), so the pipeline's own live checker is off.
+fn start_sinks(
+    log_file: Option<PathBuf>,
+    upload: Option<&str>,
+) -> Result<(tracing_mllog::RecordFeed, tracing_mllog::Guard), SinkStartError> {
+    let mut b = tracing_mllog::MllogLayer::builder()
+        .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .validate_submission(false)
+        // The watcher is the one process that forwards this log, whatever rank variables the
+        // job gave it.
+        .rank(0);
+    b = match &log_file {
+        Some(p) => b.followed_file(p),
+        None => b.no_output(),
+    };
+    if let Some(url) = upload {
+        if log_file.is_none() {
+            return Err(SinkStartError::NoFile);
+        }
+        #[cfg(feature = "upload")]
+        {
+            // The option wins over MLLOG_UPLOAD_URL, which the builder would read first.
+            let env: Vec<(String, String)> = std::env::vars_os()
+                .filter(|(k, _)| k != "MLLOG_UPLOAD_URL")
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect();
+            b = b
+                .upload(tracing_mllog::sink::UploadConfig::new(url)?)
+                .environment(env);
+        }
+        #[cfg(not(feature = "upload"))]
+        {
+            let _ = url;
+            return Err(SinkStartError::NoUploadFeature);
+        }
+    }
+    Ok(b.build_feed()?)
 }
 
 /// Reads `f` to its end, keeping nothing; a restart of the file is returned.
