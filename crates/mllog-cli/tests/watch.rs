@@ -524,3 +524,62 @@ fn upload_of_standard_input_without_a_local_copy_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--output"));
 }
+
+/// The watcher's peak resident memory, in KiB (`VmHWM`).
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[test]
+fn a_line_of_100_mb_keeps_memory_bounded_and_the_verdict_is_checks() {
+    use std::io::Write as _;
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let dry = std::fs::read_to_string(d.path("dry.txt")).expect("dry run");
+    let lines: Vec<&str> = dry.lines().collect();
+    let mut f = std::fs::File::create(&log).expect("create");
+    for l in &lines[..30] {
+        writeln!(f, "{l}").expect("write");
+    }
+    let mut w = watch(
+        &[log.to_str().expect("utf-8"), "--timeout", "120"],
+        Stdio::null(),
+    );
+    let rx = stderr_lines(&mut w);
+    let mut seen = Vec::new();
+    wait_for(&rx, &mut seen, |l| l.contains("set-up at run_start"));
+    // 100 MB without a line end, written in pieces, then the rest of the run.
+    let chunk = vec![b'x'; 1 << 20];
+    write!(f, ":::MLLOG ").expect("write");
+    for _ in 0..100 {
+        f.write_all(&chunk).expect("write");
+    }
+    writeln!(f).expect("write");
+    for l in &lines[30..] {
+        writeln!(f, "{l}").expect("write");
+    }
+    drop(f);
+    std::thread::sleep(Duration::from_secs(3));
+    let peak = peak_kib(w.id());
+    eprintln!("peak RSS of the watcher: {peak} KiB");
+    // SAFETY: signalling a child this test started.
+    assert_eq!(unsafe { libc::kill(w.id() as i32, libc::SIGTERM) }, 0);
+    let (code, out, err) = finish(w, rx, seen);
+    assert!(
+        peak < 80 * 1024,
+        "peak RSS {peak} KiB while following a 100 MB line"
+    );
+    let (check_code, check_out) = check(&log);
+    assert_eq!(out, check_out, "{err}");
+    assert_eq!((code, check_code), (1, 1));
+    assert!(out.contains("longer than"), "{out}");
+    assert!(
+        err.contains(":31"),
+        "the overlong line is named by its number: {err}"
+    );
+}
