@@ -1,5 +1,6 @@
 //! The library half of the `mllog` command: the dry-run driver (a preset through the real
-//! layer) and the plots of `mllog summary`. The command itself is `src/bin/mllog`; everything
+//! layer), the plots of `mllog summary` and the follower of `mllog watch` (a log another
+//! process is writing, as one byte stream). The command itself is `src/bin/mllog`; everything
 //! it checks, summarises and scores comes from `mllog-core`.
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
