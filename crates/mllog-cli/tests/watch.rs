@@ -583,3 +583,146 @@ fn a_line_of_100_mb_keeps_memory_bounded_and_the_verdict_is_checks() {
         "the overlong line is named by its number: {err}"
     );
 }
+
+/// moto's S3 server on a free loopback port, killed (by its PID) and reaped on drop.
+struct Moto {
+    child: Child,
+    port: u16,
+    python: PathBuf,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Needs moto in the interpreter of `MLLOG_MOTO_PYTHON` (`scripts/deps/object-store.sh`
+    /// installs it into the checker venv), else `MLLOG_PYTHON`'s.
+    fn start(dir: &Path) -> Moto {
+        let python = std::env::var_os("MLLOG_MOTO_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| common::python().to_path_buf());
+        let port = common::free_port();
+        let log = std::fs::File::create(dir.join("moto.log")).expect("moto log");
+        let child = Command::new(&python)
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start moto");
+        let mut moto = Moto {
+            child,
+            port,
+            python,
+        };
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!(
+                    "moto exited ({status}): {}",
+                    std::fs::read_to_string(dir.join("moto.log")).unwrap_or_default()
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "moto did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        moto
+    }
+
+    /// One plain HTTP/1.1 request: (status, body).
+    fn http(&self, method: &str, path: &str) -> (u16, Vec<u8>) {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .expect("request");
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).expect("response");
+        let split = resp
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("headers end");
+        let head = String::from_utf8_lossy(&resp[..split]).into_owned();
+        assert!(!head.to_ascii_lowercase().contains("chunked"), "{head}");
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        (status, resp[split + 4..].to_vec())
+    }
+}
+
+#[test]
+fn the_upload_to_s3_on_moto_is_byte_identical_after_a_relaunch() {
+    let d = Dir::new();
+    let moto = Moto::start(d.tmp.path());
+    let (status, body) = moto.http("PUT", "/mllog-bucket");
+    assert_eq!(
+        status,
+        200,
+        "create bucket: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let log = d.path("result_0.txt");
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "relaunch_after": 10, "noise": true}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &["--upload", "s3://mllog-bucket/runs/1/"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .arg("watch")
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", moto.port))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false")
+        .output()
+        .expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // Read back with boto3 (moto's own dependency), signed as a client does.
+    let fetched = d.path("fetched.txt");
+    let get = Command::new(moto.python.as_path())
+        .args([
+            "-c",
+            "import boto3, sys\n\
+             s3 = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1')\n\
+             open(sys.argv[2], 'wb').write(s3.get_object(Bucket='mllog-bucket', \
+             Key='runs/1/result_0.txt')['Body'].read())",
+            &format!("http://127.0.0.1:{}", moto.port),
+            fetched.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("boto3");
+    assert!(
+        get.status.success(),
+        "{}",
+        String::from_utf8_lossy(&get.stderr)
+    );
+    let remote = std::fs::read(&fetched).expect("fetched");
+    assert_eq!(remote, std::fs::read(&log).expect("the log"), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+}
