@@ -726,3 +726,22 @@ fn the_upload_to_s3_on_moto_is_byte_identical_after_a_relaunch() {
     assert_eq!(remote, std::fs::read(&log).expect("the log"), "{err}");
     assert!(err.contains("truncated"), "{err}");
 }
+
+#[test]
+fn a_run_of_another_benchmark_than_asked_fails() {
+    let d = Dir::new();
+    let mut writer = d.writer(serde_json::json!({"pause": 0.0}), Stdio::piped());
+    let stdout = writer.stdout.take().expect("writer stdout");
+    let out = watch(&["-", "--benchmark", "llama31_8b"], Stdio::from(stdout))
+        .wait_with_output()
+        .expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not a llama31_8b run (its submission_benchmark: llama2_70b_lora)"),
+        "{err}"
+    );
+    // The verdict itself is the log's, which passes.
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": COMPLIANT"));
+}
