@@ -1,16 +1,17 @@
 //! The comparison command: measures, in one run and on the same workloads, our layer against a
 //! bare `Registry`, tracing-subscriber's JSON `fmt` layer and Python `mlperf_logging.mllog`,
 //! plus end-to-end throughput to a file, memory under a burst, `mllog check` against the
-//! official checker, and `mllog verify` (the whole submission review) against the official
-//! package_checker + result_summarizer, with its peak memory on a large submission. Prints a
-//! table and one `ratio:` line per comparison; with `--markdown`, the same as the Markdown
-//! table the README shows.
+//! official checker, `mllog verify` (the whole submission review) against the official
+//! package_checker + result_summarizer, with its peak memory on a large submission, and what
+//! `mllog watch` costs following a log as it is written. Prints a table and one `ratio:` line
+//! per comparison; with `--markdown`, the same as the Markdown table the README shows.
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
-//! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set, and the verify case the corpus
-//! through `MLLOG_CORPUS`; without them they are reported as skipped; `-- --only-verify` runs
-//! the verify case alone). Wall-clock numbers on a shared machine are indicative; the
-//! instruction budgets (`examples/budgets.rs`) are the repeatable measure.
+//! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; the verify case the corpus through
+//! `MLLOG_CORPUS`; the watch case the release `mllog` binary beside the example, from `cargo
+//! build --release -p mllog-cli`; without them they are reported as skipped). `-- --only-verify`
+//! and `-- --only-watch` run one of those cases alone. Wall-clock numbers on a shared machine
+//! are indicative; the instruction budgets (`examples/budgets.rs`) are the repeatable measure.
 
 use std::io::Write;
 use std::process::Command;
@@ -23,6 +24,7 @@ use tracing_subscriber::prelude::*;
 
 #[path = "../benches/support/stacks.rs"]
 mod support;
+mod watch_cost;
 
 const OPS: u64 = 200_000;
 
@@ -43,6 +45,19 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("mllog-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut rows: Vec<(String, f64, &'static str)> = Vec::new();
+    if std::env::args().any(|a| a == "--only-watch") {
+        // Just `mllog watch` following a log (section 6), beside one Python event's cost.
+        let (mut rows, mut ratios) = (Vec::new(), Vec::new());
+        watch_cost::watch_case(&dir, python_mllog_event_ns(&dir), &mut rows, &mut ratios);
+        for (name, v, unit) in &rows {
+            println!("{name:<48} {v:>12.1} {unit}");
+        }
+        for (name, r) in &ratios {
+            println!("ratio: {name} = {r}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     if std::env::args().any(|a| a == "--only-verify") {
         // Just the submission review (section 5), e.g. after a change to it.
         let mut ratios = Vec::new();
@@ -231,6 +246,9 @@ fn main() {
 
     // 5. mllog verify vs the official package_checker + result_summarizer, and its memory.
     verify_case(&dir, &mut rows, &mut ratios);
+
+    // 6. mllog watch following a log as it is written: CPU per record, lag, memory.
+    watch_cost::watch_case(&dir, python_event, &mut rows, &mut ratios);
 
     if std::env::args().any(|a| a == "--markdown") {
         // The README's results table, as it is pasted there.

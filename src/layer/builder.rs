@@ -678,7 +678,9 @@ impl Builder {
             shutdown_timeout: b.shutdown_timeout,
             max_delay: b.max_delay,
             compliance: planned.compliance,
-            writes: settings.writes,
+            // What a feed receives is its caller's business: the report's "no span or event
+            // reached the layer" (and the dropped-guard probe) speak of a layer there is not.
+            writes: false,
             hooks: Vec::new(),
         })
         .map_err(Error::Worker)?;

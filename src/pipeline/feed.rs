@@ -19,6 +19,12 @@ impl RecordFeed {
         RecordFeed { pipeline }
     }
 
+    /// Whether any sink takes the records. Without one a caller need not push at all: the
+    /// records it parsed would only cross to the worker thread to be freed there.
+    pub fn has_sinks(&self) -> bool {
+        !self.pipeline.queue.counters.sinks.is_empty()
+    }
+
     /// Hands `record` to the worker (after the guard's shutdown it is counted as dropped).
     pub fn push(&self, record: Record) {
         let mut slot = self.pipeline.record();

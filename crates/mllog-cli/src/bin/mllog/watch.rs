@@ -305,6 +305,9 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
+    // Without a sink (no upload, no OTel, no RPD) the records stay here: handing each one to
+    // the worker thread, to be freed there, would cost several times the parsing.
+    let feeding = feed.has_sinks();
     let live = Rc::new(RefCell::new(Live::new(ruleset, shown.clone(), &a)));
     let on_idle = {
         let live = Rc::clone(&live);
@@ -334,7 +337,9 @@ pub fn run(a: Args) -> u8 {
             match item {
                 Ok(line) => {
                     live.borrow_mut().record(line.lineno, &line.record);
-                    feed.push(line.record);
+                    if feeding {
+                        feed.push(line.record);
+                    }
                 }
                 Err(e) => live.borrow_mut().error(&e),
             }
@@ -392,7 +397,11 @@ pub fn run(a: Args) -> u8 {
     }
     // Everything read reaches the sinks, and the upload's last copy is the whole file.
     let report = guard.shutdown();
-    eprint!("mllog watch: sinks: {report}");
+    if feeding {
+        eprint!("mllog watch: sinks: {report}");
+    } else {
+        eprintln!("mllog watch: no sink (no upload, OTel or RPD asked for)");
+    }
     if let Some(e) = io_error {
         eprintln!("mllog watch: cannot read {shown}: {e}");
         return crate::USAGE_OR_IO;
