@@ -1,8 +1,9 @@
 //! `mllog watch` following a run that the real Python writer (`mlperf_logging.mllog`, from the
 //! venv `MLLOG_PYTHON` names) writes line by line, with pauses: a relaunch that truncates the
 //! file, a file that does not exist yet, lines written in pieces, rank prefixes, CRLF, noise,
-//! standard input, a writer that exits, SIGTERM. The final verdict must be what `mllog check`
-//! and the official checker say of the finished file.
+//! standard input, a writer that exits, SIGTERM; the sinks (upload to a folder and to S3 on
+//! moto, OpenTelemetry to the rotel collector), all on loopback. The final verdict must be what
+//! `mllog check` and the official checker say of the finished file.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -744,4 +745,308 @@ fn a_run_of_another_benchmark_than_asked_fails() {
     );
     // The verdict itself is the log's, which passes.
     assert!(String::from_utf8_lossy(&out.stdout).contains(": COMPLIANT"));
+}
+
+/// A rotel collector (`MLLOG_ROTEL_BIN`, installed by `scripts/deps/otel.sh`) on free loopback
+/// ports, printing every span and metric it receives to a file; killed by its PID on drop.
+#[cfg(feature = "otel")]
+struct Rotel {
+    child: Child,
+    out: PathBuf,
+    http: u16,
+}
+
+#[cfg(feature = "otel")]
+impl Drop for Rotel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One span as rotel prints it.
+#[cfg(feature = "otel")]
+#[derive(Debug, Default)]
+struct RSpan {
+    name: String,
+    trace: String,
+    id: String,
+    parent: String,
+    start: String,
+    attrs: Vec<(String, String)>,
+    events: Vec<String>,
+}
+
+#[cfg(feature = "otel")]
+impl RSpan {
+    fn attr(&self, k: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What rotel printed: the spans, and each metric data point's (metric name, value).
+#[cfg(feature = "otel")]
+#[derive(Debug, Default)]
+struct Received {
+    spans: Vec<RSpan>,
+    points: Vec<(String, String)>,
+}
+
+#[cfg(feature = "otel")]
+impl Rotel {
+    fn start(dir: &Path) -> Rotel {
+        let bin = std::env::var_os("MLLOG_ROTEL_BIN")
+            .map(PathBuf::from)
+            .expect("MLLOG_ROTEL_BIN names the rotel collector (`. scripts/deps/otel.sh`)");
+        let (grpc, http) = (common::free_port(), common::free_port());
+        let out = dir.join("rotel.out");
+        let file = std::fs::File::create(&out).expect("rotel output");
+        let mut child = Command::new(&bin)
+            .arg("start")
+            .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
+            .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http}")])
+            .args(["--exporter", "blackhole"])
+            .args(["--debug-log", "traces", "--debug-log", "metrics"])
+            .args(["--debug-log-verbosity", "detailed"])
+            .arg("--pid-file")
+            .arg(dir.join("rotel.pid"))
+            .arg("--log-file")
+            .arg(dir.join("rotel.log"))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("rotel output"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
+        let until = Instant::now() + Duration::from_secs(20);
+        for port in [grpc, http] {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "rotel exited ({status}): {}",
+                        std::fs::read_to_string(&out).unwrap_or_default()
+                    );
+                }
+                assert!(Instant::now() < until, "rotel did not listen on {port}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Rotel { child, out, http }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits (30 s at most) until what rotel printed satisfies `done`.
+    fn wait_for(&self, what: &str, done: impl Fn(&Received) -> bool) -> Received {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = parse_rotel(&self.output());
+            if done(&got) {
+                return got;
+            }
+            assert!(
+                Instant::now() < until,
+                "rotel did not receive {what}; it printed:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Reads rotel's detailed debug output: `Span #` blocks (their fields, `Attributes:` and the
+/// names of their `SpanEvent #`s) and `Metric #` blocks (the name, each data point's `Value:`).
+#[cfg(feature = "otel")]
+fn parse_rotel(text: &str) -> Received {
+    #[derive(PartialEq)]
+    enum At {
+        Span,
+        Attrs,
+        Event,
+        Metric,
+        Other,
+    }
+    fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+        let rest = line.strip_prefix(name)?.trim_start().strip_prefix(':')?;
+        Some(rest.trim())
+    }
+    let mut got = Received::default();
+    let mut at = At::Other;
+    let mut metric = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        let arrow = t
+            .strip_prefix("-> ")
+            .and_then(|kv| {
+                kv.split_once(": ")
+                    .or_else(|| kv.strip_suffix(':').map(|k| (k, "")))
+            })
+            .map(|(k, v)| (k.trim(), v.trim()));
+        if t.starts_with("Span #") {
+            got.spans.push(RSpan::default());
+            at = At::Span;
+        } else if t.starts_with("Metric #") {
+            metric.clear();
+            at = At::Metric;
+        } else if t.starts_with("ResourceSpans #") || t.starts_with("ResourceMetrics #") {
+            at = At::Other;
+        } else if at == At::Metric {
+            match (arrow, t.strip_prefix("Value: ")) {
+                (Some(("Name", v)), _) if metric.is_empty() => metric = v.to_owned(),
+                (_, Some(v)) => got.points.push((metric.clone(), v.to_owned())),
+                _ => {}
+            }
+        } else if let Some(span) = got.spans.last_mut().filter(|_| at != At::Other) {
+            if t == "Attributes:" && at == At::Span {
+                at = At::Attrs;
+            } else if t == "Events:" {
+                at = At::Span;
+            } else if t.starts_with("SpanEvent #") {
+                at = At::Event;
+            } else if at == At::Span {
+                for (name, slot) in [
+                    ("Trace ID", &mut span.trace),
+                    ("Parent ID", &mut span.parent),
+                    ("ID", &mut span.id),
+                    ("Name", &mut span.name),
+                    ("Start time", &mut span.start),
+                ] {
+                    if let Some(v) = field(t, name) {
+                        *slot = v.to_owned();
+                    }
+                }
+            } else if let Some((k, v)) = arrow {
+                match at {
+                    At::Attrs => span.attrs.push((k.to_owned(), v.to_owned())),
+                    At::Event if k == "Name" => span.events.push(v.to_owned()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    got
+}
+
+/// `MLLOG_OTEL=1` with a launcher's `TRACEPARENT`: the run the Python writer writes reaches a
+/// real collector as spans under the launcher's trace (run, init, block, eval, their parents,
+/// the records' own times), its point records as events, and eval_accuracy as a metric.
+#[cfg(feature = "otel")]
+#[test]
+fn otel_exports_the_watched_run_to_a_real_collector_under_the_launchers_trace() {
+    const TRACE: &str = "4d4c4c4f470000000000000000077a7c";
+    const LAUNCHER_SPAN: &str = "00f067aa0ba902b7";
+    let d = Dir::new();
+    let rotel = Rotel::start(d.tmp.path());
+    let log = d.path("result_0.txt");
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "start_after": 0.3}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .arg("watch")
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .env("MLLOG_OTEL", "1")
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", rotel.http),
+        )
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .env("TRACEPARENT", format!("00-{TRACE}-{LAUNCHER_SPAN}-01"))
+        .env_remove("MLLOG_UPLOAD_URL")
+        .env_remove("MLLOG_RPD_FILE")
+        .output()
+        .expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let records = records_in(&log);
+    assert!(
+        err.contains(&format!("otel: {records} written")),
+        "every record reached the OTel sink: {err}"
+    );
+
+    // What the log holds, as the collector must show it.
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let parsed: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| l.split_once(":::MLLOG ").map(|(_, j)| j))
+        .map(|j| serde_json::from_str(j).expect("a JSON record"))
+        .collect();
+    let count = |key: &str| parsed.iter().filter(|r| r["key"] == key).count();
+    let (blocks, evals) = (count("block_start"), count("eval_start"));
+    assert!(blocks >= 3 && evals >= 3, "{blocks} blocks, {evals} evals");
+    let mut accuracies: Vec<f64> = parsed
+        .iter()
+        .filter(|r| r["key"] == "eval_accuracy")
+        .map(|r| r["value"].as_f64().expect("a number"))
+        .collect();
+    let run_start_ms = parsed
+        .iter()
+        .find(|r| r["key"] == "run_start")
+        .and_then(|r| r["time_ms"].as_u64())
+        .expect("run_start's time_ms");
+
+    let got = rotel.wait_for("the run's spans and eval_accuracy", |g| {
+        g.spans.iter().any(|s| s.name == "run")
+            && g.points.iter().any(|(m, _)| m == "mllog.eval_accuracy")
+    });
+    let named = |n: &str| -> Vec<&RSpan> { got.spans.iter().filter(|s| s.name == n).collect() };
+    assert!(
+        got.spans.iter().all(|s| s.trace == TRACE),
+        "every span is in the launcher's trace: {:#?}",
+        got.spans
+    );
+    let run = named("run");
+    assert_eq!(run.len(), 1, "{:#?}", got.spans);
+    let run = run[0];
+    assert_eq!(
+        run.parent, LAUNCHER_SPAN,
+        "the run hangs on the launcher's span"
+    );
+    assert_eq!(run.attr("mllog.status"), Some("Str(success)"), "{run:?}");
+    assert_eq!(
+        run.start,
+        (u128::from(run_start_ms) * 1_000_000).to_string(),
+        "the span starts at run_start's own time_ms"
+    );
+    let init = named("init");
+    assert_eq!(init.len(), 1);
+    assert_eq!(init[0].parent, LAUNCHER_SPAN);
+    for key in ["submission_benchmark", "lora_rank", "global_batch_size"] {
+        assert!(
+            init[0].events.iter().any(|e| e == key),
+            "init carries the {key} event: {:?}",
+            init[0]
+        );
+    }
+    assert_eq!(named("block").len(), blocks);
+    assert_eq!(named("eval").len(), evals);
+    for s in named("block").into_iter().chain(named("eval")) {
+        assert_eq!(s.parent, run.id, "{} is a child of run: {s:?}", s.name);
+    }
+    assert!(
+        named("eval")
+            .iter()
+            .all(|e| e.events.iter().any(|n| n == "eval_accuracy")),
+        "each eval carries its eval_accuracy: {:#?}",
+        named("eval")
+    );
+    let mut exported: Vec<f64> = got
+        .points
+        .iter()
+        .filter(|(m, _)| m == "mllog.eval_accuracy")
+        .map(|(_, v)| v.parse().expect("a number"))
+        .collect();
+    exported.sort_by(f64::total_cmp);
+    accuracies.sort_by(f64::total_cmp);
+    assert_eq!(
+        exported, accuracies,
+        "one eval_accuracy point per evaluation"
+    );
 }
