@@ -1050,3 +1050,107 @@ fn otel_exports_the_watched_run_to_a_real_collector_under_the_launchers_trace() 
         "one eval_accuracy point per evaluation"
     );
 }
+
+/// `MLLOG_RPD_FILE`: the watched run in a ROCm RPD file (SQLite), every interval one
+/// `UserMarker` range from its start record's `time_ms` to its stop's, every point record a
+/// mark, all with the watcher's pid.
+#[cfg(feature = "rpd")]
+#[test]
+fn rpd_file_holds_the_watched_runs_intervals_as_user_marker_ranges() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let rpd = d.path("trace.rpd");
+    let mut writer = d.writer(serde_json::json!({"out": log}), Stdio::null());
+    let args = watch_args(&log, &[]);
+    let w = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .arg("watch")
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .env("MLLOG_RPD_FILE", &rpd)
+        .env_remove("MLLOG_OTEL")
+        .env_remove("MLLOG_UPLOAD_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("watch");
+    let pid = i64::from(w.id());
+    let out = w.wait_with_output().expect("watch");
+    assert!(writer.wait().expect("writer").success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let records = records_in(&log);
+    assert!(err.contains(&format!("rpd: {records} written")), "{err}");
+
+    // The log's intervals (paired by name, innermost first) and points, in ns.
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let mut open: std::collections::HashMap<String, Vec<i64>> = Default::default();
+    let mut ranges = Vec::new();
+    let mut marks = 0;
+    for line in text.lines() {
+        let Some((_, json)) = line.split_once(":::MLLOG ") else {
+            continue;
+        };
+        let r: serde_json::Value = serde_json::from_str(json).expect("a JSON record");
+        let key = r["key"].as_str().expect("key");
+        let ns = r["time_ms"].as_i64().expect("time_ms") * 1_000_000;
+        match r["event_type"].as_str().expect("event_type") {
+            "INTERVAL_START" => open
+                .entry(key.trim_end_matches("_start").to_owned())
+                .or_default()
+                .push(ns),
+            "INTERVAL_END" => {
+                let name = key.trim_end_matches("_stop").to_owned();
+                let start = open.get_mut(&name).and_then(Vec::pop).expect("started");
+                ranges.push((name, start, ns));
+            }
+            _ => marks += 1,
+        }
+    }
+    ranges.sort();
+    assert!(ranges.iter().filter(|r| r.0 == "eval").count() >= 3);
+
+    let conn = rusqlite::Connection::open(&rpd).expect("open the RPD file");
+    let mut st = conn
+        .prepare(
+            "SELECT A.pid, A.start, A.\"end\", S.string, U.string FROM rocpd_api A \
+             JOIN rocpd_string S ON S.id = A.apiName_id \
+             JOIN rocpd_ustring U ON U.id = A.args_id ORDER BY A.id",
+        )
+        .expect("rocpd_api with its strings (schema v3)");
+    let rows: Vec<(i64, i64, i64, String, String)> = st
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    assert!(
+        rows.iter().all(|r| r.0 == pid && r.3 == "UserMarker"),
+        "{rows:?}"
+    );
+    let mut got: Vec<(String, i64, i64)> = rows
+        .iter()
+        .map(|(_, start, end, _, label)| {
+            let name = label.split([' ', '=']).next().unwrap_or_default();
+            (name.to_owned(), *start, *end)
+        })
+        .filter(|(name, _, _)| ["init", "run", "block", "eval"].contains(&name.as_str()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got, ranges,
+        "one range per interval, at the records' own times"
+    );
+    assert_eq!(rows.len(), ranges.len() + marks, "and one mark per point");
+    let run = rows
+        .iter()
+        .find(|r| r.4.starts_with("run "))
+        .expect("the run's range");
+    assert!(run.4.contains("status=success"), "{run:?}");
+    assert!(
+        rows.iter()
+            .filter(|r| r.4.starts_with("eval_accuracy="))
+            .all(|r| r.1 == r.2),
+        "eval_accuracy is a mark"
+    );
+}
