@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 /// The writer: re-emits the records of a dry run through `mlperf_logging.mllog`, one at a
 /// time. Options (one JSON argument): `out` (the file, else stdout), `pause` (seconds between
 /// records), `skip` (keys left out), `gate` (run_stop waits for this file to exist),
-/// `relaunch_after` (write that many records, truncate the file, write the whole run),
+/// `gate_at` (the key that waits for the gate instead), `strip` (`{key: field}`: the first
+/// record of that key loses that metadata field), `relaunch_after` (write that many records,
+/// truncate the file, write the whole run),
 /// `prefix` and `eol` (what a launcher adds), `pieces` (each line in two writes), `noise`
 /// (a line of other output after each record), `copy` (every byte also to this file),
 /// `no_run_stop`.
@@ -58,17 +60,22 @@ mllog.config(logger=lg)
 logger = mllog.get_mllogger()
 emit = {"INTERVAL_START": logger.start, "INTERVAL_END": logger.end, "POINT_IN_TIME": logger.event}
 
+stripped = set()
+
 def run(recs):
     for r in recs:
         if r["key"] in args.get("skip", []):
             continue
-        if r["key"] == "run_stop":
-            if args.get("no_run_stop"):
-                continue
-            gate = args.get("gate")
-            while gate and not os.path.exists(gate):
-                time.sleep(0.02)
+        if r["key"] == "run_stop" and args.get("no_run_stop"):
+            continue
+        gate = args.get("gate")
+        while gate and r["key"] == args.get("gate_at", "run_stop") and not os.path.exists(gate):
+            time.sleep(0.02)
         meta = {k: v for k, v in r["metadata"].items() if k not in ("file", "lineno")}
+        field = args.get("strip", {}).get(r["key"])
+        if field and r["key"] not in stripped:
+            stripped.add(r["key"])
+            meta.pop(field, None)
         emit[r["event_type"]](key=r["key"], value=r["value"], metadata=meta, time_ms=r["time_ms"])
         if args.get("noise"):
             for s in streams:
@@ -81,7 +88,9 @@ if "relaunch_after" in args:
     time.sleep(0.6)
     open(out, "w").close()  # the relaunch opens the file with O_TRUNC
     time.sleep(0.6)
-run(records)
+    run(records)
+else:
+    run(records)
 "#;
 
 struct Dir {
@@ -320,6 +329,70 @@ fn fail_fast_exits_at_the_first_error_before_the_run_ends() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("lora_rank"));
     writer.kill().expect("stop the writer");
     let _ = writer.wait();
+}
+
+/// The 1-based number of the first line of `file` that holds `needle`.
+fn line_of(file: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(file)
+        .expect("read the log")
+        .lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("no line holds {needle}"))
+}
+
+#[test]
+fn a_problem_during_the_run_is_said_with_its_line_while_the_writer_waits() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let gate = d.path("gate");
+    // The first eval_accuracy lacks samples_count, which the closed llama2_70b_lora rules
+    // need; the writer then waits before that evaluation's eval_stop.
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "strip": {"eval_accuracy": "samples_count"},
+                           "gate": gate, "gate_at": "eval_stop"}),
+        Stdio::null(),
+    );
+    let args = watch_args(&log, &[]);
+    let mut w = watch(&strs(&args), Stdio::null());
+    let rx = stderr_lines(&mut w);
+    let mut seen = Vec::new();
+    let setup = wait_for(&rx, &mut seen, |l| l.contains("set-up at run_start"));
+    assert!(setup.ends_with("nothing missing or wrong before the clock starts"));
+    let said = wait_for(&rx, &mut seen, |l| l.contains("eval_accuracy"));
+    let at = wait_for(&rx, &mut seen, |l| l.trim_start().starts_with("-->"));
+    // Said while the writer is held: nothing after the faulty record is written yet.
+    let written = std::fs::read_to_string(&log).expect("read the log");
+    assert!(
+        !written.contains("\"eval_stop\""),
+        "eval_stop already written"
+    );
+    assert!(!gate.exists());
+    assert_eq!(
+        said,
+        "mllog watch: error: `eval_accuracy` needs metadata `samples_count` in the closed \
+         division (llama2_70b_lora)"
+    );
+    let line = line_of(&log, "\"eval_accuracy\"");
+    assert!(
+        at.ends_with(&format!("result_0.txt:{line}")),
+        "the problem is named by its line ({line}): {at}"
+    );
+    std::fs::write(&gate, "").expect("open the gate");
+    assert!(writer.wait().expect("writer").success());
+    let (code, out, err) = finish(w, rx, seen);
+    // Said once, not again at each later look.
+    assert_eq!(
+        err.matches("needs metadata `samples_count`").count(),
+        1,
+        "{err}"
+    );
+    let (check_code, check_out) = check(&log);
+    assert_eq!(out, check_out, "{err}");
+    assert_eq!((code, check_code), (1, 1), "{out}\n{err}");
+    assert!(out.contains(&format!("result_0.txt:{line}:")), "{out}");
+    let (official, text) = common::official_check(&log, "6.1.0", true);
+    assert!(!official, "the official checker passes it: {text}");
 }
 
 #[test]
