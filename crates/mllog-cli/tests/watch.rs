@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 /// records), `skip` (keys left out), `gate` (run_stop waits for this file to exist),
 /// `gate_at` (the key that waits for the gate instead), `strip` (`{key: field}`: the first
 /// record of that key loses that metadata field), `relaunch_after` (write that many records,
-/// truncate the file, write the whole run),
+/// truncate the file, write the whole run), `replace_after` (write that many, then the whole
+/// run into a new file moved over the old one after its first three records),
 /// `prefix` and `eol` (what a launcher adds), `pieces` (each line in two writes), `noise`
 /// (a line of other output after each record), `copy` (every byte also to this file),
 /// `no_run_stop`.
@@ -89,6 +90,16 @@ if "relaunch_after" in args:
     open(out, "w").close()  # the relaunch opens the file with O_TRUNC
     time.sleep(0.6)
     run(records)
+elif "replace_after" in args:
+    # The relaunch writes a new file and moves it over the old one (`mv new.log out`), then
+    # goes on writing to it.
+    run(records[:args["replace_after"]])
+    time.sleep(0.6)
+    streams[0].f = open(out + ".new", "w")
+    run(records[:3])
+    os.replace(out + ".new", out)
+    time.sleep(0.3)
+    run(records[3:])
 else:
     run(records)
 "#;
@@ -393,6 +404,42 @@ fn a_problem_during_the_run_is_said_with_its_line_while_the_writer_waits() {
     assert!(out.contains(&format!("result_0.txt:{line}:")), "{out}");
     let (official, text) = common::official_check(&log, "6.1.0", true);
     assert!(!official, "the official checker passes it: {text}");
+}
+
+#[test]
+fn a_file_replaced_by_a_new_one_is_followed_as_a_relaunch() {
+    let d = Dir::new();
+    let log = d.path("result_0.txt");
+    let args = watch_args(&log, &[]);
+    let mut w = watch(&strs(&args), Stdio::null());
+    let rx = stderr_lines(&mut w);
+    let mut writer = d.writer(
+        serde_json::json!({"out": log, "replace_after": 30}),
+        Stdio::null(),
+    );
+    let mut seen = Vec::new();
+    // The first run reached the clock before it was replaced.
+    wait_for(&rx, &mut seen, |l| l.contains("set-up at run_start"));
+    let inode =
+        |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).expect("stat"));
+    let first = inode(&log);
+    wait_for(&rx, &mut seen, |l| {
+        l.contains("result_0.txt was replaced by a new file: a new run; starting over")
+    });
+    assert_ne!(inode(&log), first, "the path names another file");
+    assert!(writer.wait().expect("writer").success());
+    let (code, out, err) = finish(w, rx, seen);
+    let (check_code, check_out) = check(&log);
+    assert_eq!(out, check_out, "{err}");
+    assert_eq!((code, check_code), (0, 0), "{out}\n{err}");
+    // The verdict is the new file's alone: its records, counted once.
+    let records = records_in(&log);
+    assert_eq!(records, records_in(&d.path("dry.txt")));
+    assert!(out.contains(&format!("{records} records")), "{out}");
+    assert!(err.contains("1 restarts of the file"), "{err}");
+    assert_eq!(err.matches("set-up at run_start").count(), 2, "{err}");
+    let (official, text) = common::official_check(&log, "6.1.0", true);
+    assert!(official, "{text}");
 }
 
 #[test]
