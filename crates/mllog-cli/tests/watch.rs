@@ -1274,3 +1274,107 @@ fn rpd_file_holds_the_watched_runs_intervals_as_user_marker_ranges() {
         "eval_accuracy is a mark"
     );
 }
+
+/// About 1 GB of valid MLLOG lines (a closed llama2_70b_lora run whose first block holds
+/// about 5.7 million `train_loss` records) streamed into `mllog watch -` by a thread of this test,
+/// never written to disk: the watcher's peak resident memory, from `wait4`'s rusage, stays
+/// under 64 MiB (the stream is checked, not held), and its verdict counts every record. In the
+/// debug build this takes about 45 s on two cores.
+#[test]
+fn a_1_gb_stream_keeps_memory_bounded_and_every_record_is_checked() {
+    use std::io::{Read as _, Write as _};
+    const TOTAL: usize = 1 << 30;
+    let d = Dir::new();
+    let dry = std::fs::read_to_string(d.path("dry.txt")).expect("dry run");
+    let lines: Vec<&str> = dry.lines().collect();
+    let first_block = lines
+        .iter()
+        .position(|l| l.contains("\"block_start\""))
+        .expect("a block")
+        + 1;
+    let head = lines[..first_block].join("\n") + "\n";
+    let tail = lines[first_block..].join("\n") + "\n";
+    let time_ms = lines[first_block - 1]
+        .split("\"time_ms\": ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .expect("block_start's time_ms")
+        .to_owned();
+    // One MiB or so of records, sent again and again.
+    let mut chunk = String::new();
+    let mut per_chunk = 0;
+    while chunk.len() < (1 << 20) {
+        chunk.push_str(&format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {time_ms}, \"event_type\": \
+             \"POINT_IN_TIME\", \"key\": \"train_loss\", \"value\": {}.{per_chunk:04}, \
+             \"metadata\": {{\"file\": \"train.py\", \"lineno\": {}, \"step_num\": {per_chunk}}}}}\n",
+            per_chunk % 7,
+            100 + per_chunk % 50
+        ));
+        per_chunk += 1;
+    }
+    let chunks = TOTAL / chunk.len();
+    let streamed = head.len() + chunks * chunk.len() + tail.len();
+    let records = lines.len() + chunks * per_chunk;
+
+    // Reaped by wait4 below, which also gives its rusage.
+    #[allow(clippy::zombie_processes)]
+    let mut w = watch(&["-", "--timeout", "600"], Stdio::piped());
+    let pid = w.id() as i32;
+    let mut stdin = w.stdin.take().expect("piped stdin");
+    let feeder = std::thread::spawn(move || {
+        stdin.write_all(head.as_bytes())?;
+        for _ in 0..chunks {
+            stdin.write_all(chunk.as_bytes())?;
+        }
+        stdin.write_all(tail.as_bytes())
+    });
+    let mut stdout = w.stdout.take().expect("piped stdout");
+    let mut stderr = w.stderr.take().expect("piped stderr");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).map(|_| s)
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).map(|_| s)
+    });
+    let started = Instant::now();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value to be written over; waiting for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let elapsed = started.elapsed();
+    feeder
+        .join()
+        .expect("feeder")
+        .expect("the watcher read the whole stream");
+    let out = out.join().expect("stdout").expect("stdout");
+    let err = err.join().expect("stderr").expect("stderr");
+    let peak_kib = usage.ru_maxrss;
+    eprintln!(
+        "{streamed} bytes, {records} records in {elapsed:?}; peak RSS of the watcher: {peak_kib} KiB"
+    );
+    assert!(streamed >= 1_000_000_000, "{streamed} bytes");
+    assert!(
+        libc::WIFEXITED(status),
+        "the watcher died: {status:#x}\n{err}"
+    );
+    assert_eq!(libc::WEXITSTATUS(status), 0, "{out}\n{err}");
+    assert!(
+        peak_kib < 64 * 1024,
+        "peak RSS {peak_kib} KiB while following a 1 GB stream"
+    );
+    assert!(
+        out.contains(&format!(
+            ": COMPLIANT (0 errors, 0 warnings) — ruleset 6.1.0, {records} records"
+        )),
+        "{out}"
+    );
+    assert!(
+        err.contains(&format!("ended (end of input): {records} records")),
+        "{err}"
+    );
+    assert!(!err.contains("malformed"), "{err}");
+}
