@@ -14,7 +14,7 @@ use tracing_mllog::{mllog, train_step, MllogLayer};
 mod support;
 
 fn bench(c: &mut Criterion) {
-    let stacks = support::stacks(MllogLayer::builder().environment(Vec::<(String, String)>::new()));
+    let stacks = support::stacks(MllogLayer::builder());
     let mut events = c.benchmark_group("event_3_fields");
     for (name, dispatch, _) in &stacks {
         events.bench_function(*name, |b| {

@@ -57,7 +57,6 @@ fn bench(c: &mut Criterion) {
             .trace_steps(true)
             .global_batch_size(8)
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
-            .environment(Vec::<(String, String)>::new())
             .build()
             .expect("layer")
     };

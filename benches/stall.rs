@@ -127,7 +127,6 @@ fn builder(log: &Path, stall: &Stall) -> (tracing_mllog::Builder, Box<dyn std::a
     let base = MllogLayer::builder()
         .output_file(log)
         .live_check(LivePolicy::Off)
-        .environment(std::iter::empty::<(String, String)>())
         .global_batch_size(8)
         .trace_steps(true)
         // A bounded shutdown: a silent server is given up on at the deadline.

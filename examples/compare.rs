@@ -49,12 +49,7 @@ fn main() {
         // Just `mllog watch` following a log (section 6), beside one Python event's cost.
         let (mut rows, mut ratios) = (Vec::new(), Vec::new());
         watch_cost::watch_case(&dir, python_mllog_event_ns(&dir), &mut rows, &mut ratios);
-        for (name, v, unit) in &rows {
-            println!("{name:<48} {v:>12.1} {unit}");
-        }
-        for (name, r) in &ratios {
-            println!("ratio: {name} = {r}");
-        }
+        print_plain(&rows, &ratios);
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
@@ -62,12 +57,7 @@ fn main() {
         // Just the submission review (section 5), e.g. after a change to it.
         let mut ratios = Vec::new();
         verify_case(&dir, &mut rows, &mut ratios);
-        for (name, v, unit) in &rows {
-            println!("{name:<48} {v:>12.1} {unit}");
-        }
-        for (name, r) in &ratios {
-            println!("ratio: {name} = {r}");
-        }
+        print_plain(&rows, &ratios);
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
@@ -261,17 +251,21 @@ fn main() {
         }
     } else {
         println!("{:<48} {:>16}", "measurement", "value");
-        for (name, v, unit) in &rows {
-            println!("{name:<48} {v:>12.1} {unit}");
-        }
-        for (name, r) in &ratios {
-            println!("ratio: {name} = {r}");
-        }
+        print_plain(&rows, &ratios);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Mean nanoseconds per call of `f` over `OPS` calls, after a warm-up.
+/// The rows and the ratios as plain text, one a line.
+fn print_plain(rows: &[(String, f64, &str)], ratios: &[(String, String)]) {
+    for (name, v, unit) in rows {
+        println!("{name:<48} {v:>12.1} {unit}");
+    }
+    for (name, r) in ratios {
+        println!("ratio: {name} = {r}");
+    }
+}
+
 /// Mean cost of one event when events come 200 µs apart (the worker sleeps between them);
 /// the gaps are spun, not slept, so that the calling thread stays on its core.
 fn spaced_event_ns() -> f64 {
@@ -293,6 +287,7 @@ fn skipped() -> String {
     "skipped (set MLLOG_PYTHON)".into()
 }
 
+/// Mean nanoseconds per call of `f` over `OPS` calls, after a warm-up.
 fn per_op(mut f: impl FnMut(u64)) -> f64 {
     for i in 0..OPS / 10 {
         f(i);

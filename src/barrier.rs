@@ -38,7 +38,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 ///     .try_barrier(|| Err("the communicator is gone".into()))
 ///     .barrier_timeout(Some(Duration::from_secs(60)))
 ///     .barrier_failure(BarrierFailure::Continue) // the default
-///     .environment(Vec::<(String, String)>::new())
 ///     .build::<tracing_subscriber::Registry>()?;
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```

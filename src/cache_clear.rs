@@ -17,15 +17,6 @@ use crate::record::{Metadata, Value};
 /// Where the kernel takes the request to drop clean caches.
 const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 
-/// The variables that give a process's rank on its node, for the one drop per node.
-pub const LOCAL_RANK_VARIABLES: [&str; 5] = [
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID",
-    "MV2_COMM_WORLD_LOCAL_RANK",
-    "SLURM_LOCALID",
-];
-
 /// Who cleared the page cache before the run: what the `cache_clear` record says
 /// ([`crate::Builder::cache_clear_mode`], `MLLOG_CACHE_CLEAR`).
 ///
@@ -127,7 +118,7 @@ pub(crate) fn settle(
             (said(false, "nobody"), note)
         }
         CacheClear::Drop => {
-            let local_rank = LOCAL_RANK_VARIABLES
+            let local_rank = crate::env::LOCAL_RANK_VARIABLES
                 .iter()
                 .find_map(|n| env.number::<u32>(n, 0, u32::MAX, "a rank").ok().flatten());
             if local_rank.is_some_and(|r| r != 0) {

@@ -72,10 +72,29 @@ pub const WORLD_SIZE_VARIABLES: [&str; 5] = [
     "SLURM_NTASKS",
 ];
 
+/// The variables that give a process's rank on its node, for the one drop per node.
+pub const LOCAL_RANK_VARIABLES: [&str; 5] = [
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+];
+
 /// Set by torchrun in the processes it starts: the variables of the launcher that started
 /// torchrun number the agents (one per node), not the workers, so they are not compared with
 /// `RANK`.
-const TORCHRUN_MARKERS: [&str; 2] = ["TORCHELASTIC_RUN_ID", "GROUP_RANK"];
+pub(crate) const TORCHRUN_MARKERS: [&str; 2] = ["TORCHELASTIC_RUN_ID", "GROUP_RANK"];
+
+/// Whether `name` is a variable a launcher sets to say which process this is: the global
+/// rank, the number of ranks, the rank on its node, torchrun's own markers. A builder reads
+/// these whether or not it reads the rest of the environment (`Builder::from_env`).
+pub(crate) fn is_launcher_variable(name: &str) -> bool {
+    RANK_VARIABLES.contains(&name)
+        || WORLD_SIZE_VARIABLES.contains(&name)
+        || LOCAL_RANK_VARIABLES.contains(&name)
+        || TORCHRUN_MARKERS.contains(&name)
+}
 
 /// The rank found in the environment, and every launcher variable that disagrees with it.
 ///
@@ -254,6 +273,12 @@ impl Env {
             vars,
             process: true,
         }
+    }
+
+    /// The variables of this one whose name `keep` accepts (still the process's, if it was).
+    pub fn only(mut self, keep: impl Fn(&str) -> bool) -> Env {
+        self.vars.retain(|name, _| keep(name));
+        self
     }
 
     /// These variables and no others (an empty map: nothing is set).

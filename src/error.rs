@@ -17,7 +17,6 @@ use std::path::PathBuf;
 /// // The log cannot go under a regular file: the error names the path.
 /// let err = MllogLayer::builder()
 ///     .output_file(blocker.join("mllog.txt"))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build::<tracing_subscriber::Registry>()
 ///     .err()
 ///     .expect("cannot be created");

@@ -33,10 +33,10 @@ pub mod sink;
 mod submission;
 
 pub use barrier::{BarrierFailure, BarrierResult};
-pub use cache_clear::{CacheClear, LOCAL_RANK_VARIABLES};
+pub use cache_clear::CacheClear;
 pub use clock_step::WALL_CLOCK_STEP_MS;
 pub use compliance::Ruleset;
-pub use env::{detect_rank, RankConflict, RankDetection, RANK_VARIABLES};
+pub use env::{detect_rank, RankConflict, RankDetection, LOCAL_RANK_VARIABLES, RANK_VARIABLES};
 pub use error::Error;
 pub use keys::Benchmark;
 pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};

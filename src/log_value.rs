@@ -46,7 +46,6 @@ use crate::record::{f32_shortest, Value};
 /// # let (layer, mut guard) = tracing_mllog::MllogLayer::builder()
 /// #     .no_output()
 /// #     .sink(sink)
-/// #     .environment(Vec::<(String, String)>::new())
 /// #     .build()
 /// #     .unwrap();
 /// # tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -454,7 +454,6 @@ pub enum ProfileError {
 /// // No `PROFILER` in this environment: nothing is loaded and nothing is reported.
 /// let (_layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
-///     .environment(Vec::<(String, String)>::new())
 ///     .build::<tracing_subscriber::Registry>()?;
 /// guard.shutdown();
 /// assert_eq!(guard.detail::<tracing_mllog::profile::ProfileReport>(), None);

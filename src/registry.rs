@@ -67,6 +67,27 @@ pub(crate) fn check_features(env: &Env) -> Result<(), EnvError> {
     Ok(())
 }
 
+/// The variables that turn on the output or an optional sink, where a builder that does not
+/// read the environment finds them set: an operator who set one expects an effect, so
+/// `build()` names them (never their values) rather than ignore them without a word.
+pub(crate) fn switches_set(process: &Env) -> Vec<&'static str> {
+    [
+        "MLLOG_OUTPUT_FILE",
+        "MLLOG_SAVE_TO_FILE",
+        "MLLOG_OTEL",
+        "MLLOG_NVTX",
+        "MLLOG_RPD_FILE",
+        "MLLOG_UPLOAD_URL",
+    ]
+    .into_iter()
+    .filter(|name| match process.raw(name) {
+        Ok(value) => value.is_some_and(|v| !v.trim().is_empty()),
+        // Set, but not UTF-8: set all the same.
+        Err(_) => true,
+    })
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::check_features;

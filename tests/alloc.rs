@@ -45,7 +45,6 @@ fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
         .global_batch_size(8)
         .train_loss_every(0)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));

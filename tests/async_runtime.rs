@@ -60,7 +60,6 @@ fn builder() -> Builder {
         .train_loss_every(LOSS_EVERY)
         .target(Target::at_most(0.5))
         .live_check(LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
 }
 
 /// Runs `f` with a fresh layer (writing MLLOG text into memory) as its dispatcher, checks the
@@ -641,7 +640,7 @@ fn rank_run(dir: &Path, name: &str, builder: Builder) -> (bool, Option<String>) 
 #[test]
 fn the_writer_rank_writes_and_other_ranks_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let no_env = || MllogLayer::builder().environment(Vec::<(String, String)>::new());
+    let no_env = MllogLayer::builder;
     let env = |vars: &[(&str, &str)]| MllogLayer::builder().environment(vars.iter().copied());
     let cases: Vec<(&str, Builder, bool)> = vec![
         ("rank1_writer1", no_env().rank(1).writer_rank(1), true),

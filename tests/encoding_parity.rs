@@ -265,7 +265,6 @@ fn macro_values_match_mlperf_logging_byte_for_byte() {
         .no_output()
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -378,11 +378,82 @@ fn child_builds_a_layer() {
     let Some(dir) = std::env::var_os(CHILD) else {
         return;
     };
-    let result = MllogLayer::builder()
+    let mut builder = MllogLayer::builder()
         .output_file(Path::new(&dir).join("default.txt"))
-        .build::<tracing_subscriber::Registry>();
-    match result {
-        Ok(_) => println!("CHILD-OK"),
+        .live_check(LivePolicy::Off);
+    if std::env::var_os(CHILD_CODE_ONLY).is_none() {
+        builder = builder.from_env();
+    }
+    match builder.build::<tracing_subscriber::Registry>() {
+        Ok((_, mut guard)) => {
+            let report = guard.shutdown();
+            println!("CHILD-OK writes={}", report.writes);
+        }
         Err(e) => println!("CHILD-ERR {e}"),
     }
+}
+
+/// Set for the child: its builder does not call `from_env`.
+const CHILD_CODE_ONLY: &str = "MLLOG_ENVIRONMENT_TEST_CODE_ONLY";
+
+/// A builder that does not call `from_env` does what its code says: the output file the
+/// operator set is not applied, and it is named on stderr (its value never); the launcher's
+/// rank is read all the same, so rank 1 does not write. With `from_env` the same variables
+/// apply.
+#[test]
+fn without_from_env_only_the_launchers_rank_is_read_and_an_ignored_switch_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("operator.txt");
+    let child = |code_only: bool, rank: &str| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "child_builds_a_layer",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD, dir.path())
+        .env("MLLOG_OUTPUT_FILE", &elsewhere)
+        .env("MLLOG_NAMESPACE", "operator")
+        .env("RANK", rank);
+        if code_only {
+            cmd.env(CHILD_CODE_ONLY, "1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (stdout, stderr) = child(true, "0");
+    assert!(stdout.contains("CHILD-OK writes=true"), "{stdout}{stderr}");
+    assert!(dir.path().join("default.txt").exists(), "the code's output");
+    assert!(!elsewhere.exists(), "MLLOG_OUTPUT_FILE was applied");
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("does not read the environment"))
+        .unwrap_or_else(|| panic!("no word of the ignored variable:\n{stderr}"));
+    assert!(warning.contains("MLLOG_OUTPUT_FILE"), "{warning}");
+    assert!(warning.contains("Builder::from_env"), "{warning}");
+    assert!(
+        !warning.contains("operator.txt"),
+        "a value was printed: {warning}"
+    );
+    // Only the variables that turn on the output or a sink are named.
+    assert!(!warning.contains("MLLOG_NAMESPACE"), "{warning}");
+
+    let (stdout, stderr) = child(true, "1");
+    assert!(stdout.contains("CHILD-OK writes=false"), "{stdout}{stderr}");
+
+    std::fs::remove_file(dir.path().join("default.txt")).unwrap();
+    let (stdout, stderr) = child(false, "0");
+    assert!(stdout.contains("CHILD-OK writes=true"), "{stdout}{stderr}");
+    assert!(elsewhere.exists(), "MLLOG_OUTPUT_FILE under from_env");
+    assert!(!dir.path().join("default.txt").exists());
+    assert!(
+        !stderr.contains("does not read the environment"),
+        "{stderr}"
+    );
 }

@@ -250,7 +250,6 @@ fn converged_exit(log: &Path) -> ! {
         .parallelism(1, 1, 1, 1)
         .micro_batch_size(1)
         .seed(1234)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");
     let handle = layer.run_handle();
@@ -347,7 +346,6 @@ fn small_builder(log: &Path) -> tracing_mllog::Builder {
         .global_batch_size(8)
         .target(Target::at_most(0.5))
         .live_check(LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -843,11 +841,12 @@ fn a_failed_build_from_process_variables_keeps_the_previous_log() {
     }
 }
 
-/// Builds from the process environment (no `Builder::environment`); the build must fail.
+/// Builds from the process environment (`Builder::from_env`); the build must fail.
 fn build_fails(log: &Path) {
     let err = MllogLayer::builder()
         .output_file(log)
         .live_check(LivePolicy::Off)
+        .from_env()
         .build::<tracing_subscriber::Registry>()
         .err()
         .expect("the build should fail");

@@ -19,7 +19,6 @@ const RECORDS: u64 = 400;
 /// to stderr as `CHILD written=W errors=E last=...`.
 fn run_layer(output: Option<&Path>) {
     let mut builder = MllogLayer::builder()
-        .environment(Vec::<(String, String)>::new())
         .live_check(LivePolicy::Off)
         .shutdown_timeout(Duration::from_secs(10));
     builder = match output {

@@ -186,7 +186,6 @@ fn child() {
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
             // The report says nothing but what each case is about.
             .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
-            .environment(Vec::<(String, String)>::new())
             .rank(rank)
             .build()
             .expect("build")
@@ -337,7 +336,6 @@ fn steps_child(case: &str) {
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         // The report says nothing but what each case is about.
         .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");
     let debug_steps = case.contains("debug");

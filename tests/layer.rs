@@ -20,7 +20,6 @@ where
         .no_output()
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");
     (layer, guard, handle)
@@ -228,7 +227,6 @@ fn guard_flush_makes_records_visible() {
     let (layer, guard) = MllogLayer::builder()
         .no_output()
         .sink(sink)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -348,7 +346,6 @@ fn a_sleeping_worker_is_woken_by_intervals_and_a_filling_channel_and_its_timer()
             .channel_capacity(64)
             .max_delay(max_delay)
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
-            .environment(Vec::<(String, String)>::new())
             .build()
             .expect("build");
         (
@@ -432,7 +429,6 @@ fn a_subscriber_wide_filter_that_hides_everything_is_named_in_the_report() {
             .no_output()
             .sink(MemorySink::new().0)
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
-            .environment(Vec::<(String, String)>::new())
             .build()
             .expect("build")
     }
@@ -515,7 +511,6 @@ fn nothing_logged_on_the_worker_thread_becomes_a_record() {
         .sink(memory)
         .cache_clear(false)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build");
     let run = layer.run_handle();

@@ -24,7 +24,6 @@ fn closed_llama2(policy: LivePolicy) -> tracing_mllog::Builder {
         // The page cache is the launcher's business here; `cache_clear_false_is_said_...`
         // shows the default.
         .cache_clear_mode(CacheClear::ByLauncher)
-        .environment(Vec::<(String, String)>::new())
 }
 
 /// With neither the layer nor the program saying the cache was cleared, `cache_clear` is

@@ -53,7 +53,6 @@ fn a_million_events_from_four_threads_all_arrive_in_order() {
         // would drop what its own queue cannot hold instead).
         .sink_with(sink, Delivery::Inline)
         .channel_capacity(1024) // small, so the producers really hit backpressure
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));

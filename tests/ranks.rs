@@ -321,6 +321,8 @@ fn rank() {
             s.read_exact(&mut go).expect("released by the coordinator");
         })
         .barrier_timeout(Some(timeout))
+        // MLLOG_CLOCK_STEP_MS, as a launcher sets it.
+        .from_env()
         .build()
         .expect("build");
     let writes = layer.writes();

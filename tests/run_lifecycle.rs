@@ -15,7 +15,6 @@ fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Reco
         .no_output()
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     let run_handle = layer.run_handle();

@@ -86,7 +86,6 @@ fn sink<'a>(report: &'a Report, name: &str) -> &'a SinkReport {
 fn builder(log: &Path) -> tracing_mllog::Builder {
     MllogLayer::builder()
         .output_file(log)
-        .environment(std::iter::empty::<(String, String)>())
         // Small, and blocking: a worker held up by a sink would hold up the training thread.
         .channel_capacity(8)
         .shutdown_timeout(Duration::from_secs(2))

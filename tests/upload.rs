@@ -221,7 +221,6 @@ fn train(dir: &Path, config: UploadConfig, reader: Option<&dyn Fn() -> Option<Ve
         .output_file(&local)
         .sink(sink)
         .shutdown_timeout(Duration::from_secs(20))
-        .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build layer");
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -1171,7 +1170,6 @@ fn child_run_with_dead_store() {
         .output_file(&local)
         .sink(sink)
         .shutdown_timeout(Duration::from_secs(3))
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     let fmt = tracing_subscriber::fmt::layer()
@@ -1467,6 +1465,7 @@ fn child_with_non_utf8_variables() {
     // Everything from the process environment, as a launcher would set it.
     match MllogLayer::builder()
         .shutdown_timeout(Duration::from_secs(10))
+        .from_env()
         .build()
     {
         Ok((layer, mut guard)) => {

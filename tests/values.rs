@@ -11,7 +11,6 @@ fn capture(f: impl FnOnce()) -> Vec<Record> {
         .no_output()
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), f);

@@ -90,6 +90,9 @@ pub fn builder(preset: &Preset, output: &str, config_filename: &str) -> Builder 
         // fills in samples_count, logs throughput per block and train_loss every 16 steps,
         // and decides run_stop's status from the preset's target.
         .train_loss_every(16)
+        // The operator's MLLOG_* variables over all of this: scripts/quickstart names the
+        // output with MLLOG_OUTPUT_FILE, and MLLOG_RPD_FILE, MLLOG_OTEL, ... turn sinks on.
+        .from_env()
 }
 
 /// A run under way: what the training loop reads, and what reports at the end.

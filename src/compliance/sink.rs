@@ -37,7 +37,6 @@ use crate::sink::{Sink, SinkError};
 ///         let mut seen = seen.lock().unwrap();
 ///         seen.extend(report.errors().map(|f| f.message.clone()));
 ///     })))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     drop(tracing::info_span!("init").entered()); // no hyperparameters logged

@@ -1,4 +1,5 @@
-//! Configuration of [`MllogLayer`]: builder first, the environment (`MLLOG_*`) as an overlay.
+//! Configuration of [`MllogLayer`]: the builder's settings, and the environment (`MLLOG_*`)
+//! over them when the program asks for it (`Builder::from_env`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -40,7 +41,6 @@ use crate::Error;
 ///     .sink(memory)
 ///     .cache_clear(false)
 ///     .span_name(Interval::Epoch, "pass") // `pass` spans are epochs
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _pass = tracing::info_span!("pass", epoch_num = 1u64).entered();
@@ -88,6 +88,18 @@ impl Interval {
     }
 }
 
+/// Where a build reads its variables from.
+#[derive(Default)]
+enum EnvSource {
+    /// The launcher's rank variables alone: the settings are the code's.
+    #[default]
+    Launcher,
+    /// The whole process environment (`Builder::from_env`).
+    Process,
+    /// This map and nothing else (`Builder::environment`).
+    Map(HashMap<String, String>),
+}
+
 enum Output {
     Stdout,
     File(PathBuf),
@@ -109,9 +121,10 @@ enum Output {
 /// reaches the file.
 ///
 /// Every setting has an `MLLOG_*` environment variable that overrides it at [`Builder::build`]
-/// time (see the README's table), so operators can redirect a run without recompiling.
-/// [`Builder::environment`] replaces the process environment with a fixed map, which keeps
-/// tests and examples independent of the shell they run in.
+/// time when the program calls [`Builder::from_env`] (see the README's table), so operators
+/// can redirect a run without recompiling; without it the builder reads only the launcher's
+/// rank variables. [`Builder::environment`] reads a fixed map instead of the process
+/// environment.
 ///
 /// Settings are checked at [`Builder::build`], not when they are set: an unusable value
 /// (a contradictory setting, an `MLLOG_*` variable that does not parse, a file that cannot be
@@ -135,7 +148,7 @@ enum Output {
 ///     .benchmark(Benchmark::Llama2_70bLora)
 ///     .org("ExampleOrg")
 ///     .sink(memory) // every record, in-process, besides the file
-///     .environment([("MLLOG_NAMESPACE", "worker0")]) // instead of the process's
+///     .environment([("MLLOG_NAMESPACE", "worker0")]) // as from_env would, from this map
 ///     .build()?;
 ///
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -185,7 +198,8 @@ pub struct Builder {
     max_delay: Duration,
     overflow: Overflow,
     shutdown_timeout: Duration,
-    environment: Option<HashMap<String, String>>,
+    /// Where the settings' variables come from (`Builder::from_env`, `Builder::environment`).
+    env_source: EnvSource,
     step_span: String,
     warmup_span: String,
     samples_per_step: Option<u64>,
@@ -226,7 +240,7 @@ impl Default for Builder {
             max_delay: Duration::from_millis(2),
             overflow: Overflow::Block,
             shutdown_timeout: Duration::from_secs(10),
-            environment: None,
+            env_source: EnvSource::Launcher,
             step_span: "train_step".into(),
             warmup_span: "warmup".into(),
             samples_per_step: None,
@@ -603,17 +617,40 @@ impl Builder {
         self
     }
 
-    /// Read every variable from this map instead of the process environment (an empty map
-    /// ignores the environment): the layer's `MLLOG_*` settings, the rank variables, and those
-    /// of every optional sink and of the profiler (`MLLOG_OTEL`, `OTEL_EXPORTER_OTLP_*`,
-    /// `MLLOG_RPD_FILE`, `PROFILER`, ...). See [`crate::env::Env`]. Two things still read the
-    /// process: `librpd_tracer.so` (`RPDT_*`, when it is loaded) and the object-store and
-    /// OTLP client crates' own credential and header lookups.
+    /// Applies the process environment over the settings made in code at [`Builder::build`]:
+    /// the layer's `MLLOG_*` variables (the README's table), the submission's, and those that
+    /// turn on and configure the optional sinks and the profiler (`MLLOG_OTEL`,
+    /// `OTEL_EXPORTER_OTLP_*`, `MLLOG_RPD_FILE`, `MLLOG_UPLOAD_URL`, `PROFILER`, ...), so
+    /// that an operator can redirect a run without recompiling. Without it the builder does
+    /// what its code says and reads only the launcher's rank variables
+    /// ([`RANK_VARIABLES`](crate::RANK_VARIABLES) and their kin), which say which process this
+    /// is rather than how to log; a variable that would have turned on the output or a sink
+    /// is then named on stderr at `build()`, never applied. The environment is read once, at
+    /// `build()`.
+    ///
+    /// ```
+    /// use tracing_mllog::MllogLayer;
+    ///
+    /// // A training binary that operators configure through MLLOG_OUTPUT_FILE, MLLOG_OTEL, ...
+    /// let builder = MllogLayer::builder().output_file("results/result_0.txt").from_env();
+    /// # drop(builder);
+    /// ```
+    pub fn from_env(mut self) -> Self {
+        self.env_source = EnvSource::Process;
+        self
+    }
+
+    /// [`Builder::from_env`] with this map as the environment, in place of the process's: the
+    /// layer's `MLLOG_*` settings, the rank variables, and those of every optional sink and of
+    /// the profiler all come from it (an empty map: nothing is set, not even a rank). See
+    /// [`crate::env::Env`]. Two things still read the process: `librpd_tracer.so` (`RPDT_*`,
+    /// when it is loaded) and the object-store and OTLP client crates' own credential and
+    /// header lookups.
     pub fn environment<K: Into<String>, V: Into<String>>(
         mut self,
         vars: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        self.environment = Some(
+        self.env_source = EnvSource::Map(
             vars.into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
@@ -655,7 +692,6 @@ impl Builder {
     ///     .sink(memory)
     ///     .live_check(LivePolicy::Off)
     ///     .validate_submission(false)
-    ///     .environment(Vec::<(String, String)>::new())
     ///     .build_feed()?;
     /// let log = ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1700000000123, \"event_type\": \
     ///            \"POINT_IN_TIME\", \"key\": \"seed\", \"value\": 7, \"metadata\": {}}";
@@ -687,15 +723,27 @@ impl Builder {
         Ok((RecordFeed::new(pipeline), guard))
     }
 
-    /// Reads the environment once (the process's, or the map given to
-    /// [`Builder::environment`]: everything after this reads that snapshot), applies it over
-    /// the builder's settings and validates them.
+    /// Reads the environment once (the launcher's variables, the process's with
+    /// [`Builder::from_env`], or the map given to [`Builder::environment`]: everything after
+    /// this reads that snapshot), applies it over the builder's settings and validates them.
     fn resolve(mut self) -> Result<Settings, Error> {
         compiled_level_check(tracing::level_filters::STATIC_MAX_LEVEL)?;
-        let env = match self.environment.take() {
-            Some(map) => Env::from_map(map),
-            None => Env::process(),
+        let (env, ignored) = match std::mem::take(&mut self.env_source) {
+            EnvSource::Launcher => {
+                let process = Env::process();
+                let ignored = crate::registry::switches_set(&process);
+                (process.only(crate::env::is_launcher_variable), ignored)
+            }
+            EnvSource::Process => (Env::process(), Vec::new()),
+            EnvSource::Map(map) => (Env::from_map(map), Vec::new()),
         };
+        if !ignored.is_empty() {
+            eprintln!(
+                "tracing-mllog: warning: {} set, but this program's layer does not read the \
+                 environment (`Builder::from_env`): not applied",
+                ignored.join(", ")
+            );
+        }
         self.overlay_env(&env)?;
         crate::registry::check_features(&env)?;
         if self.validate_submission {
@@ -1087,7 +1135,6 @@ impl Builder {
     ///     .barrier(move || {
     ///         world.wait();
     ///     })
-    ///     .environment(Vec::<(String, String)>::new())
     ///     .build::<tracing_subscriber::Registry>()?;
     /// # Ok::<(), tracing_mllog::Error>(())
     /// ```

@@ -73,7 +73,6 @@ pub fn filter<F>(inner: F) -> MllogFilter<F> {
 ///     .sink(memory)
 ///     .cache_clear(false)
 ///     .span_name(tracing_mllog::Interval::Eval, "validate")
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// let subscriber = tracing_subscriber::registry()
 ///     // a renamed interval span must be named here too

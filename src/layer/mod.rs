@@ -1093,7 +1093,6 @@ where
 /// let path = dir.path().join("mllog.txt");
 /// let (layer, guard) = MllogLayer::builder()
 ///     .output_file(&path)
-///     .environment(Vec::<(String, String)>::new()) // not the process's MLLOG_* variables
 ///     .build()
 ///     .expect("MLLOG output");
 /// tracing_subscriber::registry().with(layer).init();

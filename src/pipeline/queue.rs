@@ -48,7 +48,6 @@ use crate::sink::accounting::SinkCounters;
 ///     .sink_with(Stalled(gate.clone()), Delivery::Inline)
 ///     .channel_capacity(8)
 ///     .overflow(Overflow::DropAfter(Duration::from_millis(1)))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// let held = gate.lock().unwrap();
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

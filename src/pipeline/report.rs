@@ -18,7 +18,6 @@ use crate::sink::SinkReport;
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!(keys::SEED, 42);
@@ -34,7 +33,6 @@ use crate::sink::SinkReport;
 /// // A layer that never became part of the subscriber in use says so.
 /// let (_unused, mut guard) = MllogLayer::builder()
 ///     .no_output()
-///     .environment(Vec::<(String, String)>::new())
 ///     .build::<tracing_subscriber::Registry>()?;
 /// let report = guard.shutdown();
 /// assert!(report.received_nothing(), "{report}");

@@ -27,7 +27,6 @@ use std::sync::Arc;
 ///     .no_output()
 ///     .global_batch_size(8)
 ///     .target(Target::at_least(0.75))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// let run = layer.run_handle();
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -228,7 +228,6 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 ///     .no_output()
 ///     .sink(isolated) // on its own thread by default
 ///     .sink_with(inline, Delivery::Inline)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!(keys::SEED, 42);

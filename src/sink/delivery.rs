@@ -37,7 +37,6 @@
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink_with(Stalled(gate.clone()), Delivery::Isolated { capacity: 4 })
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// let held = gate.lock().unwrap();
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -18,7 +18,6 @@ use crate::record::Record;
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!(keys::SEED, 42);
@@ -47,7 +46,6 @@ pub struct MemorySink {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// let subscriber = tracing_subscriber::registry().with(layer);
 /// tracing::subscriber::with_default(subscriber, || {

@@ -157,7 +157,6 @@ impl Eq for Detail {}
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(Counting(Arc::new(AtomicU64::new(0))))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!("seed", 1);
@@ -226,7 +225,6 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(Closed(writer))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!("seed", 1); // the training thread never sees the error
@@ -291,7 +289,6 @@ pub enum SinkError {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink_with(LastAccuracy(accuracy.clone()), Delivery::Inline)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!(keys::EVAL_ACCURACY, 0.71, samples_count = 512);

@@ -115,7 +115,6 @@ struct Open {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(NvtxSink::new()) // or `MLLOG_NVTX=1` in the environment
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();

@@ -206,7 +206,6 @@ enum Destination {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .output_file(&local)
 ///     .upload(UploadConfig::new(&url)?.interval(Duration::from_secs(60)))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!(keys::SEED, 7);

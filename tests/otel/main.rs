@@ -418,6 +418,7 @@ fn rank_child() {
         .org("tracing-mllog")
         .trace_steps(true)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .from_env()
         .build()
         .expect("build the layer");
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -980,6 +981,7 @@ fn app_child() {
         .rank(0)
         .benchmark(Benchmark::Llama2_70bLora)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
+        .from_env()
         .build()
         .expect("build the layer");
     // The application's layer leaves the spans our sink exports to it (else both would

@@ -19,7 +19,6 @@ fn main() {
         .global_batch_size(8)
         .target(Target::at_most(0.5))
         .live_check(LivePolicy::Off)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .expect("build the layer");
     let handle = layer.run_handle();

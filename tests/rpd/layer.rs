@@ -144,7 +144,6 @@ fn only_the_writing_rank_profiles() {
         .output_file(dir.path().join("log.txt"))
         .rank(1)
         .profiler(profiler)
-        .environment(Vec::<(String, String)>::new())
         .build()
         .unwrap();
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

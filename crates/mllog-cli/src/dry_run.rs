@@ -207,8 +207,7 @@ pub fn run(preset: &Preset, opts: &DryRun, out: &Path) -> Result<DryRunOutcome, 
         .config_filename(opts.config_filename.clone())
         .precision(linear, attn, comm)
         .parallelism(tp, pp, cp, ep)
-        .micro_batch_size(opts.micro_batch_size)
-        .environment(Vec::<(String, String)>::new());
+        .micro_batch_size(opts.micro_batch_size);
     if let Some(s) = opts.status {
         builder = builder.system_status(s);
     }

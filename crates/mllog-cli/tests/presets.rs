@@ -544,7 +544,6 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
     let err = MllogLayer::builder()
         .preset(&p)
         .no_output()
-        .environment(Vec::<(String, String)>::new())
         .build::<tracing_subscriber::Registry>()
         .err()
         .expect("closed without org/platform");
@@ -562,7 +561,6 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
         .preset(&p)
         .no_output()
         .sink(sink)
-        .environment(Vec::<(String, String)>::new())
         .build::<tracing_subscriber::Registry>()
         .unwrap();
     use tracing_subscriber::prelude::*;

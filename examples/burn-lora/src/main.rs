@@ -285,6 +285,8 @@ fn builder(preset: &Preset, output: &str) -> tracing_mllog::Builder {
         .train_loss_every(16)
         // Slurm's SIGTERM at a time limit ends the run `aborted`, with a complete log.
         .handle_signals(true)
+        // MLLOG_OUTPUT_FILE, MLLOG_RPD_FILE, MLLOG_OTEL, ... over these settings.
+        .from_env()
 }
 
 /// `BURN_LORA_TRACE=<file>`: everything at `TRACE`, burn's operation spans included (opening

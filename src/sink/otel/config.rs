@@ -48,7 +48,6 @@ pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// let held = gate.lock().unwrap();
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -68,7 +68,6 @@ pub const OTEL_SCOPE: &str = "tracing-mllog";
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _run = tracing::info_span!("run").entered();
@@ -157,7 +156,6 @@ pub struct OtelReport {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _run = tracing::info_span!("run").entered();
@@ -310,7 +308,6 @@ impl OpenSpans {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .sink(sink)
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _run = tracing::info_span!("run").entered();

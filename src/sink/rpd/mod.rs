@@ -230,7 +230,6 @@ impl RpdError {
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
 ///     .rpd(RpdConfig::new(&path).schema(RpdSchema::V2).batch_rows(256))
-///     .environment(Vec::<(String, String)>::new())
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();

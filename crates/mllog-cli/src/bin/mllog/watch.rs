@@ -465,6 +465,8 @@ fn start_sinks(
     let mut b = tracing_mllog::MllogLayer::builder()
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .validate_submission(false)
+        // The sinks as the layer's are configured: MLLOG_UPLOAD_URL, MLLOG_OTEL, ...
+        .from_env()
         // The watcher is the one process that forwards this log, whatever rank variables the
         // job gave it.
         .rank(0);
