@@ -9,7 +9,7 @@
 //! The file is polled (its length and inode, every [`Controls::poll`]) rather than watched with
 //! inotify: polling works the same on network file systems (NFS, Lustre, GPFS) where a job's
 //! results usually live and where inotify sees no writes made on other nodes, and a poll every
-//! 100 ms costs nothing next to a training step.
+//! 50 ms costs nothing next to a training step.
 //!
 //! ```
 //! use std::io::Read;

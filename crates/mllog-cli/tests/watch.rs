@@ -522,6 +522,59 @@ fn standard_input_with_rank_prefixes_and_crlf_and_a_local_copy() {
     assert!(official, "{text}");
 }
 
+/// A job piped into the watcher goes on printing after `run_stop` (saving a checkpoint, say),
+/// longer than the quiet period: standard input is read to its end, so the job never writes
+/// into a closed pipe (a shell's `echo` would die of SIGPIPE), and the copy holds every line.
+#[test]
+fn standard_input_is_read_to_its_end_after_run_stop() {
+    let d = Dir::new();
+    let log = d.path("dry.txt");
+    let copy = d.path("copy.txt");
+    let dry = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args([
+            "dry-run",
+            "--benchmark",
+            "llama2_70b_lora",
+            "--division",
+            "closed",
+        ])
+        .args(["--ruleset", "6.1.0", "--out"])
+        .arg(&log)
+        .output()
+        .expect("mllog dry-run");
+    assert!(dry.status.success(), "{dry:?}");
+    let mut job = Command::new("sh")
+        .arg("-c")
+        .arg("cat \"$0\"; sleep 1.5; echo 'saving a checkpoint'; echo 'job done'")
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the job");
+    let stdout = job.stdout.take().expect("job stdout");
+    let args = [
+        "-",
+        "--output",
+        copy.to_str().expect("utf-8"),
+        "--quiet-period",
+        "0.2",
+    ];
+    let out = watch(&args, Stdio::from(stdout))
+        .wait_with_output()
+        .expect("watch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        job.wait().expect("job").success(),
+        "the job met a closed pipe: {err}"
+    );
+    assert!(err.contains("ended (end of input)"), "{err}");
+    let copied = std::fs::read_to_string(&copy).expect("copy");
+    assert!(
+        copied.ends_with("saving a checkpoint\njob done\n"),
+        "{copied}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
 #[test]
 fn lines_in_pieces_with_launcher_prefixes_crlf_and_noise_in_a_file() {
     let d = Dir::new();

@@ -36,7 +36,8 @@ pub struct Args {
     /// Stop at the first error (exit 1), so a job script can end a run whose log cannot pass.
     #[arg(long)]
     fail_fast: bool,
-    /// End this many seconds after `run_stop` once nothing more is written.
+    /// End this many seconds after `run_stop` once nothing more is written (a file only:
+    /// standard input is read to its end, so that the writer never meets a closed pipe).
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     quiet_period: f64,
     /// The writer's process id: the watch ends when it exits (after reading what it wrote).
@@ -94,7 +95,13 @@ impl Live {
             shown,
             werror: a.werror,
             fail_fast: a.fail_fast,
-            quiet_period: Duration::from_secs_f64(a.quiet_period.max(0.0)),
+            // Standard input is read to its end: ending earlier would close the pipe under a
+            // job that still writes (its next line would fail with EPIPE).
+            quiet_period: if a.file.as_os_str() == "-" {
+                Duration::MAX
+            } else {
+                Duration::from_secs_f64(a.quiet_period.max(0.0))
+            },
             run_started: false,
             run_stopped: false,
             said: HashSet::new(),
