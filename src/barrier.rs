@@ -143,7 +143,7 @@ impl Barrier {
             return;
         };
         let text = e.to_string();
-        eprintln!("tracing-mllog: warning: {text}");
+        stderr_line!("tracing-mllog: warning: {text}");
         report(text.clone());
         if self.on_failure == BarrierFailure::Panic {
             panic!("tracing-mllog: {text} (BarrierFailure::Panic)");

@@ -8,6 +8,22 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("tracing-mllog builds for Linux only");
 
+// Diagnostics on stderr never panic: `eprintln!` does when stderr is closed (a job piped into
+// `head`, a launcher that closed it), and logging must never take the training process down.
+// What cannot be said is dropped; the report still counts it.
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! stderr_text {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 // The format, the rules and the results live in `mllog-core` (no `tracing`); they are
 // re-exported at the paths they always had, so `tracing_mllog::keys::...` and `crate::keys`
 // keep working.

@@ -275,9 +275,10 @@ impl ComplianceSink {
             source: "tracing-mllog".into(),
         };
         if matches!(self.policy, LivePolicy::Warn) {
-            eprintln!(
+            stderr_line!(
                 "mllog compliance: warning: line {}: {}",
-                self.lines, finding.message
+                self.lines,
+                finding.message
             );
         }
         self.notes
@@ -294,7 +295,7 @@ impl ComplianceSink {
         // A wall-clock step is said when it happens; what the set-up says comes at run_start.
         let say_now = severity == Severity::Warning;
         if say_now && matches!(self.policy, LivePolicy::Warn) {
-            eprintln!("mllog compliance: warning: line {}: {message}", self.lines);
+            stderr_line!("mllog compliance: warning: line {}: {message}", self.lines);
         }
         self.notes
             .integrity
@@ -316,7 +317,7 @@ impl ComplianceSink {
             LivePolicy::Off => {}
             LivePolicy::Warn => {
                 if !pending.findings.is_empty() {
-                    eprint!(
+                    stderr_text!(
                         "mllog compliance: at run_start ({} records, ruleset {}):\n{}",
                         pending.records,
                         pending.ruleset,

@@ -738,7 +738,7 @@ impl Builder {
             EnvSource::Map(map) => (Env::from_map(map), Vec::new()),
         };
         if !ignored.is_empty() {
-            eprintln!(
+            stderr_line!(
                 "tracing-mllog: warning: {} set, but this program's layer does not read the \
                  environment (`Builder::from_env`): not applied",
                 ignored.join(", ")
@@ -1035,14 +1035,14 @@ impl Settings {
         })
         .map_err(Error::Worker)?;
         for warning in rank_conflicts.iter().map(ToString::to_string) {
-            eprintln!("tracing-mllog: warning: {warning}");
+            stderr_line!("tracing-mllog: warning: {warning}");
             pipeline.warn(warning);
         }
         // Said by the report at the end and by the live check at `run_start`, where a
         // reviewer of the run looks; a drop that failed is said now as well.
         if let Some(note) = cache_note {
             if b.ranks.cache_clear == CacheClear::Drop {
-                eprintln!("tracing-mllog: warning: {note}");
+                stderr_line!("tracing-mllog: warning: {note}");
             }
             pipeline.warn(note);
         }

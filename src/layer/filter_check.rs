@@ -56,7 +56,7 @@ pub(crate) fn spawn<T: Send + Sync + 'static>(
                 max = LevelFilter::current();
             }
             if alive.strong_count() > 0 && max < LevelFilter::INFO {
-                eprintln!("tracing-mllog: {}", warning(max));
+                stderr_line!("tracing-mllog: {}", warning(max));
             }
             then();
         });
@@ -170,7 +170,7 @@ impl CallsiteCheck {
 fn say_disabled(dispatch: &tracing_core::Dispatch, batch: Vec<&'static Metadata<'static>>) {
     for meta in batch {
         if !dispatch.enabled(meta) {
-            eprintln!("tracing-mllog: {}", disabled_warning(meta));
+            stderr_line!("tracing-mllog: {}", disabled_warning(meta));
         }
     }
 }

@@ -427,7 +427,7 @@ impl Shared {
              subscriber (`set_default`, `with_default`) does not reach, or when a step's \
              `samples` is not the global figure. README, \"Filters\"."
         );
-        eprintln!("tracing-mllog: warning: {warning}");
+        stderr_line!("tracing-mllog: warning: {warning}");
         self.pipeline.warn(warning);
     }
 
@@ -741,7 +741,7 @@ impl Core {
                 let spec = &shared.intervals[o.spec];
                 let (span, stop) = (spec.span_name.clone(), spec.stop_key.clone());
                 shared.end_interval(o, Ending::Closed);
-                eprintln!(
+                stderr_line!(
                     "tracing-mllog: warning: `run` closed while a `{span}` span opened inside \
                      it was still open; its `{stop}` is written now, before `run_stop` (the \
                      span's own close writes nothing)"
@@ -846,7 +846,7 @@ impl Shared {
     fn clock_stepped(&self, end: &mut Record, ms: f64) {
         end.metadata.set(crate::WALL_CLOCK_STEP_MS, ms);
         let warning = crate::clock_step::warning(ms, &end.key);
-        eprintln!("tracing-mllog: warning: {warning}");
+        stderr_line!("tracing-mllog: warning: {warning}");
         self.pipeline.warn(warning);
     }
 }

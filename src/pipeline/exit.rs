@@ -114,7 +114,7 @@ fn say_late_drops() {
         };
         let dropped = queue.counters.dropped_closed.load(Ordering::Relaxed);
         if dropped > *told {
-            eprintln!(
+            stderr_line!(
                 "tracing-mllog: {} records were logged after the MLLOG pipeline shut down \
                  (the guard was dropped, or `shutdown()` called, while threads still \
                  logged) and are not in the log",
@@ -158,7 +158,7 @@ pub(crate) fn handle_signals() -> std::io::Result<()> {
     }
     for sig in [libc::SIGTERM, libc::SIGINT] {
         if has_own_handler(sig) {
-            eprintln!(
+            stderr_line!(
                 "tracing-mllog: warning: the program handles {} itself; with signal \
                  handling on, the signal also ends the run and then the process once the \
                  log is flushed, which cuts that handler's work short (a last step, a \

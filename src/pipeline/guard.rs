@@ -114,7 +114,7 @@ impl GuardInner {
             if !ended.is_empty() {
                 let aborted =
                     how.ending() == Ending::Aborted && ended.iter().any(|k| k == "run_stop");
-                eprintln!(
+                stderr_line!(
                     "tracing-mllog: {} with intervals open; written now: {}{}",
                     how.describe(),
                     ended.join(", "),
@@ -142,11 +142,11 @@ impl GuardInner {
         }
         let report = self.report();
         if !report.is_clean() || report.received_nothing() || !report.warnings.is_empty() {
-            eprintln!("tracing-mllog: {report}");
+            stderr_line!("tracing-mllog: {report}");
         }
         if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
             if !c.passed(true) {
-                eprint!("{}", c.render_text("MLLOG output", true));
+                stderr_text!("{}", c.render_text("MLLOG output", true));
             }
         }
     }
@@ -285,7 +285,7 @@ impl Guard {
     /// // ... the init span has closed
     /// if let Some(verdict) = guard.preflight() {
     ///     if !verdict.passed(true) {
-    ///         eprint!("{}", verdict.render_text("MLLOG output", true));
+    ///         stderr_text!("{}", verdict.render_text("MLLOG output", true));
     ///         std::process::exit(1);
     ///     }
     /// }
@@ -324,7 +324,7 @@ impl Drop for Guard {
             inner.flush(DROP_PROBE, false);
             if inner.queue.counters.received.load(Ordering::Relaxed) == 0 {
                 inner.finish_checks(crate::sink::saturating_deadline(DROP_PROBE));
-                eprintln!(
+                stderr_line!(
                     "tracing-mllog: warning: the guard was dropped before any record was \
                      logged (`let (layer, _) = ..` drops it at once; bind it to a name: \
                      `let (layer, _guard) = ..`). The MLLOG pipeline keeps running until the \

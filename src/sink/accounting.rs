@@ -161,7 +161,7 @@ impl SinkCounters {
         if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
             // Said at once: a run of hours must not learn at its end that its log (or an
             // export) has been failing since its first minute.
-            eprintln!(
+            stderr_line!(
                 "tracing-mllog: error: sink `{}` failed: {message} (later failures are counted; \
                  the report at shutdown has them)",
                 self.name

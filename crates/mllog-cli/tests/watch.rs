@@ -436,7 +436,7 @@ fn a_file_replaced_by_a_new_one_is_followed_as_a_relaunch() {
     let records = records_in(&log);
     assert_eq!(records, records_in(&d.path("dry.txt")));
     assert!(out.contains(&format!("{records} records")), "{out}");
-    assert!(err.contains("1 restarts of the file"), "{err}");
+    assert!(err.contains("1 restart of the file"), "{err}");
     assert_eq!(err.matches("set-up at run_start").count(), 2, "{err}");
     let (official, text) = common::official_check(&log, "6.1.0", true);
     assert!(official, "{text}");
@@ -1430,4 +1430,249 @@ fn a_1_gb_stream_keeps_memory_bounded_and_every_record_is_checked() {
         "{err}"
     );
     assert!(!err.contains("malformed"), "{err}");
+}
+
+// -------------------------------------------------------------------------------------------
+// Mistakes a user makes, and a watcher beside a job that must never break it. The writer here
+// is a shell job replaying the log `mllog dry-run` writes: what is tested is the watcher.
+
+/// The dry run's compliant llama2_70b_lora log, in `d`.
+fn dry_log(d: &Dir) -> PathBuf {
+    let log = d.path("dry.txt");
+    let dry = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args([
+            "dry-run",
+            "--benchmark",
+            "llama2_70b_lora",
+            "--division",
+            "closed",
+        ])
+        .args(["--ruleset", "6.1.0", "--out"])
+        .arg(&log)
+        .output()
+        .expect("mllog dry-run");
+    assert!(dry.status.success(), "{dry:?}");
+    log
+}
+
+/// A shell job running `script` with `$1` = `arg`, its stdout piped.
+fn job(script: &str, arg: &Path) -> Child {
+    Command::new("sh")
+        .args(["-c", script, "job"])
+        .arg(arg)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the job")
+}
+
+#[test]
+fn a_closed_stderr_ends_neither_the_watch_nor_the_job() {
+    let d = Dir::new();
+    let log = dry_log(&d);
+    let copy = d.path("copy.txt");
+    let mut job = job("cat \"$1\"; sleep 0.3; cat \"$1\"", &log);
+    let mut w = Command::new(env!("CARGO_BIN_EXE_mllog"))
+        .args(["watch", "-", "--output"])
+        .arg(&copy)
+        .stdin(Stdio::from(job.stdout.take().expect("job stdout")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mllog watch");
+    // What `mllog watch - 2>&1 | head -1` does to it: the reader of stderr goes away.
+    drop(w.stderr.take());
+    let status = w.wait().expect("watch");
+    assert!(
+        job.wait().expect("job").success(),
+        "the job met a closed pipe"
+    );
+    // Not a panic (101): the log holds two runs, so the verdict is "not compliant".
+    assert_eq!(status.code(), Some(1));
+    let twice = std::fs::read_to_string(&log).expect("log").repeat(2);
+    assert_eq!(std::fs::read_to_string(&copy).expect("copy"), twice);
+}
+
+#[test]
+fn a_watch_refused_at_start_passes_standard_input_through() {
+    let d = Dir::new();
+    let log = dry_log(&d);
+    for args in [
+        vec!["-", "--upload", "file:///tmp/nowhere/"],
+        vec!["-", "--benchmark", "llama2_70b_lorra"],
+        vec!["-", "--pid", "0"],
+    ] {
+        let mut job = job("cat \"$1\"", &log);
+        let out = watch(&args, Stdio::from(job.stdout.take().expect("job stdout")))
+            .wait_with_output()
+            .expect("watch");
+        assert!(job.wait().expect("job").success(), "{args:?}: broken pipe");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("passing standard input through"), "{err}");
+        assert_eq!(
+            out.stdout,
+            std::fs::read(&log).expect("log"),
+            "{args:?}: the job's output was not passed through"
+        );
+    }
+}
+
+#[test]
+fn unknown_benchmarks_pids_and_negative_numbers_are_said_plainly() {
+    let d = Dir::new();
+    let log = dry_log(&d);
+    let shown = log.to_str().expect("utf-8");
+    let mut gone = Command::new("true").spawn().expect("true");
+    let gone_pid = gone.id().to_string();
+    gone.wait().expect("reaped");
+    for (args, says) in [
+        (vec![shown, "--benchmark", "llama2_70b_lorra"], "known: "),
+        (vec![shown, "--pid", &gone_pid], "no such process"),
+        (vec![shown, "--pid", "-5"], "no such process"),
+        (vec![shown, "--quiet-period", "-1"], "0 or more"),
+        (vec![shown, "--timeout", "-1"], "0 or more"),
+    ] {
+        let out = watch(&args, Stdio::null())
+            .wait_with_output()
+            .expect("watch");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_file_never_created_is_an_io_error_not_a_verdict() {
+    let d = Dir::new();
+    let missing = d.path("results/result_0.txt");
+    let args = [missing.to_str().expect("utf-8"), "--timeout", "0.3"];
+    let out = watch(&args, Stdio::null())
+        .wait_with_output()
+        .expect("watch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("never created"), "{err}");
+    assert!(out.stdout.is_empty(), "a verdict on nothing");
+}
+
+/// With `--pid`, what the writer appends after `run_stop` and the quiet period is still read,
+/// copied and uploaded: the watch ends when the writer does.
+#[test]
+fn with_pid_the_watch_ends_when_the_writer_does() {
+    let d = Dir::new();
+    let dry = dry_log(&d);
+    let log = d.path("results/result_0.txt");
+    let remote = d.path("remote");
+    std::fs::create_dir_all(log.parent().expect("parent")).expect("results");
+    let mut writer = Command::new("sh")
+        .args([
+            "-c",
+            "cat \"$1\" > \"$2\"; sleep 1.5; echo 'checkpoint saved' >> \"$2\"",
+            "job",
+        ])
+        .arg(&dry)
+        .arg(&log)
+        .spawn()
+        .expect("the writer");
+    let pid = writer.id().to_string();
+    let url = format!("file://{}/", remote.display());
+    let args = [
+        log.to_str().expect("utf-8"),
+        "--pid",
+        &pid,
+        "--quiet-period",
+        "0.2",
+        "--upload",
+        &url,
+    ];
+    let w = watch(&args, Stdio::null());
+    assert!(writer.wait().expect("writer").success());
+    let out = w.wait_with_output().expect("watch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("ended (the writer exited)"), "{err}");
+    let local = std::fs::read(&log).expect("log");
+    assert!(String::from_utf8_lossy(&local).ends_with("checkpoint saved\n"));
+    assert_eq!(
+        std::fs::read(remote.join("result_0.txt")).expect("remote"),
+        local
+    );
+}
+
+#[test]
+fn an_upload_that_leaves_no_whole_copy_is_an_io_error() {
+    let d = Dir::new();
+    let log = dry_log(&d);
+    let args = [
+        log.to_str().expect("utf-8"),
+        "--quiet-period",
+        "0",
+        "--upload",
+        "file:///proc/no-such-dir/",
+    ];
+    let out = watch(&args, Stdio::null())
+        .wait_with_output()
+        .expect("watch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not the whole log"), "{err}");
+    // The verdict on the log itself is still given, and is check's.
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": COMPLIANT"));
+}
+
+/// The log names another benchmark than `--benchmark`: said on that line, and with
+/// `--fail-fast` the watch ends there rather than at the end of the run.
+#[test]
+fn another_benchmark_is_said_on_its_line_and_fails_fast() {
+    let d = Dir::new();
+    let log = dry_log(&d);
+    let mut job = job("head -n 5 \"$1\"; sleep 30; cat \"$1\"", &log);
+    let started = Instant::now();
+    let args = ["-", "--benchmark", "llama31_8b", "--fail-fast"];
+    let out = watch(&args, Stdio::from(job.stdout.take().expect("job stdout")))
+        .wait_with_output()
+        .expect("watch");
+    let took = started.elapsed();
+    let _ = job.kill();
+    let _ = job.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let line = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .position(|l| l.contains("\"submission_benchmark\""))
+        .expect("a submission_benchmark line")
+        + 1;
+    assert!(
+        err.contains(&format!("not a llama31_8b run (its submission_benchmark: llama2_70b_lora)\n  --> <stdin>:{line}")),
+        "{err}"
+    );
+    assert!(err.contains("ended (--fail-fast"), "{err}");
+    assert!(
+        took < Duration::from_secs(25),
+        "the watch waited for the run: {took:?}"
+    );
+}
+
+#[test]
+fn a_second_run_appended_to_the_file_is_named() {
+    let d = Dir::new();
+    let log = dry_log(&d);
+    let both = d.path("appended.txt");
+    let text = std::fs::read_to_string(&log).expect("log");
+    std::fs::write(&both, text.repeat(2)).expect("appended");
+    let second = text.lines().count()
+        + text
+            .lines()
+            .position(|l| l.contains("\"init_start\""))
+            .expect("init_start")
+        + 1;
+    let args = [both.to_str().expect("utf-8"), "--quiet-period", "0"];
+    let out = watch(&args, Stdio::null())
+        .wait_with_output()
+        .expect("watch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let said = format!("a second run begins at line {second}");
+    assert_eq!(err.matches(&said).count(), 1, "{err}");
 }

@@ -19,6 +19,22 @@ use mllog_core::Benchmark;
 use crate::check::choice_note;
 use crate::diag;
 
+// The watch runs beside a job, often in the same pipe: a closed stderr (`2>&1 | head`) must
+// not end it with a panic, or the job's output would end with it. What cannot be said is
+// dropped.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! say_text {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Options of `mllog watch`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -36,15 +52,21 @@ pub struct Args {
     /// Stop at the first error (exit 1), so a job script can end a run whose log cannot pass.
     #[arg(long)]
     fail_fast: bool,
-    /// End this many seconds after `run_stop` once nothing more is written (a file only:
-    /// standard input is read to its end, so that the writer never meets a closed pipe).
-    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    /// End this many seconds after `run_stop` once nothing more is written (a file without
+    /// --pid only: standard input is read to its end, so that the writer never meets a closed
+    /// pipe, and with --pid the watch waits for the writer to exit).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 3.0,
+        allow_hyphen_values = true
+    )]
     quiet_period: f64,
     /// The writer's process id: the watch ends when it exits (after reading what it wrote).
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", allow_hyphen_values = true)]
     pid: Option<i32>,
     /// End after this many seconds whatever happens.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true)]
     timeout: Option<f64>,
     /// Also write every byte read to FILE (for `-`: a local copy of the log).
     #[arg(long, value_name = "FILE")]
@@ -85,6 +107,11 @@ struct Live {
     records: usize,
     malformed: usize,
     restarts: usize,
+    /// The benchmark `--benchmark` asks for, and whether the log named another.
+    benchmark: Option<Benchmark>,
+    wrong_benchmark: bool,
+    /// The line of the run's `init_start`: a second one means a second run in one file.
+    init_start: Option<usize>,
 }
 
 impl Live {
@@ -96,8 +123,9 @@ impl Live {
             werror: a.werror,
             fail_fast: a.fail_fast,
             // Standard input is read to its end: ending earlier would close the pipe under a
-            // job that still writes (its next line would fail with EPIPE).
-            quiet_period: if a.file.as_os_str() == "-" {
+            // job that still writes (its next line would fail with EPIPE). A writer given by
+            // --pid is waited for: what it writes after run_stop belongs in the copies too.
+            quiet_period: if a.file.as_os_str() == "-" || a.pid.is_some() {
                 Duration::MAX
             } else {
                 Duration::from_secs_f64(a.quiet_period.max(0.0))
@@ -111,6 +139,9 @@ impl Live {
             records: 0,
             malformed: 0,
             restarts: 0,
+            benchmark: a.benchmark.as_deref().and_then(Benchmark::from_name),
+            wrong_benchmark: false,
+            init_start: None,
         }
     }
 
@@ -122,6 +153,7 @@ impl Live {
         self.said.clear();
         self.dirty = false;
         self.restarts += 1;
+        self.init_start = None;
     }
 
     fn is_error(&self, s: Severity) -> bool {
@@ -132,6 +164,7 @@ impl Live {
         self.check.feed(lineno, record);
         self.records += 1;
         self.dirty = true;
+        self.said_at_once(lineno, record);
         if record.key == "run_start" && !self.run_started {
             self.run_started = true;
             self.preflight(lineno);
@@ -140,12 +173,51 @@ impl Live {
             self.scan();
             let report = self.check.current().report();
             let text = report.render_text(&self.shown, self.werror);
-            eprintln!(
+            say!(
                 "mllog watch: run_stop at line {lineno}: {}",
                 text.lines().last().unwrap_or_default()
             );
         } else if self.run_started && self.last_scan.elapsed() >= SCAN_EVERY {
             self.scan();
+        }
+    }
+
+    /// What one record shows by itself, said on its line: a log of another benchmark than
+    /// `--benchmark` asks for, a second run appended to the file.
+    fn said_at_once(&mut self, lineno: usize, record: &Record) {
+        match record.key.as_ref() {
+            "submission_benchmark" => {
+                let Some(want) = self.benchmark else { return };
+                let named = record.value.as_str();
+                if named != Some(want.as_str()) && !self.wrong_benchmark {
+                    self.wrong_benchmark = true;
+                    say!(
+                        "mllog watch: error: the log is not a {} run (its submission_benchmark: \
+                         {})\n  --> {}:{lineno}",
+                        want.as_str(),
+                        named.unwrap_or("not a name"),
+                        self.shown
+                    );
+                    self.failed_fast |= self.fail_fast;
+                }
+            }
+            "init_start" => match self.init_start {
+                None => self.init_start = Some(lineno),
+                Some(first) => {
+                    // Once: every rule that counts records now fails, and each says so.
+                    self.init_start = Some(usize::MAX);
+                    if first != usize::MAX {
+                        say!(
+                            "mllog watch: error: a second run begins at line {lineno} of {} (the \
+                             first at line {first}): the writer appended to the file \
+                             (mlperf_logging opens it for appending). A result file holds one \
+                             run: remove or rename it before a relaunch.",
+                            self.shown
+                        );
+                    }
+                }
+            },
+            _ => {}
         }
     }
 
@@ -177,9 +249,9 @@ impl Live {
             pending.records
         );
         if pending.findings.is_empty() {
-            eprintln!("{head}: nothing missing or wrong before the clock starts");
+            say!("{head}: nothing missing or wrong before the clock starts");
         } else {
-            eprint!(
+            say_text!(
                 "{head}: {} problem{} before the clock starts\n{}",
                 pending.findings.len(),
                 if pending.findings.len() == 1 { "" } else { "s" },
@@ -211,9 +283,10 @@ impl Live {
                 "warning"
             };
             let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
-            eprintln!(
+            say!(
                 "mllog watch: {sev}: {}\n  --> {}{at}",
-                f.message, self.shown
+                f.message,
+                self.shown
             );
             if self.fail_fast && self.is_error(f.severity) {
                 self.failed_fast = true;
@@ -267,30 +340,60 @@ fn ending_words(e: Option<Ending>, failed_fast: bool) -> &'static str {
     }
 }
 
+/// Refuses to watch (exit 2) after saying why. A job piped into `mllog watch -` is still
+/// writing: its output is passed through to standard output until it ends, so that a mistake
+/// on the watcher's command line neither loses the log nor breaks the job's pipe.
+fn refuse(stdin: bool, why: std::fmt::Arguments<'_>) -> u8 {
+    say!("mllog watch: {why}");
+    if stdin {
+        say!("mllog watch: passing standard input through to standard output, unchecked");
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::stdout().lock());
+    }
+    crate::USAGE_OR_IO
+}
+
 pub fn run(a: Args) -> u8 {
+    let stdin = a.file.as_os_str() == "-";
     let bench = match a.benchmark.as_deref().map(|b| (b, Benchmark::from_name(b))) {
         None => None,
         Some((_, Some(b))) => Some(b),
         Some((name, None)) => {
-            eprintln!("mllog watch: unknown benchmark `{name}`");
-            return crate::USAGE_OR_IO;
+            let known: Vec<&str> = Benchmark::ALL.iter().map(|b| b.as_str()).collect();
+            return refuse(
+                stdin,
+                format_args!("unknown benchmark `{name}` (known: {})", known.join(", ")),
+            );
         }
     };
     if !(a.quiet_period.is_finite() && a.quiet_period >= 0.0)
         || a.timeout.is_some_and(|t| !(t.is_finite() && t >= 0.0))
     {
-        eprintln!("mllog watch: --quiet-period and --timeout take a number of seconds, 0 or more");
-        return crate::USAGE_OR_IO;
+        return refuse(
+            stdin,
+            format_args!("--quiet-period and --timeout take a number of seconds, 0 or more"),
+        );
+    }
+    if let Some(pid) = a.pid {
+        // kill(pid, 0) tells whether the process exists; 0 and negative numbers name process
+        // groups, not a writer.
+        // SAFETY: signal 0 sends nothing; kill only checks that the process exists.
+        let exists = pid > 0
+            && (unsafe { libc::kill(pid, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+        if !exists {
+            return refuse(
+                stdin,
+                format_args!("--pid {pid}: no such process (the writer's process id, above 0)"),
+            );
+        }
     }
     let ruleset = a.ruleset.or(bench.map(ruleset_for));
-    let stdin = a.file.as_os_str() == "-";
     let shown = crate::shown(&a.file);
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
-            eprintln!("mllog watch: cannot handle signal {sig}: {e}");
-            return crate::USAGE_OR_IO;
+            return refuse(stdin, format_args!("cannot handle signal {sig}: {e}"));
         }
     }
     let controls = Controls {
@@ -307,10 +410,7 @@ pub fn run(a: Args) -> u8 {
     };
     let (feed, mut guard) = match start_sinks(log_file, a.upload.as_deref()) {
         Ok(started) => started,
-        Err(e) => {
-            eprintln!("mllog watch: {e}");
-            return crate::USAGE_OR_IO;
-        }
+        Err(e) => return refuse(stdin, format_args!("{e}")),
     };
     // Without a sink (no upload, no OTel, no RPD) the records stay here: handing each one to
     // the worker thread, to be freed there, would cost several times the parsing.
@@ -327,11 +427,16 @@ pub fn run(a: Args) -> u8 {
     };
     let mut follow = Follow::new(source, controls, on_idle);
     if let Some(out) = &a.output {
-        match std::fs::File::create(out) {
+        // `results/` not made yet is the usual case, as for the layer's output file.
+        let made = match out.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+            _ => Ok(()),
+        };
+        match made.and_then(|()| std::fs::File::create(out)) {
             Ok(f) => follow = follow.with_copy(f),
             Err(e) => {
-                eprintln!("mllog watch: cannot create {}: {e}", out.display());
-                return crate::USAGE_OR_IO;
+                drop(follow);
+                return refuse(stdin, format_args!("cannot create {}: {e}", out.display()));
             }
         }
     }
@@ -374,9 +479,7 @@ pub fn run(a: Args) -> u8 {
             None => None,
         };
         if let Some(why) = restart.take() {
-            eprintln!(
-                "mllog watch: {shown} was {why}: a new run; starting over from its first line"
-            );
+            say!("mllog watch: {shown} was {why}: a new run; starting over from its first line");
             if let Err(e) = f.restart() {
                 io_error = Some(e.to_string());
                 break 'runs;
@@ -386,7 +489,7 @@ pub fn run(a: Args) -> u8 {
             continue 'runs;
         }
         let live = live.borrow();
-        eprintln!(
+        say!(
             "mllog watch: ended ({}): {} records{}{}",
             ending_words(f.ended(), live.failed_fast),
             live.records,
@@ -395,22 +498,27 @@ pub fn run(a: Args) -> u8 {
             } else {
                 String::new()
             },
-            if live.restarts > 0 {
-                format!(", {} restarts of the file", live.restarts)
-            } else {
-                String::new()
+            match live.restarts {
+                0 => String::new(),
+                1 => ", 1 restart of the file".to_owned(),
+                n => format!(", {n} restarts of the file"),
             },
         );
     }
     // Everything read reaches the sinks, and the upload's last copy is the whole file.
     let report = guard.shutdown();
-    if feeding {
-        eprint!("mllog watch: sinks: {report}");
-    } else {
-        eprintln!("mllog watch: no sink (no upload, OTel or RPD asked for)");
-    }
+    if !feeding {
+        say!("mllog watch: no sink (no upload, OTel or RPD asked for)");
+    } else if report.is_clean() {
+        say!("mllog watch: sinks: {report}");
+    } // else the guard has said it, with what went wrong
+    let incomplete_copy = remote_copy_incomplete(&guard);
     if let Some(e) = io_error {
-        eprintln!("mllog watch: cannot read {shown}: {e}");
+        say!("mllog watch: cannot read {shown}: {e}");
+        return crate::USAGE_OR_IO;
+    }
+    if !stdin && !a.file.exists() {
+        say!("mllog watch: cannot read {shown}: it was never created");
         return crate::USAGE_OR_IO;
     }
 
@@ -419,6 +527,7 @@ pub fn run(a: Args) -> u8 {
         Err(_) => unreachable!("the follower, which shared the state, is gone"),
     };
     let (werror, given) = (live.werror, live.ruleset.is_some());
+    let live_wrong_benchmark = live.wrong_benchmark;
     let (report, detected, older) = live.check.finish();
     let mut out = diag::render(&report, &a.file, &shown, werror);
     if !given {
@@ -431,8 +540,8 @@ pub fn run(a: Args) -> u8 {
     }
     let mut passed = report.passed(werror);
     if let Some(b) = bench {
-        if report.benchmark.as_deref() != Some(b.as_str()) {
-            eprintln!(
+        if report.benchmark.as_deref() != Some(b.as_str()) && !live_wrong_benchmark {
+            say!(
                 "mllog watch: error: the log is not a {} run (its submission_benchmark: {})",
                 b.as_str(),
                 report.benchmark.as_deref().unwrap_or("none")
@@ -440,11 +549,42 @@ pub fn run(a: Args) -> u8 {
             passed = false;
         }
     }
-    if passed {
-        crate::OK
-    } else {
-        crate::FAILED
+    if live_wrong_benchmark {
+        passed = false;
     }
+    if !passed {
+        crate::FAILED
+    } else if let Some(why) = incomplete_copy {
+        // A compliant log whose remote copy was asked for and is not whole: an I/O error.
+        say!("mllog watch: error: {why}");
+        crate::USAGE_OR_IO
+    } else {
+        crate::OK
+    }
+}
+
+/// Why the remote copy asked for (`--upload`, MLLOG_UPLOAD_URL) is not the whole log, if it
+/// is not.
+#[cfg(feature = "upload")]
+fn remote_copy_incomplete(guard: &tracing_mllog::Guard) -> Option<String> {
+    let upload = guard.detail::<tracing_mllog::sink::UploadReport>()?;
+    if upload.final_remote_matches_local == Some(true) {
+        return None;
+    }
+    Some(format!(
+        "the copy at {} is not the whole log{}",
+        upload.url,
+        upload
+            .last_error
+            .as_deref()
+            .map(|e| format!(" (last error: {e})"))
+            .unwrap_or_default()
+    ))
+}
+
+#[cfg(not(feature = "upload"))]
+fn remote_copy_incomplete(_: &tracing_mllog::Guard) -> Option<String> {
+    None
 }
 
 /// Why the sinks could not start.
