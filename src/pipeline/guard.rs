@@ -285,7 +285,7 @@ impl Guard {
     /// // ... the init span has closed
     /// if let Some(verdict) = guard.preflight() {
     ///     if !verdict.passed(true) {
-    ///         stderr_text!("{}", verdict.render_text("MLLOG output", true));
+    ///         eprint!("{}", verdict.render_text("MLLOG output", true));
     ///         std::process::exit(1);
     ///     }
     /// }

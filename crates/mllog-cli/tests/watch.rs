@@ -1551,6 +1551,7 @@ fn a_file_never_created_is_an_io_error_not_a_verdict() {
         .expect("watch");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("waiting for"), "{err}");
     assert!(err.contains("never created"), "{err}");
     assert!(out.stdout.is_empty(), "a verdict on nothing");
 }

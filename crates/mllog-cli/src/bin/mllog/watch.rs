@@ -441,6 +441,10 @@ pub fn run(a: Args) -> u8 {
         }
     }
 
+    if !stdin && !a.file.exists() {
+        // A path with a typo waits forever otherwise, without a word.
+        say!("mllog watch: waiting for {shown} to be created");
+    }
     let mut follow = Some(follow);
     let mut io_error = None;
     'runs: while let Some(f) = follow.take() {
