@@ -528,28 +528,12 @@ fn standard_input_with_rank_prefixes_and_crlf_and_a_local_copy() {
 #[test]
 fn standard_input_is_read_to_its_end_after_run_stop() {
     let d = Dir::new();
-    let log = d.path("dry.txt");
+    let log = dry_log(&d);
     let copy = d.path("copy.txt");
-    let dry = Command::new(env!("CARGO_BIN_EXE_mllog"))
-        .args([
-            "dry-run",
-            "--benchmark",
-            "llama2_70b_lora",
-            "--division",
-            "closed",
-        ])
-        .args(["--ruleset", "6.1.0", "--out"])
-        .arg(&log)
-        .output()
-        .expect("mllog dry-run");
-    assert!(dry.status.success(), "{dry:?}");
-    let mut job = Command::new("sh")
-        .arg("-c")
-        .arg("cat \"$0\"; sleep 1.5; echo 'saving a checkpoint'; echo 'job done'")
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the job");
+    let mut job = job(
+        "cat \"$1\"; sleep 1.5; echo 'saving a checkpoint'; echo 'job done'",
+        &log,
+    );
     let stdout = job.stdout.take().expect("job stdout");
     let args = [
         "-",
