@@ -44,6 +44,9 @@
 ///         mllog!("train_loss", 0.5, step);
 ///     }
 /// });
+/// // Every record has reached the worker, which handed what fit to the stalled sink's queue;
+/// // the sink itself cannot flush while it is stalled.
+/// assert!(!guard.flush(std::time::Duration::from_millis(200)));
 /// drop(held);
 /// let report = guard.shutdown();
 /// assert_eq!(report.records, 50); // the worker (and the MLLOG file) got every record
