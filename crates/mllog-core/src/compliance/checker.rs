@@ -1142,17 +1142,31 @@ impl StreamCheck {
 /// The ruleset for a log whose first `submission_benchmark` has `value`: the default unless it
 /// names a benchmark the default does not allow, then the newest ruleset that allows it.
 fn ruleset_for_benchmark(value: &Value) -> (Ruleset, bool) {
-    let Some(b) = value.as_str().and_then(Benchmark::from_name) else {
-        return (Ruleset::DEFAULT, false);
-    };
-    if rules(Ruleset::DEFAULT).allows(b) {
+    match value.as_str().and_then(Benchmark::from_name) {
+        Some(b) => ruleset_of(b),
+        None => (Ruleset::DEFAULT, false),
+    }
+}
+
+/// The ruleset a log of `benchmark` is checked against when none is given, as `mllog check`
+/// picks it: the default, unless the default does not allow the benchmark, then the newest
+/// ruleset that does; and whether it is not the default.
+///
+/// ```
+/// use mllog_core::compliance::{ruleset_of, Ruleset};
+/// use mllog_core::keys::Benchmark;
+///
+/// assert_eq!(ruleset_of(Benchmark::Llama2_70bLora), (Ruleset::DEFAULT, false));
+/// ```
+pub fn ruleset_of(benchmark: Benchmark) -> (Ruleset, bool) {
+    if rules(Ruleset::DEFAULT).allows(benchmark) {
         return (Ruleset::DEFAULT, false);
     }
     match Ruleset::ALL
         .iter()
         .rev()
         .copied()
-        .find(|r| rules(*r).allows(b))
+        .find(|r| rules(*r).allows(benchmark))
     {
         Some(r) => (r, true),
         None => (Ruleset::DEFAULT, false),

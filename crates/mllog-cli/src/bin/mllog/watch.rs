@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mllog_cli::follow::{Controls, Ending, Follow, Restarted, Source};
-use mllog_core::compliance::{rules, ComplianceReport, Ruleset, Severity, StreamCheck};
+use mllog_core::compliance::{ruleset_of, ComplianceReport, Ruleset, Severity, StreamCheck};
 use mllog_core::record::{LineError, LogReader, Record};
 use mllog_core::Benchmark;
 
@@ -112,10 +112,16 @@ struct Live {
     wrong_benchmark: bool,
     /// The line of the run's `init_start`: a second one means a second run in one file.
     init_start: Option<usize>,
+    second_run_said: bool,
 }
 
 impl Live {
-    fn new(ruleset: Option<Ruleset>, shown: String, a: &Args) -> Live {
+    fn new(
+        ruleset: Option<Ruleset>,
+        benchmark: Option<Benchmark>,
+        shown: String,
+        a: &Args,
+    ) -> Live {
         Live {
             check: StreamCheck::new(ruleset),
             ruleset,
@@ -139,9 +145,10 @@ impl Live {
             records: 0,
             malformed: 0,
             restarts: 0,
-            benchmark: a.benchmark.as_deref().and_then(Benchmark::from_name),
+            benchmark,
             wrong_benchmark: false,
             init_start: None,
+            second_run_said: false,
         }
     }
 
@@ -154,6 +161,7 @@ impl Live {
         self.dirty = false;
         self.restarts += 1;
         self.init_start = None;
+        self.second_run_said = false;
     }
 
     fn is_error(&self, s: Severity) -> bool {
@@ -203,19 +211,18 @@ impl Live {
             }
             "init_start" => match self.init_start {
                 None => self.init_start = Some(lineno),
-                Some(first) => {
-                    // Once: every rule that counts records now fails, and each says so.
-                    self.init_start = Some(usize::MAX);
-                    if first != usize::MAX {
-                        say!(
-                            "mllog watch: error: a second run begins at line {lineno} of {} (the \
-                             first at line {first}): the writer appended to the file \
-                             (mlperf_logging opens it for appending). A result file holds one \
-                             run: remove or rename it before a relaunch.",
-                            self.shown
-                        );
-                    }
+                // Once: every rule that counts records now fails, and each says so.
+                Some(first) if !self.second_run_said => {
+                    self.second_run_said = true;
+                    say!(
+                        "mllog watch: error: a second run begins at line {lineno} of {} (the \
+                         first at line {first}): the writer appended to the file \
+                         (mlperf_logging opens it for appending). A result file holds one run: \
+                         remove or rename it before a relaunch.",
+                        self.shown
+                    );
                 }
+                Some(_) => {}
             },
             _ => {}
         }
@@ -313,20 +320,6 @@ fn body_of(report: &ComplianceReport, shown: &str, werror: bool) -> String {
     out
 }
 
-/// The ruleset `mllog check` would pick for a log of `bench`: the default unless it does not
-/// allow the benchmark, then the newest that does.
-fn ruleset_for(bench: Benchmark) -> Ruleset {
-    if rules(Ruleset::DEFAULT).allows(bench) {
-        return Ruleset::DEFAULT;
-    }
-    Ruleset::ALL
-        .iter()
-        .rev()
-        .copied()
-        .find(|r| rules(*r).allows(bench))
-        .unwrap_or(Ruleset::DEFAULT)
-}
-
 fn ending_words(e: Option<Ending>, failed_fast: bool) -> &'static str {
     if failed_fast {
         return "--fail-fast: an error";
@@ -387,7 +380,7 @@ pub fn run(a: Args) -> u8 {
             );
         }
     }
-    let ruleset = a.ruleset.or(bench.map(ruleset_for));
+    let ruleset = a.ruleset.or(bench.map(|b| ruleset_of(b).0));
     let shown = crate::shown(&a.file);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -415,7 +408,7 @@ pub fn run(a: Args) -> u8 {
     // Without a sink (no upload, no OTel, no RPD) the records stay here: handing each one to
     // the worker thread, to be freed there, would cost several times the parsing.
     let feeding = feed.has_sinks();
-    let live = Rc::new(RefCell::new(Live::new(ruleset, shown.clone(), &a)));
+    let live = Rc::new(RefCell::new(Live::new(ruleset, bench, shown.clone(), &a)));
     let on_idle = {
         let live = Rc::clone(&live);
         Box::new(move |quiet| live.borrow_mut().idle(quiet))
