@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::sink::{Delivery, RpdConfig};
+use tracing_mllog::sink::{Delivery, RpdConfig, RpdSink};
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
@@ -133,9 +133,9 @@ fn builder(log: &Path, stall: &Stall) -> (tracing_mllog::Builder, Box<dyn std::a
         .shutdown_timeout(Duration::from_secs(2));
     let rpd = log.with_extension("rpd");
     match stall {
-        Stall::Nothing => (base.rpd(RpdConfig::new(&rpd)), Box::new(())),
+        Stall::Nothing => (base.sink(RpdSink::new(RpdConfig::new(&rpd))), Box::new(())),
         Stall::RpdLocked(delivery) => (
-            base.rpd(RpdConfig::new(&rpd))
+            base.sink(RpdSink::new(RpdConfig::new(&rpd)))
                 .sink_delivery("rpd", *delivery),
             Box::new(()),
         ),
@@ -172,7 +172,10 @@ fn builder(log: &Path, stall: &Stall) -> (tracing_mllog::Builder, Box<dyn std::a
                 .option("aws_region", "us-east-1")
                 .option("aws_virtual_hosted_style_request", "false")
                 .interval(Duration::from_millis(10));
-            (base.upload(config), Box::new(store))
+            (
+                base.sink(tracing_mllog::sink::UploadSink::new(config)),
+                Box::new(store),
+            )
         }
     }
 }

@@ -90,7 +90,7 @@ impl Path2 {
         let local = dir.join(format!("{kind}.log"));
         let file = file_sink(&local);
         let upload =
-            upload_config(kind, port).map(|c| UploadSink::start(c, local).expect("uploader").0);
+            upload_config(kind, port).map(|c| UploadSink::for_file(c, local).expect("uploader").0);
         let mut step = Record::event("tracked_stats", Value::from(0.5));
         step.metadata.set("step", 1u64);
         let eval = Record::event("eval_accuracy", Value::from(0.75));

@@ -312,17 +312,15 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
     let mut configs: Vec<(String, Add)> = vec![("file only".into(), Box::new(|b| b))];
     #[cfg(feature = "rpd")]
     {
+        use tracing_mllog::sink::{RpdConfig, RpdSink};
         let (rpd, rpd2) = (dir.join("compare.rpd"), dir.join("compare-steps.rpd"));
         configs.push((
             "file + RPD".into(),
-            Box::new(move |b| b.rpd(tracing_mllog::sink::RpdConfig::new(rpd))),
+            Box::new(move |b| b.sink(RpdSink::new(RpdConfig::new(rpd)))),
         ));
         configs.push((
             "file + RPD + traced steps".into(),
-            Box::new(move |b| {
-                b.rpd(tracing_mllog::sink::RpdConfig::new(rpd2))
-                    .trace_steps(true)
-            }),
+            Box::new(move |b| b.sink(RpdSink::new(RpdConfig::new(rpd2))).trace_steps(true)),
         ));
     }
     #[cfg(feature = "otel-sdk")]
@@ -347,18 +345,18 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
     #[cfg(feature = "object-store")]
     {
         use std::sync::Arc;
-        use tracing_mllog::sink::UploadConfig;
+        use tracing_mllog::sink::{UploadConfig, UploadSink};
         let remote = dir.join("remote");
         std::fs::create_dir_all(&remote).expect("remote dir");
         let url = format!("file://{}/", remote.display());
         configs.push((
             "file + upload (healthy)".into(),
             Box::new(move |b| {
-                b.upload(
+                b.sink(UploadSink::new(
                     UploadConfig::new(&url)
                         .expect("url")
                         .interval(Duration::from_millis(50)),
-                )
+                ))
             }),
         ));
         configs.push((
@@ -370,13 +368,16 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
                     ..ThrottleConfig::default()
                 };
                 let store = ThrottledStore::new(object_store::memory::InMemory::new(), t);
-                b.upload(UploadConfig::from_store(Arc::new(store), "compare/"))
+                b.sink(UploadSink::new(UploadConfig::from_store(
+                    Arc::new(store),
+                    "compare/",
+                )))
             }),
         ));
         configs.push((
             "file + upload (dead endpoint)".into(),
             Box::new(|b| {
-                b.upload(
+                b.sink(UploadSink::new(
                     UploadConfig::new("s3://compare-bucket/run/")
                         .expect("url")
                         .read_provider_env(false)
@@ -386,7 +387,7 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
                         .option("aws_secret_access_key", "compare-secret")
                         .option("aws_region", "us-east-1")
                         .deadline(Duration::from_secs(1)),
-                )
+                ))
             }),
         ));
     }

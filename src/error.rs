@@ -59,8 +59,8 @@ pub enum Error {
     /// An optional sink or the profiler could not start (bad file, missing library, ...).
     #[error("cannot start {what}: {source}")]
     Start {
-        /// What failed (`"the RPD sink"`, `"segment profiling"`, ...).
-        what: &'static str,
+        /// What failed (`"the RPD sink"`, `"segment profiling"`, "the sink `upload`", ...).
+        what: String,
         /// The sink's own error (`RpdError`, `UploadError`, `OtelError`, `ProfileError`,
         /// `NvtxError`): downcast it to match on it.
         #[source]
@@ -78,11 +78,11 @@ impl Error {
     /// A sink's (or the profiler's) typed error, kept as the source.
     #[allow(dead_code)] // used by the optional sinks only
     pub(crate) fn start(
-        what: &'static str,
+        what: &str,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
         Error::Start {
-            what,
+            what: what.to_owned(),
             source: Box::new(source),
         }
     }

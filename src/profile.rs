@@ -1235,24 +1235,3 @@ impl crate::sink::plug::SpanHook for SegmentProfiler {
         crate::sink::Detail::new(self.report())
     }
 }
-
-/// The registration (see `crate::registry::FACTORIES`): the profiler given to
-/// [`crate::Builder::profiler`], else the one `PROFILER` asks for, on the writing rank only;
-/// not a sink but a span hook of the layer.
-pub(crate) fn plug(
-    cx: &mut crate::sink::plug::SinkSetup<'_>,
-) -> Result<Option<crate::sink::plug::Plugged>, crate::Error> {
-    let given = cx.options.take::<SegmentProfiler>();
-    if !cx.writes {
-        return Ok(None);
-    }
-    let profiler = match given {
-        Some(p) => Some(p),
-        None => SegmentProfiler::from_env(cx.env)
-            .map_err(|e| crate::Error::start("segment profiling", e))?,
-    };
-    if let Some(p) = profiler {
-        cx.extras.span_hooks.push(std::sync::Arc::new(p));
-    }
-    Ok(None)
-}

@@ -1,17 +1,15 @@
 //! The optional sinks and the segment profiler, each registered once, under its feature: the
-//! one place a feature flag decides what `Builder::build` can plug in. It sits outside `sink`
-//! and `profile` so that neither imports the other's registration.
+//! one place a feature flag decides what the environment can turn on in `Builder::build`. It
+//! sits outside `sink` and `profile` so that neither imports the other's registration.
 
 use crate::env::{Env, EnvError};
 use crate::sink::plug::Factory;
 
-/// The optional sinks (and the segment profiler), each registered once, under its feature:
-/// `Builder::build` calls them in this order. Adding a sink is a module with a
-/// [`Factory`] and one line here.
+/// The optional sinks the environment can turn on, each by its `from_env`, each registered
+/// once, under its feature: `Builder::build` calls them in this order (after the profiler,
+/// which may have to export variables before any thread starts). Adding a sink is a module
+/// with a [`Factory`] and one line here.
 pub(crate) const FACTORIES: &[Factory] = &[
-    // First: an RPD profiler may have to export variables before any thread starts.
-    #[cfg(feature = "profiling")]
-    crate::profile::plug,
     #[cfg(feature = "object-store")]
     crate::sink::upload_plug,
     #[cfg(feature = "rpd")]
@@ -21,6 +19,22 @@ pub(crate) const FACTORIES: &[Factory] = &[
     #[cfg(feature = "otel-sdk")]
     crate::sink::otel_plug,
 ];
+
+/// The segment profiler: the one given to `Builder::profiler`, else the one `PROFILER` asks
+/// for. Not a sink but a span hook: it starts and stops the profiler on the training thread,
+/// at the span's own edges, which a sink on the worker could not.
+#[cfg(feature = "profiling")]
+pub(crate) fn profiler(
+    env: &Env,
+    given: Option<crate::profile::SegmentProfiler>,
+) -> Result<Option<std::sync::Arc<dyn crate::sink::plug::SpanHook>>, crate::Error> {
+    let profiler = match given {
+        Some(p) => Some(p),
+        None => crate::profile::SegmentProfiler::from_env(env)
+            .map_err(|e| crate::Error::start("segment profiling", e))?,
+    };
+    Ok(profiler.map(|p| std::sync::Arc::new(p) as _))
+}
 
 /// Variables that turn on an optional sink or the profiler. In a build without the feature
 /// that reads one, nothing would: an operator who sets `MLLOG_OTEL=1` would get no export and

@@ -272,7 +272,7 @@ fn a_sink_stuck_at_shutdown_is_left_behind_at_the_deadline() {
 #[test]
 fn a_locked_rpd_file_drops_rpd_rows_not_mllog_lines() {
     use rusqlite::Connection;
-    use tracing_mllog::sink::RpdConfig;
+    use tracing_mllog::sink::{RpdConfig, RpdSink};
 
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mllog.log");
@@ -280,7 +280,9 @@ fn a_locked_rpd_file_drops_rpd_rows_not_mllog_lines() {
     let (dispatch, mut guard) = start(
         builder(&log)
             // Longer than the test holds the lock: the sink waits in SQLite the whole time.
-            .rpd(RpdConfig::new(&rpd).busy_timeout(PATIENCE * 2))
+            .sink(RpdSink::new(
+                RpdConfig::new(&rpd).busy_timeout(PATIENCE * 2),
+            ))
             .sink_delivery("rpd", Delivery::Isolated { capacity: 16 }),
     );
     log_range(&dispatch, 0, 10);
@@ -412,7 +414,7 @@ fn a_silent_otel_collector_drops_spans_not_mllog_lines() {
 #[cfg(feature = "object-store")]
 #[test]
 fn a_silent_object_store_does_not_hold_up_the_log_or_the_exit() {
-    use tracing_mllog::sink::UploadConfig;
+    use tracing_mllog::sink::{UploadConfig, UploadSink};
 
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mllog.log");
@@ -427,7 +429,7 @@ fn a_silent_object_store_does_not_hold_up_the_log_or_the_exit() {
         .option("aws_region", "us-east-1")
         .option("aws_virtual_hosted_style_request", "false")
         .interval(Duration::from_millis(10));
-    let (dispatch, mut guard) = start(builder(&log).upload(config));
+    let (dispatch, mut guard) = start(builder(&log).sink(UploadSink::new(config)));
     let training = train(&dispatch, 0, 1000);
     wait_for_file(&log, 1000, "the object store");
     training.join().unwrap();

@@ -216,7 +216,7 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 /// config; `reader` reads the remote log (for the mid-run check).
 fn train(dir: &Path, config: UploadConfig, reader: Option<&dyn Fn() -> Option<Vec<u8>>>) -> Run {
     let local = dir.join("mllog.log");
-    let (sink, handle) = UploadSink::start(config, local.clone()).expect("start uploader");
+    let (sink, handle) = UploadSink::for_file(config, local.clone()).expect("start uploader");
     let (layer, mut guard) = MllogLayer::builder()
         .output_file(&local)
         .sink(sink)
@@ -666,7 +666,7 @@ fn dechunk(body: &str) -> String {
 
 /// Uploads `local` once (start + close) with `config`; returns the report.
 fn upload_once(config: UploadConfig, local: &Path) -> UploadReport {
-    let (mut sink, handle) = UploadSink::start(config, local.to_path_buf()).expect("start");
+    let (mut sink, handle) = UploadSink::for_file(config, local.to_path_buf()).expect("start");
     let result = sink.close(Instant::now() + Duration::from_secs(15));
     let report = handle.report();
     assert!(result.is_ok(), "{result:?}: {report}");
@@ -874,7 +874,7 @@ fn slow_store_never_blocks_and_shutdown_keeps_its_deadline() {
     let config = UploadConfig::from_store(store, "slow/")
         .interval(Duration::from_millis(50))
         .retry(fast_retry());
-    let (mut sink, handle) = UploadSink::start(config, local).unwrap();
+    let (mut sink, handle) = UploadSink::for_file(config, local).unwrap();
     let slowest = hammer(&mut sink, 500);
     assert!(
         slowest < Duration::from_millis(100),
@@ -910,7 +910,7 @@ fn dead_endpoint_never_blocks_and_reports_without_secrets() {
         .retry(fast_retry());
     let debug = format!("{config:?}");
     assert!(!debug.contains(SECRET), "{debug}");
-    let (mut sink, handle) = UploadSink::start(config, local).unwrap();
+    let (mut sink, handle) = UploadSink::for_file(config, local).unwrap();
     let slowest = hammer(&mut sink, 500);
     assert!(
         slowest < Duration::from_millis(100),
@@ -981,7 +981,7 @@ fn configuration_from_variables_and_options() {
     ));
     // Unknown option keys fail at start, naming the key but not the value.
     let dir = tempfile::tempdir().unwrap();
-    let err = UploadSink::start(
+    let err = UploadSink::for_file(
         UploadConfig::new("s3://b/k")
             .unwrap()
             .option("aws_secret_acess_key", SECRET),
@@ -1165,7 +1165,7 @@ fn child_run_with_dead_store() {
         .retry(fast_retry());
     println!("config: {config:?}");
     let (sink, handle): (UploadSink, UploadHandle) =
-        UploadSink::start(config, local.clone()).unwrap();
+        UploadSink::for_file(config, local.clone()).unwrap();
     let (layer, mut guard) = MllogLayer::builder()
         .output_file(&local)
         .sink(sink)
@@ -1223,7 +1223,7 @@ fn hung_endpoint_never_blocks_and_shutdown_keeps_its_deadline() {
         .option("aws_region", "us-east-1")
         .interval(Duration::from_millis(20))
         .retry(fast_retry());
-    let (mut sink, handle) = UploadSink::start(config, local).unwrap();
+    let (mut sink, handle) = UploadSink::for_file(config, local).unwrap();
     let slowest = hammer(&mut sink, 300);
     assert!(
         slowest < Duration::from_millis(100),
@@ -1257,7 +1257,7 @@ fn runs_on_the_applications_tokio_runtime_when_there_is_one() {
     let config = UploadConfig::from_store(store.clone(), "app/").interval(Duration::ZERO);
     let (mut sink, handle) = {
         let _enter = rt.enter();
-        UploadSink::start(config, local.clone()).unwrap()
+        UploadSink::for_file(config, local.clone()).unwrap()
     };
     // No `mllog-upload` thread: the task runs on the application's runtime.
     sink.write(&record("eval_accuracy")).unwrap();
@@ -1351,7 +1351,7 @@ fn out_of_range_settings_are_errors_naming_the_variable_and_range() {
             "UploadConfig::retry",
         ),
     ] {
-        let err = UploadSink::start(config, local.clone())
+        let err = UploadSink::for_file(config, local.clone())
             .map(|_| ())
             .unwrap_err();
         assert!(matches!(err, UploadError::InvalidSetting { .. }), "{err:?}");
@@ -1503,7 +1503,7 @@ fn reading_the_local_file_never_blocks_the_applications_runtime() {
     let config = UploadConfig::from_store(store.clone(), "app/").interval(Duration::ZERO);
     let (mut sink, handle) = {
         let _enter = rt.enter();
-        UploadSink::start(config, fifo.clone()).unwrap()
+        UploadSink::for_file(config, fifo.clone()).unwrap()
     };
     sink.write(&record("eval_accuracy")).unwrap();
     sink.flush().unwrap();
@@ -1526,4 +1526,61 @@ fn reading_the_local_file_never_blocks_the_applications_runtime() {
     });
     drop(sink);
     drop(rt);
+}
+
+/// Given to the builder like any sink, the uploader starts with the layer's MLLOG file on the
+/// writing rank and reports through `Report::detail`; a rank that does not write starts no
+/// uploader; a layer whose output is not a file fails to build, naming the sink, and says
+/// what to set.
+#[test]
+fn a_given_uploader_starts_with_the_layers_file_on_the_writing_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote_dir = dir.path().join("remote");
+    let url = format!("file://{}/", remote_dir.display());
+    for rank in [1, 0] {
+        let log = dir.path().join(format!("rank{rank}.log"));
+        let (layer, mut guard) = MllogLayer::builder()
+            .output_file(&log)
+            .rank(rank)
+            .validate_submission(false)
+            .live_check(tracing_mllog::compliance::LivePolicy::Off)
+            .sink(UploadSink::new(UploadConfig::new(&url).unwrap()))
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            mllog!(keys::SEED, 7);
+        });
+        let report = guard.shutdown();
+        let remote = remote_dir.join(format!("rank{rank}.log"));
+        if rank == 0 {
+            let upload = report
+                .detail::<UploadReport>()
+                .expect("the uploader's report");
+            assert_eq!(upload.final_remote_matches_local, Some(true), "{upload}");
+            assert_eq!(
+                std::fs::read(&remote).unwrap(),
+                std::fs::read(&log).unwrap()
+            );
+            let names: Vec<&str> = report.sinks.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(names, ["mllog-file", "object-store-upload"], "{report}");
+        } else {
+            assert!(report.detail::<UploadReport>().is_none(), "{report}");
+            assert!(!remote.exists());
+        }
+    }
+    let err = MllogLayer::builder()
+        .stdout()
+        .sink(UploadSink::new(UploadConfig::new(&url).unwrap()))
+        .build::<tracing_subscriber::Registry>()
+        .err()
+        .expect("no file to upload");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("cannot start the sink `object-store-upload`"),
+        "{message}"
+    );
+    assert!(
+        message.contains("MLLOG_OUTPUT_FILE or Builder::output_file"),
+        "{message}"
+    );
 }

@@ -18,8 +18,8 @@ use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline, RecordFeed, Start};
 use crate::record::{Str, Value};
 use crate::run::{EvalSchedule, Target};
-use crate::sink::plug::{LayerExtras, Options, SinkSetup};
-use crate::sink::{Delivery, MllogFileSink, Sink};
+use crate::sink::plug::SpanHook;
+use crate::sink::{Delivery, LayerAsks, MllogFileSink, Sink, SinkStart};
 use crate::submission::{Division, OverlayEnv, Submission, SystemStatus};
 use crate::Error;
 
@@ -192,7 +192,7 @@ pub struct Builder {
     span_names: Vec<(Interval, String)>,
     custom: Vec<IntervalSpec>,
     sinks: Vec<(Box<dyn Sink>, bool, Delivery)>,
-    /// Delivery chosen by sink name, for the sinks built here (RPD, OTel, upload).
+    /// Delivery chosen by sink name, for the sinks the environment adds (RPD, OTel, upload).
     deliveries: Vec<(String, Delivery)>,
     capacity: usize,
     max_delay: Duration,
@@ -216,8 +216,9 @@ pub struct Builder {
     handle_signals: bool,
     /// The many-ranks settings: barrier, cache clearing, clock steps (`crate::barrier`, ...).
     ranks: RankOptions,
-    /// What the optional sinks' own builder methods were given (`Builder::rpd`, ...).
-    pub(crate) options: Options,
+    /// The segment profiler given in code (`Builder::profiler`).
+    #[cfg(feature = "profiling")]
+    profiler: Option<crate::profile::SegmentProfiler>,
 }
 
 impl Default for Builder {
@@ -256,7 +257,8 @@ impl Default for Builder {
             eval_schedule: None,
             handle_signals: false,
             ranks: RankOptions::default(),
-            options: Options::default(),
+            #[cfg(feature = "profiling")]
+            profiler: None,
         }
     }
 }
@@ -912,18 +914,23 @@ struct Settings {
     rank_conflicts: Vec<crate::env::RankConflict>,
 }
 
-/// The sinks of one build and what they ask of the layer and the guard.
+/// The sinks of one build, started, and what they ask of the layer and the guard.
 struct Planned {
     plan: SinkPlan,
     /// The live checker's handle, and whether its failing verdict is printed at shutdown.
     compliance: Option<(ComplianceHandle, bool)>,
-    extras: LayerExtras,
+    asks: LayerAsks,
+    /// Called for every span on the training thread (the segment profiler).
+    span_hooks: Vec<Arc<dyn SpanHook>>,
 }
 
 impl Settings {
-    /// Every sink at its place: the given ones (on every rank where asked), the live checker,
-    /// the optional sinks from their registrations (`crate::registry::FACTORIES`), and last,
-    /// once nothing else can fail, the MLLOG output, opened (a file truncated) now.
+    /// Every sink at its place, started: the profiler first (an RPD profiler may have to
+    /// export variables before any thread starts); the sinks given in code (on every rank
+    /// where asked) and those the environment asks for (`crate::registry::FACTORIES`; one
+    /// replaces a given sink of its name: code, then the environment), each started
+    /// ([`Sink::start`]); the live checker; and last, once nothing else can fail, the MLLOG
+    /// output, opened (a file truncated) now.
     fn plan(&mut self) -> Result<Planned, Error> {
         let b = &mut self.builder;
         let writes = self.writes;
@@ -932,16 +939,53 @@ impl Settings {
         } else {
             Output::Nowhere
         };
-        // A sink may need the file's path (the uploader reads it).
         let file_path = match &output {
             Output::File(path) | Output::Followed(path) => Some(path.clone()),
             _ => None,
         };
-        let mut plan = SinkPlan::default();
-        for (sink, every_rank, delivery) in std::mem::take(&mut b.sinks) {
-            if writes || every_rank {
-                plan.add(Place::Given, sink, delivery);
+        #[allow(unused_mut)] // pushed to with the `profiling` feature only
+        let mut span_hooks: Vec<Arc<dyn SpanHook>> = Vec::new();
+        #[cfg(feature = "profiling")]
+        if writes {
+            span_hooks.extend(crate::registry::profiler(&self.env, b.profiler.take())?);
+        }
+        let mut sinks: Vec<(Place, Box<dyn Sink>, Delivery)> = std::mem::take(&mut b.sinks)
+            .into_iter()
+            .filter(|(_, every_rank, _)| writes || *every_rank)
+            .map(|(sink, _, delivery)| (Place::Given, sink, delivery))
+            .collect();
+        for factory in crate::registry::FACTORIES {
+            let Some(found) = factory(&self.env, self.rank, &b.submission)? else {
+                continue;
+            };
+            if writes || found.every_rank {
+                sinks.retain(|(_, given, _)| given.name() != found.sink.name());
+                sinks.push((Place::Optional, found.sink, found.delivery));
             }
+        }
+        let mut asks = LayerAsks {
+            trace_steps: b.trace_steps,
+            ..LayerAsks::default()
+        };
+        let mut plan = SinkPlan::default();
+        for (place, mut sink, delivery) in sinks {
+            let mut start = SinkStart::new(
+                self.rank,
+                writes,
+                file_path.as_deref(),
+                &b.submission,
+                &mut asks,
+            );
+            if let Err(source) = sink.start(&mut start) {
+                let what = format!("the sink `{}`", sink.name());
+                return Err(Error::Start { what, source });
+            }
+            let place = if start.reads_log() {
+                Place::AfterLog
+            } else {
+                place
+            };
+            plan.add(place, sink, delivery);
         }
         let mut compliance = None;
         if writes && !matches!(b.live_check, LivePolicy::Off) {
@@ -954,31 +998,6 @@ impl Settings {
             };
             compliance = Some((sink.handle(), warn_at_shutdown));
             plan.add(Place::Checker, Box::new(sink), Delivery::Inline);
-        }
-        let mut extras = LayerExtras {
-            trace_steps: b.trace_steps,
-            ..LayerExtras::default()
-        };
-        let sink_names = plan.names();
-        let mut cx = SinkSetup {
-            env: &self.env,
-            writes,
-            rank: self.rank,
-            output_file: file_path.as_deref(),
-            submission: &b.submission,
-            options: &mut b.options,
-            sink_names: &sink_names,
-            extras: &mut extras,
-        };
-        for factory in crate::registry::FACTORIES {
-            if let Some(plugged) = factory(&mut cx)? {
-                let place = if plugged.after_log {
-                    Place::AfterLog
-                } else {
-                    Place::Optional
-                };
-                plan.add(place, plugged.sink, plugged.delivery);
-            }
         }
         let sink: Option<Box<dyn Sink>> = match output {
             Output::Stdout => Some(Box::new(MllogFileSink::stdout())),
@@ -995,7 +1014,8 @@ impl Settings {
         Ok(Planned {
             plan,
             compliance,
-            extras,
+            asks,
+            span_hooks,
         })
     }
 
@@ -1015,14 +1035,15 @@ impl Settings {
         let Planned {
             plan,
             compliance,
-            extras,
+            asks,
+            span_hooks,
         } = planned;
         if b.handle_signals && writes {
             crate::pipeline::handle_signals().map_err(Error::Worker)?;
         }
         // A rank with nothing to feed disables every callsite (see `MllogLayer`); a span hook
         // (the profiler) alone needs the spans too.
-        let active = !plan.is_empty() || !extras.span_hooks.is_empty();
+        let active = !plan.is_empty() || !span_hooks.is_empty();
         let (pipeline, guard) = Pipeline::start(Start {
             sinks: plan.into_ordered(&b.deliveries),
             capacity: b.capacity,
@@ -1031,7 +1052,7 @@ impl Settings {
             max_delay: b.max_delay,
             compliance,
             writes,
-            hooks: extras.span_hooks.clone(),
+            hooks: span_hooks.clone(),
         })
         .map_err(Error::Worker)?;
         for warning in rank_conflicts.iter().map(ToString::to_string) {
@@ -1073,10 +1094,10 @@ impl Settings {
             samples_per_step: b.samples_per_step,
             train_loss_every: b.train_loss_every,
             throughput_stats: b.throughput_stats,
-            trace_steps: extras.trace_steps,
-            traced_spans: extras.traced_spans,
+            trace_steps: asks.trace_steps,
+            traced_spans: asks.traced_spans,
             stats: Arc::new(crate::run::RunStats::new(b.target)),
-            span_hooks: extras.span_hooks.into_boxed_slice(),
+            span_hooks: span_hooks.into_boxed_slice(),
             state: Default::default(),
         });
         guard.arm(&shared);
@@ -1190,28 +1211,8 @@ impl Builder {
     }
 }
 
-/// The optional sinks' settings in code, each under its feature; `build()` hands them to the
-/// sink's registration (`crate::registry`), where the environment may override them.
+/// The segment profiler, under its feature: not a sink (see `crate::registry::profiler`).
 impl Builder {
-    /// Also write every interval and point as a UserMarker row into this RPD (SQLite) file
-    /// (`MLLOG_RPD_FILE`, `MLLOG_RPD_SCHEMA`).
-    #[cfg(feature = "rpd")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "rpd")))]
-    pub fn rpd(mut self, config: crate::sink::RpdConfig) -> Self {
-        self.options.set(config);
-        self
-    }
-
-    /// Keep a copy of the MLLOG file in object storage (`MLLOG_UPLOAD_URL`, ...): uploaded in
-    /// the background, never blocking training, a final upload at shutdown. Needs a file
-    /// output.
-    #[cfg(feature = "object-store")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "object-store")))]
-    pub fn upload(mut self, config: crate::sink::UploadConfig) -> Self {
-        self.options.set(config);
-        self
-    }
-
     /// Profile one segment with `librpd_tracer.so` or the CUDA profiler API (`PROFILER=rpd` or
     /// `cuda`, `PROFILE_SEGMENT`, ...). An RPD profiler is best built before other threads
     /// start: it may have to set `RPDT_*` variables (see
@@ -1219,7 +1220,7 @@ impl Builder {
     #[cfg(feature = "profiling")]
     #[cfg_attr(docsrs, doc(cfg(feature = "profiling")))]
     pub fn profiler(mut self, profiler: crate::profile::SegmentProfiler) -> Self {
-        self.options.set(profiler);
+        self.profiler = Some(profiler);
         self
     }
 }

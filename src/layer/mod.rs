@@ -145,7 +145,7 @@ pub(crate) struct Shared {
     pub(crate) trace_steps: bool,
     /// Other spans inside the run exported to OTel (`MLLOG_OTEL_SPANS`).
     #[allow(dead_code)] // read by the OpenTelemetry bridge only
-    pub(crate) traced_spans: crate::sink::plug::TracedSpans,
+    pub(crate) traced_spans: crate::sink::TracedSpans,
     pub(crate) stats: Arc<RunStats>,
     /// Called for every span (the segment profiler).
     pub(crate) span_hooks: Box<[Arc<dyn crate::sink::plug::SpanHook>]>,

@@ -50,7 +50,8 @@ impl SinkPlan {
     }
 
     /// The names of the sinks planned so far, in the order added.
-    pub(crate) fn names(&self) -> Vec<String> {
+    #[cfg(test)]
+    fn names(&self) -> Vec<String> {
         self.sinks
             .iter()
             .map(|(_, s, _)| s.name().to_owned())

@@ -184,6 +184,7 @@ impl GuardInner {
                 || c.sink_timed_out.load(Ordering::Relaxed),
             compliance: self.compliance.as_ref().map(ComplianceHandle::report),
             sinks: c.sinks.iter().map(|s| s.report()).collect(),
+            hooks: self.hooks.iter().map(|h| h.detail()).collect(),
             warnings: self
                 .queue
                 .warnings
@@ -249,8 +250,9 @@ impl Guard {
     }
 
     /// The own report of the first sink (or span hook) that keeps one of type `T`, as it
-    /// stands: e.g. `guard.detail::<tracing_mllog::sink::UploadReport>()`,
-    /// `::<OtelReport>()`, `::<ProfileReport>()`. The one way to read a sink's own report.
+    /// stands now: e.g. `guard.detail::<tracing_mllog::sink::UploadReport>()`,
+    /// `::<OtelReport>()`, `::<ProfileReport>()`. [`Report::detail`] reads the same from a
+    /// report taken earlier.
     pub fn detail<T: std::any::Any + Clone>(&self) -> Option<T> {
         let c = &self.inner.queue.counters;
         c.sinks

@@ -1,7 +1,7 @@
 //! The [`Report`]: what the pipeline delivered and what it lost, per sink, and the live
 //! checker's verdict, as the guard gives it.
 
-use crate::sink::SinkReport;
+use crate::sink::{Detail, SinkReport};
 
 /// What the pipeline delivered and what it lost, and the live compliance verdict.
 ///
@@ -53,6 +53,9 @@ pub struct Report {
     pub shutdown_timed_out: bool,
     /// Per sink.
     pub sinks: Vec<SinkReport>,
+    /// The own reports of what watches the spans without being a sink (the segment
+    /// profiler's `ProfileReport`); read them with [`Report::detail`].
+    pub hooks: Vec<Detail>,
     /// The compliance checker's verdict on the records so far (the whole log after
     /// shutdown), when live checking is on.
     pub compliance: Option<crate::compliance::ComplianceReport>,
@@ -63,6 +66,18 @@ pub struct Report {
 }
 
 impl Report {
+    /// The own report of the first sink (or span hook) that keeps one of type `T`, as it was
+    /// when this report was taken: `report.detail::<UploadReport>()`, `::<OtelReport>()`,
+    /// `::<ProfileReport>()`, or a custom sink's (see [`crate::sink::SinkStatus`]). The one
+    /// way to read a sink's own report; [`crate::Guard::detail`] reads it as it stands now.
+    pub fn detail<T: std::any::Any>(&self) -> Option<&T> {
+        self.sinks
+            .iter()
+            .filter_map(|s| s.detail.as_ref())
+            .chain(&self.hooks)
+            .find_map(Detail::get::<T>)
+    }
+
     /// Records lost before reaching the worker.
     pub fn dropped(&self) -> u64 {
         self.dropped_queue_full + self.dropped_after_shutdown

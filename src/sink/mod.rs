@@ -15,6 +15,7 @@ mod otel;
 pub(crate) mod plug;
 #[cfg(feature = "rpd")]
 mod rpd;
+mod start;
 #[cfg(feature = "object-store")]
 mod upload;
 
@@ -45,6 +46,8 @@ pub use rpd::{
     sanitize_label, RpdConfig, RpdError, RpdSchema, RpdSink, DEFAULT_LABEL_FIELDS, ENV_RPD_FILE,
     ENV_RPD_SCHEMA,
 };
+pub use start::SinkStart;
+pub(crate) use start::{LayerAsks, TracedSpans};
 #[cfg(feature = "object-store")]
 pub use upload::{
     RetryPolicy, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
@@ -164,6 +167,7 @@ impl Eq for Detail {}
 /// let report = guard.shutdown();
 /// let Bytes(n) = guard.detail::<Bytes>().expect("the sink's own report");
 /// assert!(n > ":::MLLOG {}".len() as u64);
+/// assert_eq!(report.detail::<Bytes>(), Some(&Bytes(n))); // the same, as the report has it
 /// let mine = report.sinks.iter().find(|s| s.name == "counting").unwrap();
 /// assert_eq!(mine.detail.as_ref().and_then(|d| d.get::<Bytes>()), Some(&Bytes(n)));
 /// # Ok::<(), tracing_mllog::Error>(())
@@ -253,12 +257,14 @@ pub enum SinkError {
 /// receiving later records; each failure is counted in the [`crate::Report`] with its latest
 /// message.
 ///
-/// Implement it to send the records somewhere of your own (a metrics store, a message bus, a
-/// dashboard) and add it with [`crate::Builder::sink`] (isolated on its own thread) or
-/// [`crate::Builder::sink_with`] (choosing its [`Delivery`]). A sink sees every [`Record`]
-/// the MLLOG file gets, in the same order, already encoded-ready: [`Record::to_line`] gives
-/// the exact `:::MLLOG` line. Only [`Sink::name`] and [`Sink::write`] are required; override
-/// [`Sink::flush`] and [`Sink::close`] when the sink buffers.
+/// Every sink enters the same way, the crate's own (`RpdSink`, `UploadSink`, `OtelSink`,
+/// `NvtxSink`, [`MemorySink`]) and yours: made from its config (or its `from_env`), handed to
+/// [`crate::Builder::sink`] (isolated on its own thread) or [`crate::Builder::sink_with`]
+/// (choosing its [`Delivery`]), started by [`Sink::start`]. A sink sees every [`Record`] the
+/// MLLOG file gets, in the same order, already encoded-ready: [`Record::to_line`] gives the
+/// exact `:::MLLOG` line. Only [`Sink::name`] and [`Sink::write`] are required; override
+/// [`Sink::start`] to open files or ask the layer for more, [`Sink::flush`] and
+/// [`Sink::close`] when the sink buffers.
 ///
 /// A sink must not panic or block for long: an [`Delivery::Inline`] sink holds up the MLLOG
 /// file behind it; an isolated one loses the records that no longer fit its queue.
@@ -308,6 +314,20 @@ pub trait Sink: Send + 'static {
     /// Takes one record.
     fn write(&mut self, record: &Record) -> Result<(), SinkError>;
 
+    /// Called once by [`crate::Builder::build`], on the thread that builds, before the first
+    /// record: what the build knows of the run and what the sink may ask of the layer (see
+    /// [`SinkStart`]). A sink that opens a file or a connection does it here, so that it is
+    /// opened only where it runs and a bad setting fails the build. An error fails the build
+    /// ([`crate::Error::Start`], naming the sink, its error as the source) before the MLLOG
+    /// file is opened.
+    fn start(
+        &mut self,
+        start: &mut SinkStart<'_>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let _ = start;
+        Ok(())
+    }
+
     /// Makes everything written so far durable or visible. Called when the channel runs dry,
     /// on [`crate::Guard::flush`] and before shutdown.
     fn flush(&mut self) -> Result<(), SinkError> {
@@ -334,6 +354,12 @@ impl Sink for Box<dyn Sink> {
     }
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
         (**self).write(record)
+    }
+    fn start(
+        &mut self,
+        start: &mut SinkStart<'_>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        (**self).start(start)
     }
     fn flush(&mut self) -> Result<(), SinkError> {
         (**self).flush()

@@ -186,7 +186,7 @@ impl NvtxSink {
         }
     }
 
-    fn start(&mut self, record: &Record) {
+    fn open_range(&mut self, record: &Record) {
         let name = interval_name(&record.key);
         self.message.clear();
         self.message.push_str(name);
@@ -284,25 +284,19 @@ impl NvtxSink {
     }
 }
 
-/// The registration (see `crate::registry::FACTORIES`): on the writing rank, once, also when
-/// `Builder::sink` added one (two would draw every range twice).
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_NVTX`, on the writing rank,
+/// on the worker itself: an NVTX call only hands the event to the tool in memory (it never
+/// blocks on I/O), and inline its range edges stay closest to the spans' own times.
 pub(crate) fn plug(
-    cx: &mut super::plug::SinkSetup<'_>,
-) -> Result<Option<super::plug::Plugged>, crate::Error> {
-    let sink = NvtxSink::from_env(cx.env).map_err(|e| crate::Error::start("the NVTX sink", e))?;
-    match sink {
-        Some(sink) if cx.writes && !cx.sink_names.iter().any(|n| n == "nvtx") => {
-            // On the worker itself: an NVTX call only hands the event to the tool in memory
-            // (it never blocks on I/O), and inline its range edges stay closest to the spans'
-            // own times.
-            Ok(Some(super::plug::Plugged {
-                sink: Box::new(sink),
-                delivery: super::Delivery::Inline,
-                after_log: false,
-            }))
-        }
-        _ => Ok(None),
-    }
+    env: &crate::env::Env,
+    _rank: u32,
+    _submission: &crate::submission::Submission,
+) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+    let sink = NvtxSink::from_env(env).map_err(|e| crate::Error::start("the NVTX sink", e))?;
+    Ok(sink.map(|sink| super::plug::FromEnv {
+        delivery: super::Delivery::Inline,
+        ..super::plug::FromEnv::isolated(sink)
+    }))
 }
 
 impl Sink for NvtxSink {
@@ -316,7 +310,7 @@ impl Sink for NvtxSink {
             name_this_thread();
         }
         match record.event_type {
-            EventType::IntervalStart => self.start(record),
+            EventType::IntervalStart => self.open_range(record),
             EventType::IntervalEnd => self.end(record),
             EventType::PointInTime => self.mark(record),
         }

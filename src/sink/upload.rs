@@ -3,7 +3,7 @@
 //! [`UploadSink`] sits after the MLLOG file sink. Its [`Sink::write`] only looks at the record
 //! key and its [`Sink::flush`] only sets a flag and wakes the uploader; every network call runs
 //! on a background tokio task (its own `mllog-upload` thread, or the application's
-//! multi-threaded tokio runtime when one is current at [`UploadSink::start`]). The uploader
+//! multi-threaded tokio runtime when one is current at [`UploadSink::for_file`]). The uploader
 //! re-uploads the whole local log with one atomic `PUT` per sync (object stores have no
 //! append): at an interval, promptly after important records (`eval_accuracy`, `run_stop`),
 //! and a last time in [`Sink::close`], bounded by the close deadline. Failures are counted in
@@ -51,7 +51,7 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 /// Why upload configuration or start-up failed. Messages never contain option values or
 /// credentials.
 ///
-/// Returned by [`UploadConfig::new`] (a URL it cannot use) and [`UploadSink::start`]; through
+/// Returned by [`UploadConfig::new`] (a URL it cannot use) and [`UploadSink::for_file`]; through
 /// the layer it is the source of [`crate::Error::Start`]. Upload failures during the run are
 /// not errors: they are retried and counted in the [`UploadReport`].
 ///
@@ -71,7 +71,7 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 ///     max_backoff: Duration::from_secs(1),
 /// };
 /// let config = UploadConfig::new(&url)?.retry(backwards);
-/// let err = UploadSink::start(config, dir.path().join("result_0.txt")).unwrap_err();
+/// let err = UploadSink::for_file(config, dir.path().join("result_0.txt")).unwrap_err();
 /// assert!(
 ///     matches!(err, UploadError::InvalidSetting { setting: "UploadConfig::retry", .. }),
 ///     "{err}"
@@ -135,7 +135,7 @@ pub enum UploadError {
 ///     initial_backoff: Duration::from_millis(1),
 ///     max_backoff: Duration::from_millis(4),
 /// };
-/// let (mut sink, handle) = UploadSink::start(UploadConfig::new(&url)?.retry(retry), local)?;
+/// let (mut sink, handle) = UploadSink::for_file(UploadConfig::new(&url)?.retry(retry), local)?;
 /// // The final upload, retried; its failure is the sink's error (the pipeline counts it).
 /// assert!(sink.close(Instant::now() + Duration::from_secs(30)).is_err());
 /// let report = handle.report();
@@ -172,6 +172,7 @@ impl RetryPolicy {
     }
 }
 
+#[derive(Clone)]
 enum Destination {
     Url(Url),
     Store {
@@ -183,10 +184,10 @@ enum Destination {
 /// Where and how to upload: URL, interval, important keys, retries, store options, extra
 /// artefacts and the final-upload deadline.
 ///
-/// Give it to [`crate::Builder::upload`] (or set `MLLOG_UPLOAD_URL`): the layer then keeps a
-/// copy of its MLLOG file in object storage, re-uploaded in the background and a last time
-/// at shutdown, when it is read back and compared; [`crate::Guard::detail`]`::<UploadReport>()` says how
-/// that went. Credentials come from the provider's usual variables or
+/// Hand [`UploadSink::new`] of it to [`crate::Builder::sink`] (or set `MLLOG_UPLOAD_URL`
+/// under [`crate::Builder::from_env`]): the layer then keeps a copy of its MLLOG file in
+/// object storage, re-uploaded in the background and a last time at shutdown, when it is read
+/// back and compared; [`crate::Report::detail`]`::<UploadReport>()` says how that went. Credentials come from the provider's usual variables or
 /// [`UploadConfig::option`]s and are never printed: `Debug` shows option keys but never
 /// option values, and URLs are shown without credentials or query string.
 ///
@@ -195,7 +196,7 @@ enum Destination {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tracing_mllog::sink::UploadConfig;
+/// use tracing_mllog::sink::{UploadConfig, UploadSink};
 /// use tracing_mllog::{keys, mllog, MllogLayer};
 /// use tracing_subscriber::prelude::*;
 ///
@@ -205,7 +206,7 @@ enum Destination {
 /// let url = format!("file://{}", remote.display());
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .output_file(&local)
-///     .upload(UploadConfig::new(&url)?.interval(Duration::from_secs(60)))
+///     .sink(UploadSink::new(UploadConfig::new(&url)?.interval(Duration::from_secs(60))))
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     mllog!(keys::SEED, 7);
@@ -216,6 +217,7 @@ enum Destination {
 /// assert_eq!(std::fs::read(&remote)?, std::fs::read(&local)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[derive(Clone)]
 pub struct UploadConfig {
     target: Destination,
     interval: Option<Duration>,
@@ -377,7 +379,7 @@ impl UploadConfig {
     /// An object_store option, e.g. `("aws_endpoint", "http://127.0.0.1:9000")`,
     /// `("allow_http", "true")`, `("google_service_account_key", json)`. Keys are those of the
     /// store's builder (`AmazonS3ConfigKey`, `GoogleConfigKey`, `AzureConfigKey`, plus client
-    /// keys such as `timeout`); an unknown key fails [`UploadSink::start`]. Explicit options
+    /// keys such as `timeout`); an unknown key fails [`UploadSink::for_file`]. Explicit options
     /// override environment variables. Values are never printed.
     pub fn option(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.options.push((key.into(), value.into()));
@@ -721,7 +723,7 @@ fn install_crypto_provider() {
 /// std::fs::write(dir.path().join("bucket"), "")?; // a file where the "bucket" should be
 /// let url = format!("file://{}", dir.path().join("bucket/result_0.txt").display());
 /// let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
-/// let (mut sink, handle) = UploadSink::start(UploadConfig::new(&url)?.retry(retry), local)?;
+/// let (mut sink, handle) = UploadSink::for_file(UploadConfig::new(&url)?.retry(retry), local)?;
 /// assert_eq!(handle.report().final_remote_matches_local, None); // not run yet
 /// let closed = sink.close(Instant::now() + Duration::from_secs(30));
 /// assert!(closed.is_err()); // a sink error, counted by the pipeline in its `SinkReport`
@@ -813,7 +815,7 @@ impl UploadState {
 /// let local = dir.path().join("result_0.txt");
 /// std::fs::write(&local, ":::MLLOG {}\n")?;
 /// let url = format!("file://{}", dir.path().join("bucket/result_0.txt").display());
-/// let (mut sink, handle) = UploadSink::start(UploadConfig::new(&url)?, local)?;
+/// let (mut sink, handle) = UploadSink::for_file(UploadConfig::new(&url)?, local)?;
 /// let watcher = handle.clone();
 /// std::thread::spawn(move || sink.close(Instant::now() + Duration::from_secs(30)))
 ///     .join()
@@ -850,12 +852,14 @@ impl UploadHandle {
     }
 }
 
-/// The sink that keeps a remote copy of the MLLOG file current. Put it after the file sink.
+/// The sink that keeps a remote copy of the MLLOG file current.
 ///
-/// Usually built by the layer from [`UploadConfig`] ([`crate::Builder::upload`] or
-/// `MLLOG_UPLOAD_URL`), which places it right after the MLLOG file sink on the writing rank;
-/// see the [`UploadConfig`] example. [`UploadSink::start`] builds one by hand, for a file the
-/// layer does not write. Its [`UploadHandle`] reads the [`UploadReport`] from any thread.
+/// Made from its [`UploadConfig`] ([`UploadSink::new`], or [`UploadSink::from_env`] for
+/// `MLLOG_UPLOAD_URL`) and handed to [`crate::Builder::sink`]: it starts on the writing rank
+/// with the layer's MLLOG file, right after the file sink (see the [`UploadConfig`]
+/// example); a layer whose output is not a file fails to build. [`UploadSink::for_file`]
+/// starts one by hand, for a file the layer does not write. Its [`UploadHandle`] reads the
+/// [`UploadReport`] from any thread.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -866,7 +870,7 @@ impl UploadHandle {
 /// std::fs::write(&local, ":::MLLOG {\"key\": \"seed\"}\n")?;
 /// let remote = dir.path().join("bucket/run-42/result_0.txt");
 /// let config = UploadConfig::new(&format!("file://{}", remote.display()))?;
-/// let (mut sink, handle) = UploadSink::start(config, local.clone())?;
+/// let (mut sink, handle) = UploadSink::for_file(config, local.clone())?;
 /// sink.close(Instant::now() + Duration::from_secs(30))?; // the final upload, read back
 /// let report = handle.report();
 /// assert_eq!(report.final_remote_matches_local, Some(true), "{report}");
@@ -874,6 +878,18 @@ impl UploadHandle {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct UploadSink {
+    state: UploadRun,
+}
+
+/// An [`UploadSink`] made from its config starts its uploader when the layer starts it,
+/// with the file the layer writes.
+enum UploadRun {
+    Waiting(Box<UploadConfig>),
+    Running(Uploading),
+}
+
+/// A started uploader, as the worker sees it.
+struct Uploading {
     shared: Arc<UploadState>,
     important: HashSet<String>,
     pending_urgent: bool,
@@ -883,9 +899,12 @@ pub struct UploadSink {
 
 impl fmt::Debug for UploadSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UploadSink")
-            .field("important", &self.important)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("UploadSink");
+        match &self.state {
+            UploadRun::Waiting(config) => d.field("config", config),
+            UploadRun::Running(run) => d.field("important", &run.important),
+        };
+        d.finish_non_exhaustive()
     }
 }
 
@@ -904,9 +923,23 @@ struct Uploader {
 }
 
 impl UploadSink {
+    /// A sink that uploads the layer's MLLOG file as `config` says, started by the layer
+    /// ([`Sink::start`]) on the rank that writes the file: hand it to
+    /// [`crate::Builder::sink`].
+    pub fn new(config: UploadConfig) -> UploadSink {
+        UploadSink {
+            state: UploadRun::Waiting(Box::new(config)),
+        }
+    }
+
+    /// The sink `MLLOG_UPLOAD_URL` asks for ([`UploadConfig::from_env`]), or `None`.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<UploadSink>, UploadError> {
+        Ok(UploadConfig::from_env(env)?.map(UploadSink::new))
+    }
+
     /// Builds the store (configuration errors surface here, not later) and starts the
     /// uploader for `local_file`, the MLLOG file an earlier sink writes.
-    pub fn start(
+    pub fn for_file(
         config: UploadConfig,
         local_file: PathBuf,
     ) -> Result<(UploadSink, UploadHandle), UploadError> {
@@ -967,12 +1000,15 @@ impl UploadSink {
                     .map_err(|e| UploadError::Runtime(e.to_string()))?;
             }
         }
-        let sink = UploadSink {
+        let run = Uploading {
             shared: shared.clone(),
             important: config.important_keys.into_iter().collect(),
             pending_urgent: false,
             done_rx,
             closed: false,
+        };
+        let sink = UploadSink {
+            state: UploadRun::Running(run),
         };
         Ok((sink, UploadHandle { shared }))
     }
@@ -984,30 +1020,16 @@ impl super::SinkStatus for UploadHandle {
     }
 }
 
-/// The registration (see `crate::registry::FACTORIES`): `MLLOG_UPLOAD_URL`, else
-/// [`crate::Builder::upload`], on the writing rank, right after the MLLOG file (it uploads
-/// what that sink has just flushed).
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_UPLOAD_URL`, on the writing
+/// rank.
 pub(crate) fn plug(
-    cx: &mut super::plug::SinkSetup<'_>,
-) -> Result<Option<super::plug::Plugged>, crate::Error> {
-    let start = |e| crate::Error::start("the object-store upload", e);
-    let from_env = UploadConfig::from_env(cx.env).map_err(start)?;
-    let given = cx.options.take::<UploadConfig>();
-    let (true, Some(config)) = (cx.writes, from_env.or(given)) else {
-        return Ok(None);
-    };
-    let Some(path) = cx.output_file else {
-        return Err(start(UploadError::InvalidSetting {
-            setting: "the MLLOG output",
-            reason: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or Builder::output_file"
-                .into(),
-        }));
-    };
-    let (sink, _handle) = UploadSink::start(config, path.to_path_buf()).map_err(start)?;
-    Ok(Some(super::plug::Plugged {
-        after_log: true,
-        ..super::plug::Plugged::isolated(sink)
-    }))
+    env: &crate::env::Env,
+    _rank: u32,
+    _submission: &crate::submission::Submission,
+) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+    let sink =
+        UploadSink::from_env(env).map_err(|e| crate::Error::start("the object-store upload", e))?;
+    Ok(sink.map(super::plug::FromEnv::isolated))
 }
 
 impl Sink for UploadSink {
@@ -1015,12 +1037,69 @@ impl Sink for UploadSink {
         "object-store-upload"
     }
 
-    fn status(&self) -> Option<Arc<dyn super::SinkStatus>> {
-        Some(Arc::new(UploadHandle {
-            shared: self.shared.clone(),
-        }))
+    /// Starts the uploader for the layer's MLLOG file, called right after the file sink (it
+    /// uploads what that sink has just flushed).
+    fn start(
+        &mut self,
+        start: &mut super::SinkStart<'_>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let path = start.read_log_file();
+        let UploadRun::Waiting(config) = &self.state else {
+            return Ok(()); // started by hand, for its own file
+        };
+        let Some(path) = path else {
+            return Err(Box::new(UploadError::InvalidSetting {
+                setting: "the MLLOG output",
+                reason: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or Builder::output_file"
+                    .into(),
+            }));
+        };
+        let (started, _handle) = UploadSink::for_file((**config).clone(), path.to_path_buf())?;
+        *self = started;
+        Ok(())
     }
 
+    fn status(&self) -> Option<Arc<dyn super::SinkStatus>> {
+        match &self.state {
+            UploadRun::Running(run) => Some(Arc::new(UploadHandle {
+                shared: run.shared.clone(),
+            })),
+            UploadRun::Waiting(_) => None,
+        }
+    }
+
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        match &mut self.state {
+            UploadRun::Running(run) => run.write(record),
+            UploadRun::Waiting(_) => Err(not_started()),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        match &mut self.state {
+            UploadRun::Running(run) => run.flush(),
+            UploadRun::Waiting(_) => Ok(()),
+        }
+    }
+
+    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        match &mut self.state {
+            UploadRun::Running(run) => run.close(deadline),
+            UploadRun::Waiting(_) => Ok(()),
+        }
+    }
+}
+
+/// A sink written to before it started has no file to upload.
+fn not_started() -> SinkError {
+    SinkError::Other(
+        "the uploader never started: hand the sink to Builder::sink, or use \
+         UploadSink::for_file"
+            .into(),
+    )
+}
+
+impl Uploading {
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
         if !record.trace_only && self.important.contains(record.key.as_ref()) {
             self.pending_urgent = true;
@@ -1075,7 +1154,7 @@ impl Sink for UploadSink {
     }
 }
 
-impl Drop for UploadSink {
+impl Drop for Uploading {
     fn drop(&mut self) {
         if !self.closed {
             self.shared.abort.store(true, Ordering::Release);

@@ -463,3 +463,57 @@ fn events_beyond_the_per_span_limit_are_counted() {
     let report = handle.report();
     assert_eq!((report.events, report.events_dropped), (10, 15));
 }
+
+/// Given to the builder in code, the sink asks the layer for what its configuration exports
+/// when it starts: `train_step_every` turns step tracing on (as `MLLOG_OTEL_STEP_EVERY` does),
+/// `export_spans` the named spans (as `MLLOG_OTEL_SPANS` does), with no builder setting.
+#[test]
+fn a_sink_given_in_code_asks_the_layer_for_the_steps_and_spans_it_exports() {
+    use tracing::info_span;
+    use tracing_mllog::compliance::LivePolicy;
+    use tracing_mllog::MllogLayer;
+    use tracing_subscriber::prelude::*;
+
+    for asked in [false, true] {
+        let spans_out = Collect::keeping();
+        let config = if asked {
+            OtelConfig::new()
+                .train_step_every(2)
+                .export_spans(["data_load"])
+        } else {
+            OtelConfig::new()
+        };
+        let sink = OtelSink::with_span_exporter(spans_out.clone(), config).unwrap();
+        let (layer, mut guard) = MllogLayer::builder()
+            .no_output()
+            .live_check(LivePolicy::Off)
+            .sink(sink)
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let _run = info_span!("run").entered();
+            for _ in 0..4 {
+                let _step = info_span!("train_step").entered();
+                let _load = info_span!("data_load").entered();
+            }
+        });
+        let report = guard.shutdown();
+        let names: Vec<String> = spans_out
+            .spans()
+            .iter()
+            .map(|s| s.name.to_string())
+            .collect();
+        let count = |name: &str| names.iter().filter(|n| *n == name).count();
+        if asked {
+            assert_eq!(count("train_step"), 2, "one in two: {names:?} {report}");
+            assert_eq!(count("data_load"), 4, "{names:?}");
+        } else {
+            assert_eq!(
+                (count("train_step"), count("data_load")),
+                (0, 0),
+                "{names:?}"
+            );
+        }
+        assert_eq!(count("run"), 1, "{names:?}");
+    }
+}

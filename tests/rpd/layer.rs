@@ -239,3 +239,91 @@ fn profiler_settings_come_from_the_builders_map() {
         std::env::remove_var(k);
     }
 }
+
+/// Given to the builder like any sink, the RPD sink opens its file when the layer starts it,
+/// on the writing rank only: a rank that does not write never creates the file, and a path
+/// that cannot be opened fails the build, naming the sink and the file, before the MLLOG file
+/// is opened.
+#[test]
+fn a_given_rpd_sink_opens_its_file_on_the_writing_rank_only() {
+    use tracing_mllog::compliance::LivePolicy;
+    use tracing_mllog::MllogLayer;
+    use tracing_subscriber::prelude::*;
+
+    let dir = tempfile::tempdir().unwrap();
+    for rank in [1, 0] {
+        let rpd = dir.path().join(format!("rank{rank}.rpd"));
+        let (layer, mut guard) = MllogLayer::builder()
+            .no_output()
+            .live_check(LivePolicy::Off)
+            .rank(rank)
+            .sink(RpdSink::new(RpdConfig::new(&rpd)))
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();
+        });
+        let report = guard.shutdown();
+        assert_eq!(rpd.exists(), rank == 0, "rank {rank}: {report}");
+        if rank == 0 {
+            let (_, markers) = read_markers(&rpd);
+            assert_eq!(markers.len(), 1, "{markers:?}");
+            assert!(markers[0].args.starts_with("epoch"), "{markers:?}");
+            assert!(report.is_clean(), "{report}");
+        }
+    }
+
+    let log = dir.path().join("result_0.txt");
+    std::fs::write(&log, "the previous run's log\n").unwrap();
+    let not_sqlite = dir.path().join("not-sqlite.rpd");
+    std::fs::write(&not_sqlite, vec![b'x'; 4096]).unwrap();
+    let err = MllogLayer::builder()
+        .output_file(&log)
+        .sink(RpdSink::new(RpdConfig::new(&not_sqlite)))
+        .build::<tracing_subscriber::Registry>()
+        .err()
+        .expect("a file that is not SQLite");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("cannot start the sink `rpd`"),
+        "{message}"
+    );
+    assert!(message.contains(not_sqlite.to_str().unwrap()), "{message}");
+    let tracing_mllog::Error::Start { source, .. } = err else {
+        panic!("not a start error: {message}");
+    };
+    assert!(source.downcast_ref::<RpdError>().is_some(), "{source:?}");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "the previous run's log\n",
+        "a failed build truncated the previous log"
+    );
+}
+
+/// A sink the environment turns on replaces a given sink of the same name (the environment
+/// overrides the code, as for every setting): one RPD sink, writing the file the variable
+/// names.
+#[test]
+fn an_rpd_sink_from_the_environment_replaces_the_given_one() {
+    use tracing_mllog::compliance::LivePolicy;
+    use tracing_mllog::MllogLayer;
+    use tracing_subscriber::prelude::*;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (in_code, from_env) = (dir.path().join("code.rpd"), dir.path().join("env.rpd"));
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .live_check(LivePolicy::Off)
+        .sink(RpdSink::new(RpdConfig::new(&in_code)))
+        .environment([("MLLOG_RPD_FILE", from_env.to_str().unwrap())])
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();
+    });
+    let report = guard.shutdown();
+    let names: Vec<&str> = report.sinks.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["rpd"], "{report}");
+    assert!(!in_code.exists());
+    assert_eq!(read_markers(&from_env).1.len(), 1);
+}

@@ -131,6 +131,9 @@ pub struct OtelConfig {
     /// A setting that was ignored, reported as the first `last_error`.
     pub(crate) ignored: Option<String>,
     pub(crate) spans: SpanPatterns,
+    /// Whether the layer is asked for the counted steps as records
+    /// ([`OtelConfig::train_step_every`]).
+    pub(crate) trace_steps: bool,
     /// `OTEL_SERVICE_NAME` of the environment the sink was configured from (`None`: not
     /// configured from one yet; the process environment is read when needed).
     pub(crate) env_service_name: Option<Option<String>>,
@@ -252,6 +255,7 @@ impl Default for OtelConfig {
             endpoints: Endpoints::default(),
             ignored: None,
             spans: SpanPatterns::default(),
+            trace_steps: false,
             env_service_name: None,
         }
     }
@@ -283,9 +287,12 @@ impl OtelConfig {
         self
     }
 
-    /// Exports one `train_step` in `n` as a span (the nth, the 2nth, ...; `n` = 0 or 1: all).
-    /// The step-time histogram still sees every step. `MLLOG_OTEL_STEP_EVERY`.
-    pub fn train_step_every(self, n: u64) -> Self {
+    /// Exports one `train_step` in `n` as a span (the nth, the 2nth, ...; `n` = 0 or 1: all),
+    /// and asks the layer for the steps as records when the sink starts (as
+    /// [`crate::Builder::trace_steps`] does). The step-time histogram still sees every step.
+    /// `MLLOG_OTEL_STEP_EVERY`.
+    pub fn train_step_every(mut self, n: u64) -> Self {
+        self.trace_steps = true;
         self.train_step_sampling(1.0 / n.max(1) as f64)
     }
 

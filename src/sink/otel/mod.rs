@@ -340,6 +340,9 @@ pub struct OtelSink {
     keys: KeyCache,
     /// The launcher's span (`TRACEPARENT`): parent of every root span.
     remote_parent: Option<SpanContext>,
+    /// Asked of the layer when the sink starts: other spans, and the counted steps.
+    traced_spans: SpanPatterns,
+    trace_steps: bool,
 }
 
 /// Counts metric export failures.
@@ -587,6 +590,8 @@ impl OtelSink {
             closed: false,
             keys: KeyCache::default(),
             remote_parent: config.remote_parent,
+            traced_spans: config.spans,
+            trace_steps: config.trace_steps,
         }
     }
 
@@ -983,32 +988,40 @@ impl super::SinkStatus for OtelHandle {
     }
 }
 
-/// The registration (see `crate::registry::FACTORIES`): `MLLOG_OTEL=1`, on every rank (the
-/// collector should see the whole job). With it, `MLLOG_OTEL_STEP_EVERY` traces steps (the
-/// sink keeps one in N) and `MLLOG_OTEL_SPANS` names other spans to export.
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_OTEL`, on every rank (each
+/// exports its own spans, labelled with its rank).
 pub(crate) fn plug(
-    cx: &mut super::plug::SinkSetup<'_>,
-) -> Result<Option<super::plug::Plugged>, crate::Error> {
-    let start = |e| crate::Error::start("the OpenTelemetry sink", e);
-    let config = OtelConfig::new()
-        .rank(cx.rank)
-        .submission(cx.submission.clone());
-    let Some(sink) = OtelSink::from_env_with(cx.env, config).map_err(start)? else {
-        return Ok(None);
-    };
-    if cx.env.string(ENV_OTEL_STEP_EVERY)?.is_some() {
-        cx.extras.trace_steps = true;
-    }
-    let spans = SpanPatterns::parse(cx.env.string(ENV_OTEL_SPANS)?.unwrap_or_default());
-    if !spans.is_empty() {
-        cx.extras.traced_spans = super::plug::TracedSpans::new(move |name| spans.matches(name));
-    }
-    Ok(Some(super::plug::Plugged::isolated(sink)))
+    env: &crate::env::Env,
+    rank: u32,
+    submission: &crate::submission::Submission,
+) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+    let config = OtelConfig::new().rank(rank).submission(submission.clone());
+    let sink = OtelSink::from_env_with(env, config)
+        .map_err(|e| crate::Error::start("the OpenTelemetry sink", e))?;
+    Ok(sink.map(|sink| super::plug::FromEnv {
+        every_rank: true,
+        ..super::plug::FromEnv::isolated(sink)
+    }))
 }
 
 impl Sink for OtelSink {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Asks the layer for the spans and steps the configuration exports.
+    fn start(
+        &mut self,
+        start: &mut super::SinkStart<'_>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        if self.trace_steps {
+            start.trace_steps();
+        }
+        if !self.traced_spans.is_empty() {
+            let spans = self.traced_spans.clone();
+            start.trace_spans(move |name| spans.matches(name));
+        }
+        Ok(())
     }
 
     fn status(&self) -> Option<Arc<dyn super::SinkStatus>> {

@@ -215,8 +215,9 @@ impl RpdError {
 
 /// How to open an [`RpdSink`].
 ///
-/// Give it to [`crate::Builder::rpd`] to have the layer write the file on the writing rank
-/// (`MLLOG_RPD_FILE` does the same from the environment), or open a sink yourself with
+/// Hand [`RpdSink::new`] of it to [`crate::Builder::sink`] to have the layer write the file
+/// on the writing rank, opened when the layer starts (`MLLOG_RPD_FILE` does the same from the
+/// environment, with [`crate::Builder::from_env`]), or open a sink now with
 /// [`RpdConfig::open`]. The defaults fit a file shared with `rpd_tracer`: schema v3 for a new
 /// file, a 10 s SQLite busy timeout, a commit every 4096 rows and on every flush.
 ///
@@ -229,7 +230,7 @@ impl RpdError {
 /// let path = dir.path().join("trace.rpd");
 /// let (layer, mut guard) = MllogLayer::builder()
 ///     .no_output()
-///     .rpd(RpdConfig::new(&path).schema(RpdSchema::V2).batch_rows(256))
+///     .sink(RpdSink::new(RpdConfig::new(&path).schema(RpdSchema::V2).batch_rows(256)))
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
 ///     let _epoch = tracing::info_span!("epoch", epoch_num = 1u64).entered();
@@ -390,6 +391,110 @@ struct ApiRow {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RpdSink {
+    path: PathBuf,
+    state: RpdState,
+}
+
+/// An [`RpdSink`] made from its config opens its file when it starts (or at its first record
+/// when used by hand); one that could not open says why at every record it cannot write.
+enum RpdState {
+    Closed(RpdConfig),
+    Open(Box<RpdFile>),
+    Failed(String),
+}
+
+impl RpdSink {
+    /// A sink for the file `config` names, opened when the layer starts it ([`Sink::start`]),
+    /// on the rank that runs it: hand it to [`crate::Builder::sink`]. [`RpdSink::open`] opens
+    /// it now.
+    pub fn new(config: RpdConfig) -> RpdSink {
+        RpdSink {
+            path: config.path.clone(),
+            state: RpdState::Closed(config),
+        }
+    }
+
+    /// The sink `MLLOG_RPD_FILE` asks for ([`RpdConfig::from_env`]), not opened yet, or
+    /// `None`.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<RpdSink>, RpdError> {
+        Ok(RpdConfig::from_env(env)?.map(RpdSink::new))
+    }
+
+    /// Opens `path` with the default [`RpdConfig`]: a new file gets the schema, an existing one
+    /// is appended to under a newly claimed session.
+    pub fn create(path: impl Into<PathBuf>) -> Result<RpdSink, RpdError> {
+        RpdSink::open(RpdConfig::new(path))
+    }
+
+    /// Opens the file `config` names, creating its parent directory, the file and the schema
+    /// as needed, and claims a session. Fails now, not at the first record.
+    pub fn open(config: RpdConfig) -> Result<RpdSink, RpdError> {
+        let mut sink = RpdSink::new(config);
+        sink.open_if_closed()?;
+        Ok(sink)
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's schema version, once open (before: the version a new file would get).
+    pub fn schema(&self) -> RpdSchema {
+        match &self.state {
+            RpdState::Open(file) => file.schema,
+            RpdState::Closed(config) => config.schema.unwrap_or(RpdSchema::V3),
+            RpdState::Failed(_) => RpdSchema::V3,
+        }
+    }
+
+    /// The session number claimed (0 until open); this sink's ids are `(session << 32) + n`.
+    pub fn session(&self) -> u32 {
+        match &self.state {
+            RpdState::Open(file) => file.session,
+            _ => 0,
+        }
+    }
+
+    /// `rocpd_api` rows committed so far.
+    pub fn rows_written(&self) -> u64 {
+        match &self.state {
+            RpdState::Open(file) => file.rows_written,
+            _ => 0,
+        }
+    }
+
+    /// Opens the file unless it is open (or failed to open).
+    fn open_if_closed(&mut self) -> Result<(), RpdError> {
+        let RpdState::Closed(config) = &self.state else {
+            return Ok(());
+        };
+        match RpdFile::open(config.clone()).map_err(|e| e.at(&self.path)) {
+            Ok(file) => {
+                self.state = RpdState::Open(Box::new(file));
+                Ok(())
+            }
+            Err(e) => {
+                self.state = RpdState::Failed(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// The open file, opened first if need be; a file that could not open is that error,
+    /// for every record.
+    fn file(&mut self) -> Result<&mut RpdFile, SinkError> {
+        let _ = self.open_if_closed();
+        match &mut self.state {
+            RpdState::Open(file) => Ok(file),
+            RpdState::Failed(why) => Err(SinkError::Other(why.clone())),
+            RpdState::Closed(_) => unreachable!("opened or failed above"),
+        }
+    }
+}
+
+/// The open file: the session claimed, the ids used, the rows waiting for a commit.
+struct RpdFile {
     conn: Connection,
     path: PathBuf,
     schema: RpdSchema,
@@ -416,26 +521,8 @@ pub struct RpdSink {
     rows_written: u64,
 }
 
-impl RpdSink {
-    /// The sink `MLLOG_RPD_FILE` asks for, opened ([`RpdConfig::from_env`]), or `None`.
-    pub fn from_env(env: &crate::env::Env) -> Result<Option<RpdSink>, RpdError> {
-        RpdConfig::from_env(env)?.map(RpdConfig::open).transpose()
-    }
-
-    /// Opens `path` with the default [`RpdConfig`]: a new file gets the schema, an existing one
-    /// is appended to under a newly claimed session.
-    pub fn create(path: impl Into<PathBuf>) -> Result<RpdSink, RpdError> {
-        RpdSink::open(RpdConfig::new(path))
-    }
-
-    /// Opens the file `config` names, creating its parent directory, the file and the schema
-    /// as needed, and claims a session. Fails now, not at the first record.
-    pub fn open(config: RpdConfig) -> Result<RpdSink, RpdError> {
-        let path = config.path.clone();
-        RpdSink::open_unnamed(config).map_err(|e| e.at(&path))
-    }
-
-    fn open_unnamed(config: RpdConfig) -> Result<RpdSink, RpdError> {
+impl RpdFile {
+    fn open(config: RpdConfig) -> Result<RpdFile, RpdError> {
         create_parent(&config.path)?;
         let mut conn = schema::open(&config.path, config.busy_timeout)?;
         let tx = conn
@@ -454,7 +541,7 @@ impl RpdSink {
             RpdSchema::V3 => schema::max_id_in(&conn, "rocpd_ustring", "id", lo, hi)?,
             RpdSchema::V2 => lo,
         };
-        let mut sink = RpdSink {
+        let mut sink = RpdFile {
             conn,
             path: config.path,
             schema: version,
@@ -493,26 +580,6 @@ impl RpdSink {
             message: e.to_string(),
         })?;
         Ok(sink)
-    }
-
-    /// The file written.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The file's schema version.
-    pub fn schema(&self) -> RpdSchema {
-        self.schema
-    }
-
-    /// The session number claimed; this sink's ids are `(session << 32) + n`.
-    pub fn session(&self) -> u32 {
-        self.session
-    }
-
-    /// `rocpd_api` rows committed so far.
-    pub fn rows_written(&self) -> u64 {
-        self.rows_written
     }
 
     fn new_string(&mut self, s: String) -> i64 {
@@ -800,20 +867,14 @@ fn sanitize_in_place(label: &mut String) {
     }
 }
 
-/// The registration (see `crate::registry::FACTORIES`): `MLLOG_RPD_FILE`, else
-/// [`crate::Builder::rpd`], on the writing rank.
+/// The registration (see `crate::registry::FACTORIES`): `MLLOG_RPD_FILE`, on the writing rank.
 pub(crate) fn plug(
-    cx: &mut super::plug::SinkSetup<'_>,
-) -> Result<Option<super::plug::Plugged>, crate::Error> {
-    let start = |e| crate::Error::start("the RPD sink", e);
-    let from_env = RpdConfig::from_env(cx.env).map_err(start)?;
-    let given = cx.options.take::<RpdConfig>();
-    match (cx.writes, from_env.or(given)) {
-        (true, Some(config)) => Ok(Some(super::plug::Plugged::isolated(
-            config.open().map_err(start)?,
-        ))),
-        _ => Ok(None),
-    }
+    env: &crate::env::Env,
+    _rank: u32,
+    _submission: &crate::submission::Submission,
+) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+    let sink = RpdSink::from_env(env).map_err(|e| crate::Error::start("the RPD sink", e))?;
+    Ok(sink.map(super::plug::FromEnv::isolated))
 }
 
 impl Sink for RpdSink {
@@ -821,6 +882,36 @@ impl Sink for RpdSink {
         "rpd"
     }
 
+    /// Opens the file: on the rank that runs the sink, before the MLLOG file is opened.
+    fn start(
+        &mut self,
+        _: &mut super::SinkStart<'_>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.open_if_closed()?)
+    }
+
+    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+        self.file()?.write(record)
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        match &mut self.state {
+            RpdState::Open(file) => file.commit_or_keep(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes intervals still open (an aborted run) as ending now, marked `unclosed=true`, then
+    /// commits.
+    fn close(&mut self, _deadline: Instant) -> Result<(), SinkError> {
+        match &mut self.state {
+            RpdState::Open(file) => file.close(),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl RpdFile {
     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
         match record.event_type {
             EventType::IntervalStart => {
@@ -884,14 +975,7 @@ impl Sink for RpdSink {
         }
     }
 
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.commit_or_keep()
-    }
-
-    /// Writes intervals still open (an aborted run) as ending now, marked `unclosed=true`, then
-    /// commits.
-    fn close(&mut self, deadline: Instant) -> Result<(), SinkError> {
-        let _ = deadline;
+    fn close(&mut self) -> Result<(), SinkError> {
         let now = crate::record::Timestamp::now().mono_ns as i64;
         let mut open: Vec<OpenRange> = self.open.drain().map(|(_, o)| o).collect();
         for (_, v) in self.open_by_name.drain() {

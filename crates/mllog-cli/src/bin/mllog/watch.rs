@@ -624,7 +624,7 @@ fn start_sinks(
         }
         #[cfg(feature = "upload")]
         {
-            // The option wins over MLLOG_UPLOAD_URL, which the builder would read first.
+            // The option wins over MLLOG_UPLOAD_URL, whose sink would replace the one given here.
             let env: Vec<(String, String)> = std::env::vars_os()
                 .filter(|(k, _)| k != "MLLOG_UPLOAD_URL")
                 .map(|(k, v)| {
@@ -635,7 +635,9 @@ fn start_sinks(
                 })
                 .collect();
             b = b
-                .upload(tracing_mllog::sink::UploadConfig::new(url)?)
+                .sink(tracing_mllog::sink::UploadSink::new(
+                    tracing_mllog::sink::UploadConfig::new(url)?,
+                ))
                 .environment(env);
         }
         #[cfg(not(feature = "upload"))]
