@@ -21,7 +21,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tracing::{info_span, Dispatch};
-use tracing_mllog::record::Record;
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{OtelConfig, OtelSink, Sink, SinkError};
 use tracing_mllog::MllogLayer;
 use tracing_subscriber::prelude::*;
@@ -43,7 +43,7 @@ impl Sink for Null {
     fn name(&self) -> &str {
         "null"
     }
-    fn write(&mut self, _record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, _record: &TracedRecord) -> Result<(), SinkError> {
         Ok(())
     }
 }

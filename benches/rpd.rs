@@ -7,12 +7,14 @@
 //! `repeated` labels are interned once.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use tracing_mllog::record::{EventType, IntervalIds, Metadata, Record, Timestamp, Value};
+use tracing_mllog::record::{
+    EventType, IntervalIds, Metadata, Record, Timestamp, TracedRecord, Value,
+};
 use tracing_mllog::sink::{RpdConfig, RpdSchema, Sink};
 
 const INTERVALS: u64 = 10_000;
 
-fn records(unique: bool, round: u64) -> Vec<Record> {
+fn records(unique: bool, round: u64) -> Vec<TracedRecord> {
     let mut out = Vec::with_capacity(2 * INTERVALS as usize);
     for i in 0..INTERVALS {
         let mut metadata = Metadata::at("train.py", 42);
@@ -20,9 +22,11 @@ fn records(unique: bool, round: u64) -> Vec<Record> {
             metadata.set("step_num", Value::Int((round * INTERVALS + i) as i128));
         }
         let rec = |event_type, key: &'static str, t: u64| {
-            let mut r = Record::event(key, Value::Null)
-                .with_event_type(event_type)
-                .with_metadata(metadata.clone());
+            let mut r = TracedRecord::from(
+                Record::event(key, Value::Null)
+                    .with_event_type(event_type)
+                    .with_metadata(metadata.clone()),
+            );
             r.time = Timestamp {
                 wall_ns: 0,
                 mono_ns: 1_000_000_000 + t,

@@ -81,7 +81,7 @@ fn upload_config(kind: &str, port: u16) -> Option<UploadConfig> {
 struct Path2 {
     file: MllogFileSink,
     upload: Option<UploadSink>,
-    records: [Record; 2],
+    records: [tracing_mllog::TracedRecord; 2],
     i: usize,
 }
 
@@ -97,7 +97,7 @@ impl Path2 {
         Path2 {
             file,
             upload,
-            records: [step, eval],
+            records: [step.into(), eval.into()],
             i: 0,
         }
     }

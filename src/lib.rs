@@ -33,7 +33,14 @@ mod clock_step;
 pub mod compliance;
 pub mod env;
 mod error;
-pub use mllog_core::{keys, record, results};
+pub use mllog_core::{keys, results};
+/// MLLOG records (`mllog-core`'s [`record`](mllog_core::record) module), and the
+/// [`TracedRecord`] the layer hands its sinks: a record with what the
+/// layer knows beyond its line.
+pub mod record {
+    pub use crate::traced::{IntervalIds, OtelFields, TraceParent, TracedRecord};
+    pub use mllog_core::record::*;
+}
 mod layer;
 mod log_value;
 mod os_thread;
@@ -47,6 +54,7 @@ mod registry;
 pub mod run;
 pub mod sink;
 mod submission;
+mod traced;
 
 pub use barrier::{BarrierFailure, BarrierResult};
 pub use cache_clear::CacheClear;
@@ -61,7 +69,7 @@ pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer};
 pub use log_value::__private;
 pub use log_value::{log_value, Composite, LogValue};
 pub use pipeline::{Guard, Overflow, RecordFeed, Report, SinkReport};
-pub use record::{EventType, Record, Value};
+pub use record::{EventType, Record, TracedRecord, Value};
 pub use run::{Direction, EvalSchedule, RunHandle, Target};
 pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};
 

@@ -17,7 +17,7 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::record::parse_log;
 use tracing_mllog::sink::MemorySink;
 use tracing_mllog::{
-    keys, mllog, train_step, Builder, MllogLayer, Record, RunHandle, Target, Value,
+    keys, mllog, train_step, Builder, MllogLayer, Record, RunHandle, Target, TracedRecord, Value,
 };
 use tracing_subscriber::prelude::*;
 
@@ -64,7 +64,7 @@ fn builder() -> Builder {
 
 /// Runs `f` with a fresh layer (writing MLLOG text into memory) as its dispatcher, checks the
 /// run handle, and returns the records parsed back from the text.
-fn run(f: impl FnOnce(&Dispatch)) -> Vec<Record> {
+fn run(f: impl FnOnce(&Dispatch)) -> Vec<TracedRecord> {
     let buffer = Buffer::default();
     let (layer, guard) = builder().writer(buffer.clone()).build().unwrap();
     let handle = layer.run_handle();
@@ -77,7 +77,7 @@ fn run(f: impl FnOnce(&Dispatch)) -> Vec<Record> {
     let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
     let (lines, errors) = parse_log(&text);
     assert!(errors.is_empty(), "{errors:?}");
-    lines.into_iter().map(|l| l.record).collect()
+    lines.into_iter().map(|l| l.record.into()).collect()
 }
 
 fn drop_guard(mut guard: tracing_mllog::Guard) -> tracing_mllog::Report {
@@ -108,7 +108,7 @@ struct Stats {
     train_loss: Vec<(Option<i128>, Option<f64>, Option<i128>)>,
 }
 
-fn stats(records: &[Record]) -> Stats {
+fn stats(records: &[TracedRecord]) -> Stats {
     let of = |key: &'static str| records.iter().filter(move |r| r.key == key);
     let run_stop = of("run_stop").collect::<Vec<_>>();
     assert_eq!(
@@ -117,7 +117,7 @@ fn stats(records: &[Record]) -> Stats {
         "{:?}",
         records.iter().map(|r| &*r.key).collect::<Vec<_>>()
     );
-    let (overall, per_block): (Vec<&Record>, Vec<&Record>) =
+    let (overall, per_block): (Vec<&TracedRecord>, Vec<&TracedRecord>) =
         of("tracked_stats").partition(|r| r.metadata.get("overall") == Some(&Value::Bool(true)));
     assert_eq!(overall.len(), 1);
     Stats {
@@ -495,7 +495,7 @@ fn steps_closed_on_another_thread_count_like_a_synchronous_loop() {
 
 /// Runs `f` with a layer that traces steps and logs every step's loss; returns what a
 /// [`MemorySink`] received (trace-only records included) and the run handle.
-fn run_traced(f: impl FnOnce(&Dispatch)) -> (Vec<Record>, RunHandle) {
+fn run_traced(f: impl FnOnce(&Dispatch)) -> (Vec<TracedRecord>, RunHandle) {
     let (sink, records) = MemorySink::new();
     let (layer, guard) = builder()
         .no_output()
@@ -514,7 +514,7 @@ fn run_traced(f: impl FnOnce(&Dispatch)) -> (Vec<Record>, RunHandle) {
 
 const WARMUP_LOSS: f64 = 9.0;
 
-fn assert_warmup_not_counted(records: &[Record], handle: &RunHandle, counted: u64) {
+fn assert_warmup_not_counted(records: &[TracedRecord], handle: &RunHandle, counted: u64) {
     assert_eq!(handle.steps(), counted);
     assert_eq!(handle.samples(), counted * SAMPLES);
     let count = |key: &str| records.iter().filter(|r| r.key == key).count() as u64;

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing_mllog::sink::{MemorySink, Sink, SinkError};
-use tracing_mllog::{keys, mllog, Error, MllogLayer, Record};
+use tracing_mllog::{keys, mllog, Error, MllogLayer, TracedRecord};
 use tracing_subscriber::prelude::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -157,7 +157,7 @@ impl Sink for FailingSink {
     fn name(&self) -> &str {
         "failing"
     }
-    fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, _: &TracedRecord) -> Result<(), SinkError> {
         *self.0.lock().unwrap() += 1;
         Err(SinkError::Other("disk full".into()))
     }

@@ -408,7 +408,7 @@ fn macro_values_match_mlperf_logging_byte_for_byte() {
     let report = guard.shutdown();
     assert!(report.is_clean(), "{report}");
     let records = handle.records();
-    let records: Vec<&Record> = records
+    let records: Vec<&tracing_mllog::TracedRecord> = records
         .iter()
         .filter(|r| r.event_type == EventType::PointInTime && r.metadata.file.is_some())
         .collect();

@@ -910,7 +910,10 @@ impl tracing_mllog::sink::Sink for SlowSink {
     fn name(&self) -> &str {
         "slow"
     }
-    fn write(&mut self, _: &Record) -> Result<(), tracing_mllog::sink::SinkError> {
+    fn write(
+        &mut self,
+        _: &tracing_mllog::TracedRecord,
+    ) -> Result<(), tracing_mllog::sink::SinkError> {
         self.written += 1;
         if self.hang_from.is_some_and(|n| self.written >= n) {
             loop {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::{info_span, Dispatch, Level};
 use tracing_mllog::sink::{MemoryHandle, MemorySink};
-use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, Value};
+use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, TracedRecord, Value};
 use tracing_subscriber::prelude::*;
 
 /// A layer writing into memory only, with the live checker off and no environment.
@@ -25,7 +25,7 @@ where
     (layer, guard, handle)
 }
 
-fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::Record> {
+fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::TracedRecord> {
     let (layer, mut guard, handle) = memory_layer(builder);
     let subscriber = tracing_subscriber::registry().with(layer);
     tracing::subscriber::with_default(subscriber, f);
@@ -34,7 +34,7 @@ fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_ml
     handle.records()
 }
 
-fn keys_of(records: &[tracing_mllog::Record]) -> Vec<&str> {
+fn keys_of(records: &[TracedRecord]) -> Vec<&str> {
     records.iter().map(|r| &*r.key).collect()
 }
 
@@ -266,7 +266,7 @@ fn callsites_are_classified_per_layer() {
             let _b = info_span!("optimizer_step", step = i, loss = 2.5).entered();
         }
     }
-    let losses = |records: &[tracing_mllog::Record]| -> Vec<Value> {
+    let losses = |records: &[TracedRecord]| -> Vec<Value> {
         records
             .iter()
             .filter(|r| r.key == keys::TRAIN_LOSS)
@@ -487,7 +487,7 @@ fn nothing_logged_on_the_worker_thread_becomes_a_record() {
         fn name(&self) -> &str {
             "chatty"
         }
-        fn write(&mut self, _: &tracing_mllog::Record) -> Result<(), SinkError> {
+        fn write(&mut self, _: &tracing_mllog::TracedRecord) -> Result<(), SinkError> {
             self.1 += 1;
             if self.1 > 100 {
                 return Ok(());
@@ -549,7 +549,7 @@ fn records_are_scoped_to_their_own_layers_intervals() {
         mllog!("scope_probe", 0, tag);
     }
     /// Each probe's scope, by the `tag` of the interval it names.
-    fn scopes(records: &[Record]) -> Vec<(String, Option<String>)> {
+    fn scopes(records: &[TracedRecord]) -> Vec<(String, Option<String>)> {
         let tag = |r: &Record| match r.metadata.get("tag") {
             Some(Value::Str(s)) => s.to_string(),
             other => panic!("tag {other:?}"),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tracing_mllog::sink::{Delivery, Sink, SinkError};
-use tracing_mllog::{mllog, MllogLayer, Record, Value};
+use tracing_mllog::{mllog, MllogLayer, TracedRecord, Value};
 use tracing_subscriber::prelude::*;
 
 const THREADS: usize = 4;
@@ -22,7 +22,7 @@ impl Sink for OrderSink {
     fn name(&self) -> &str {
         "order"
     }
-    fn write(&mut self, r: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, r: &TracedRecord) -> Result<(), SinkError> {
         let (Some(Value::Int(t)), Some(Value::Int(i))) = (r.metadata.get("t"), r.metadata.get("i"))
         else {
             self.errors.fetch_add(1, Ordering::Relaxed);

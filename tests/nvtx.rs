@@ -413,7 +413,7 @@ fn nvtx_sink_pairs_records_without_ids_by_name() {
                 &[("first_epoch_num", 3)],
             ),
         ] {
-            sink.write(&r).unwrap();
+            sink.write(&r.into()).unwrap();
         }
         assert_eq!(sink.open_ranges(), 0);
         return;

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use tracing::{field::Empty, info_span};
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{keys, mllog, train_step, MllogLayer, Record, RunHandle, Target, Value};
+use tracing_mllog::{keys, mllog, train_step, MllogLayer, RunHandle, Target, TracedRecord, Value};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
 
-fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Record> {
+fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<TracedRecord> {
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = builder
         .no_output()
@@ -25,11 +25,11 @@ fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<Reco
     handle.records()
 }
 
-fn find<'a>(records: &'a [Record], key: &str) -> Vec<&'a Record> {
+fn find<'a>(records: &'a [TracedRecord], key: &str) -> Vec<&'a TracedRecord> {
     records.iter().filter(|r| r.key == key).collect()
 }
 
-fn status(records: &[Record]) -> String {
+fn status(records: &[TracedRecord]) -> String {
     find(records, "run_stop")[0]
         .metadata
         .get("status")
@@ -329,7 +329,9 @@ fn root_steps_from_the_macro_are_recorded_like_child_steps() {
                 if r.key == "tracked_stats" {
                     r.value = Value::Null;
                 }
-                (r.key, r.value, r.metadata, r.interval, r.trace_only)
+                let (interval, trace_only) = (r.interval, r.trace_only);
+                let line = r.record;
+                (line.key, line.value, line.metadata, interval, trace_only)
             })
             .collect::<Vec<_>>()
     };
@@ -450,7 +452,7 @@ fn traced_steps_reach_tracing_sinks_but_never_the_mllog_file() {
     });
     drop(guard);
     let records = handle.records();
-    let steps: Vec<&Record> = records
+    let steps: Vec<&TracedRecord> = records
         .iter()
         .filter(|r| r.key.starts_with("train_step"))
         .collect();

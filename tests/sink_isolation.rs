@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tracing_mllog::record::parse_log;
 use tracing_mllog::sink::{Delivery, MemorySink, Sink, SinkError};
-use tracing_mllog::{mllog, Guard, MllogLayer, Record, Report, SinkReport};
+use tracing_mllog::{mllog, Guard, MllogLayer, Report, SinkReport, TracedRecord};
 use tracing_subscriber::prelude::*;
 
 /// Only a broken pipeline gets anywhere near it: a liveness bound, not a timing assertion.
@@ -149,14 +149,14 @@ impl Gate {
 
 struct GatedSink {
     gate: Gate,
-    written: Arc<Mutex<Vec<Record>>>,
+    written: Arc<Mutex<Vec<TracedRecord>>>,
 }
 
 impl Sink for GatedSink {
     fn name(&self) -> &str {
         "gated"
     }
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         self.gate.pass();
         self.written.lock().unwrap().push(record.clone());
         Ok(())

@@ -23,7 +23,7 @@ use tracing_mllog::sink::{
     RetryPolicy, Sink, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
     ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
-use tracing_mllog::{keys, mllog, MllogLayer, Record};
+use tracing_mllog::{keys, mllog, MllogLayer, Record, TracedRecord};
 use tracing_subscriber::prelude::*;
 
 const SECRET: &str = "SeCrEt-7f3a9b2c-do-not-leak";
@@ -830,8 +830,8 @@ fn azure_url_forms_land_at_the_right_key_in_azurite() {
 // ---------------------------------------------------------------------------------------------
 // Slow and dead stores: the training side never waits
 
-fn record(key: &'static str) -> Record {
-    Record::event(key, 1.0)
+fn record(key: &'static str) -> TracedRecord {
+    Record::event(key, 1.0).into()
 }
 
 /// Calls write+flush like the pipeline does and returns the slowest call.

@@ -20,6 +20,7 @@ fn capture(f: impl FnOnce()) -> Vec<Record> {
         .records()
         .into_iter()
         .filter(|r| r.metadata.file.is_some())
+        .map(|r| r.record)
         .collect()
 }
 

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Checker, ComplianceReport, Finding, FindingKind, Ruleset, Severity};
 use crate::keys;
-use crate::record::{Record, Value};
+use crate::record::TracedRecord;
+use crate::record::Value;
 use crate::run::EvalSchedule;
 use crate::sink::{Sink, SinkError};
 
@@ -86,7 +87,7 @@ impl fmt::Debug for LivePolicy {
 ///            \"key\": \"global_batch_size\", \"value\": 256, \"metadata\": {}}";
 /// std::thread::spawn(move || {
 ///     for line in parse_log(log).0 {
-///         sink.write(&line.record).unwrap();
+///         sink.write(&line.record.into()).unwrap();
 ///     }
 /// })
 /// .join()
@@ -190,7 +191,7 @@ fn missing_seed() -> Finding {
 /// let log = ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"INTERVAL_START\", \
 ///            \"key\": \"init_start\", \"value\": null, \"metadata\": {}}";
 /// for line in parse_log(log).0 {
-///     sink.write(&line.record)?;
+///     sink.write(&line.record.into())?;
 /// }
 /// assert!(!handle.report().passed(false)); // nearly everything is still missing
 /// # Ok::<(), tracing_mllog::sink::SinkError>(())
@@ -241,7 +242,7 @@ impl ComplianceSink {
 
     /// An `eval_accuracy` off the schedule: a warning in the pending report, and said on
     /// stderr when it is logged (under `Warn`).
-    fn check_schedule(&self, record: &Record) {
+    fn check_schedule(&self, record: &TracedRecord) {
         let Some(schedule) = self.schedule else {
             return;
         };
@@ -335,7 +336,7 @@ impl Sink for ComplianceSink {
         "compliance"
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         if record.trace_only {
             return Ok(()); // not an MLLOG line
         }
@@ -397,10 +398,12 @@ mod tests {
     use super::*;
     use crate::compliance::{example_log, Division};
     use crate::keys::Benchmark;
-    use crate::record::{EventType, Metadata, Value};
+    use crate::record::{EventType, Metadata, Record, Value};
 
-    fn rec(key: &'static str, value: Value) -> Record {
-        Record::event(key, value).at_millis(1_767_225_600_000)
+    fn rec(key: &'static str, value: Value) -> TracedRecord {
+        Record::event(key, value)
+            .at_millis(1_767_225_600_000)
+            .into()
     }
 
     fn llama2() -> String {
@@ -419,7 +422,7 @@ mod tests {
         let (records, errs) = crate::record::parse_log(&llama2());
         assert!(errs.is_empty());
         for p in &records {
-            sink.write(&p.record).unwrap();
+            sink.write(&p.record.clone().into()).unwrap();
         }
         assert_eq!(*seen.lock().unwrap(), vec![0]);
         assert!(handle.report().passed(true));
@@ -427,13 +430,15 @@ mod tests {
         let mut sink = ComplianceSink::new(Ruleset::V6_1_0).with_policy(LivePolicy::Off);
         let h = sink.handle();
         sink.write(
-            &rec("submission_division", Value::from("closed"))
-                .with_event_type(EventType::PointInTime),
+            &Record::event("submission_division", Value::from("closed"))
+                .with_event_type(EventType::PointInTime)
+                .into(),
         )
         .unwrap();
         sink.write(
-            &rec("submission_benchmark", Value::from("llama2_70b_lora"))
-                .with_metadata(Metadata::at("a.rs", 1)),
+            &Record::event("submission_benchmark", Value::from("llama2_70b_lora"))
+                .with_metadata(Metadata::at("a.rs", 1))
+                .into(),
         )
         .unwrap();
         sink.write(&rec("lora_rank", Value::Int(4))).unwrap();

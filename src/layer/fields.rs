@@ -220,7 +220,7 @@ impl<'a> EventFields<'a> {
 
     /// `s` in a stashed buffer (a new one only while the pool is cold).
     fn copied(&mut self, s: &str) -> String {
-        let mut buf = self.stash.strings.pop().unwrap_or_default();
+        let mut buf = self.stash.take_string();
         buf.push_str(s);
         buf
     }
@@ -303,10 +303,10 @@ impl Visit for EventFields<'_> {
         if role == Role::Skip {
             return; // never format what is dropped anyway (e.g. `message`)
         }
-        let mut spare = self.stash.lists.pop();
+        let mut spare = self.stash.take_list();
         let v = crate::log_value::debug_value(value, &mut spare);
         if let Some(list) = spare {
-            self.stash.lists.push(list);
+            self.stash.keep_list(list);
         }
         self.put_as(role, field, v);
     }

@@ -38,7 +38,8 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
 use crate::pipeline::{lock_until, EndOfRun, Ending, Pipeline};
-use crate::record::{EventType, IntervalIds, Metadata, Record, Str, Timestamp, Value};
+use crate::record::TracedRecord;
+use crate::record::{EventType, IntervalIds, Metadata, Str, Timestamp, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
 use callsite::{Class, MAPPED_FIELDS};
@@ -321,7 +322,7 @@ impl Shared {
         event_type: EventType,
         key: Str,
         value: Value,
-    ) -> Box<Record> {
+    ) -> Box<TracedRecord> {
         let mut r = self.pipeline.record();
         r.namespace = self.namespace.clone();
         r.time = time;
@@ -343,7 +344,7 @@ impl Shared {
         event_type: EventType,
         ids: IntervalIds,
         fields: &StepFields,
-    ) -> Box<Record> {
+    ) -> Box<TracedRecord> {
         let key = match event_type {
             EventType::IntervalStart => "train_step_start",
             _ => "train_step_stop",
@@ -359,7 +360,7 @@ impl Shared {
     }
 
     /// A traced step's trace-only end record, now.
-    fn step_end_record(&self, frame: &StepFrame, ids: IntervalIds) -> Box<Record> {
+    fn step_end_record(&self, frame: &StepFrame, ids: IntervalIds) -> Box<TracedRecord> {
         self.step_trace_record(
             frame.meta,
             Timestamp::now(),
@@ -439,7 +440,7 @@ impl Shared {
         t: Throughput,
         scope: Option<u64>,
         overall: bool,
-    ) -> Box<Record> {
+    ) -> Box<TracedRecord> {
         let value = Value::Object(vec![
             (Cow::Borrowed("throughput"), Value::Float(t.samples_per_s)),
             (
@@ -843,7 +844,7 @@ impl Shared {
 impl Shared {
     /// The wall clock moved away from the log's: on the end record, stderr and the report.
     #[cold]
-    fn clock_stepped(&self, end: &mut Record, ms: f64) {
+    fn clock_stepped(&self, end: &mut TracedRecord, ms: f64) {
         end.metadata.set(crate::WALL_CLOCK_STEP_MS, ms);
         let warning = crate::clock_step::warning(ms, &end.key);
         stderr_line!("tracing-mllog: warning: {warning}");
@@ -1012,9 +1013,10 @@ where
         };
         let time = Timestamp::now();
         let mut r = shared.pipeline.record();
+        let metadata = &mut r.record.metadata;
         let mut parts = EventFields::new(
-            &mut r.metadata.fields,
-            &mut r.metadata.stash,
+            &mut metadata.fields,
+            &mut metadata.stash,
             &roles,
             callsite::key_hint(meta),
         );

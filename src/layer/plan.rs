@@ -83,7 +83,7 @@ impl SinkPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Record;
+    use crate::record::TracedRecord;
     use crate::sink::SinkError;
 
     struct Named(&'static str);
@@ -92,7 +92,7 @@ mod tests {
         fn name(&self) -> &str {
             self.0
         }
-        fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+        fn write(&mut self, _: &TracedRecord) -> Result<(), SinkError> {
             Ok(())
         }
     }

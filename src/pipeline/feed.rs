@@ -1,7 +1,7 @@
 //! [`RecordFeed`]: records made outside the layer, into the pipeline.
 
 use super::Pipeline;
-use crate::record::Record;
+use crate::record::{Record, TracedRecord};
 
 /// The sending side of a pipeline started by [`crate::Builder::build_feed`]: pushes records
 /// that were made elsewhere (parsed from a log another process writes) to the sinks, in order,
@@ -28,7 +28,7 @@ impl RecordFeed {
     /// Hands `record` to the worker (after the guard's shutdown it is counted as dropped).
     pub fn push(&self, record: Record) {
         let mut slot = self.pipeline.record();
-        *slot = record;
+        *slot = TracedRecord::from(record);
         self.pipeline.push(slot);
     }
 }

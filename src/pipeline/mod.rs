@@ -38,7 +38,6 @@ pub(crate) use queue::Pipeline;
 pub use report::Report;
 
 use crate::compliance::ComplianceHandle;
-use crate::record::Record;
 use crate::sink::accounting::SinkCounters;
 use crate::sink::isolated::Isolated;
 use crate::sink::plug::SpanHook;
@@ -128,7 +127,9 @@ impl Pipeline {
             },
         });
         for _ in 0..spares {
-            let _ = queue.spare.push(Box::new(Record::empty()));
+            let _ = queue
+                .spare
+                .push(Box::new(crate::record::TracedRecord::empty()));
         }
         let (control, control_rx) = bounded(64);
         // Disconnected when the worker thread ends, however it ends: shutdown waits on it.

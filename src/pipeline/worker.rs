@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::queue::{Queue, QueueCounters};
-use crate::record::Record;
+use crate::record::TracedRecord;
 use crate::sink::accounting::{mark_worker_thread, Call, SinkCounters};
 use crate::sink::isolated::Isolated;
 use crate::sink::Sink;
@@ -138,7 +138,7 @@ pub(super) fn run_worker(q: &Queue, control: Receiver<WorkerControl>, mut sinks:
     }
 }
 
-fn write_all(sinks: &mut [Route], counters: &QueueCounters, record: &Record) {
+fn write_all(sinks: &mut [Route], counters: &QueueCounters, record: &TracedRecord) {
     counters.received.fetch_add(1, Ordering::Relaxed);
     for slot in sinks {
         match slot {

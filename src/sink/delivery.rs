@@ -17,7 +17,7 @@
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_mllog::{mllog, MllogLayer, TracedRecord};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// A sink that stalls while `gate` is held (a collector that stopped answering, say).
@@ -27,7 +27,7 @@
 ///     fn name(&self) -> &str {
 ///         "stalled"
 ///     }
-///     fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+///     fn write(&mut self, _: &TracedRecord) -> Result<(), SinkError> {
 ///         drop(self.0.lock().unwrap());
 ///         Ok(())
 ///     }

@@ -16,7 +16,7 @@ use crossbeam_channel::{
 
 use super::accounting::{seconds, Call, DropCause, SinkCounters};
 use super::{Sink, SinkError};
-use crate::record::Record;
+use crate::record::TracedRecord;
 
 enum SinkControl {
     /// Flush once every record accepted before this request has been written.
@@ -55,7 +55,7 @@ impl SinkThread {
 /// A sink on its own thread: the worker's side. Writing never blocks: a record that does not
 /// fit in the queue is counted as dropped.
 pub(crate) struct Isolated {
-    records: Sender<Record>,
+    records: Sender<TracedRecord>,
     control: Sender<SinkControl>,
     state: Arc<SinkThread>,
     capacity: usize,
@@ -101,7 +101,7 @@ impl Isolated {
     }
 
     /// Queues a copy of `record`, or counts it as dropped.
-    pub(crate) fn write(&mut self, record: &Record) {
+    pub(crate) fn write(&mut self, record: &TracedRecord) {
         if self.records.is_full() {
             self.dropped_full();
             return;
@@ -194,7 +194,7 @@ impl Isolated {
 /// the records queued before the request.
 fn run(
     mut sink: Box<dyn Sink>,
-    records: &Receiver<Record>,
+    records: &Receiver<TracedRecord>,
     control: &Receiver<SinkControl>,
     state: &SinkThread,
 ) {
@@ -234,7 +234,12 @@ fn run(
 }
 
 /// Writes queued records until `target` have been handled (all of them are queued already).
-fn catch_up(sink: &mut Box<dyn Sink>, state: &SinkThread, records: &Receiver<Record>, target: u64) {
+fn catch_up(
+    sink: &mut Box<dyn Sink>,
+    state: &SinkThread,
+    records: &Receiver<TracedRecord>,
+    target: u64,
+) {
     while state.handled.load(Ordering::Acquire) < target {
         match records.recv() {
             Ok(record) => write(sink, state, &record),
@@ -243,7 +248,7 @@ fn catch_up(sink: &mut Box<dyn Sink>, state: &SinkThread, records: &Receiver<Rec
     }
 }
 
-fn write(sink: &mut Box<dyn Sink>, state: &SinkThread, record: &Record) {
+fn write(sink: &mut Box<dyn Sink>, state: &SinkThread, record: &TracedRecord) {
     call(sink, state, Call::Write, |s| s.write(record));
     state.handled.fetch_add(1, Ordering::Release);
 }

@@ -1,12 +1,12 @@
 use std::sync::{Arc, Mutex};
 
 use super::{Sink, SinkError};
-use crate::record::Record;
+use crate::record::TracedRecord;
 
 /// Keeps every record in memory; for tests and in-process use (summaries, dashboards).
 ///
 /// [`MemorySink::new`] returns the sink, to give to [`crate::Builder::sink`], and a
-/// [`MemoryHandle`] that reads what it received from any thread, as [`Record`]s, keys or
+/// [`MemoryHandle`] that reads what it received from any thread, as [`TracedRecord`]s, keys or
 /// `:::MLLOG` lines. Records are kept until the handle and the sink are dropped: meant for
 /// tests and short runs, not for a week of training steps.
 ///
@@ -29,7 +29,7 @@ use crate::record::Record;
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```
 pub struct MemorySink {
-    records: Arc<Mutex<Vec<Record>>>,
+    records: Arc<Mutex<Vec<TracedRecord>>>,
 }
 
 /// Reads what a [`MemorySink`] received, from any thread (it is `Clone`; see the
@@ -63,7 +63,7 @@ pub struct MemorySink {
 /// ```
 #[derive(Clone)]
 pub struct MemoryHandle {
-    records: Arc<Mutex<Vec<Record>>>,
+    records: Arc<Mutex<Vec<TracedRecord>>>,
 }
 
 impl MemorySink {
@@ -81,7 +81,7 @@ impl MemorySink {
 
 impl MemoryHandle {
     /// A copy of the records received so far.
-    pub fn records(&self) -> Vec<Record> {
+    pub fn records(&self) -> Vec<TracedRecord> {
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -97,7 +97,7 @@ impl MemoryHandle {
     /// The `:::MLLOG` lines of the records received so far.
     pub fn lines(&self) -> Vec<String> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        records.iter().map(Record::to_line).collect()
+        records.iter().map(|r| r.to_line()).collect()
     }
 }
 
@@ -106,7 +106,7 @@ impl Sink for MemorySink {
         "memory"
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())

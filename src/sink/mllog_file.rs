@@ -3,13 +3,13 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::{Sink, SinkError};
-use crate::record::Record;
+use crate::record::TracedRecord;
 
 /// Writes `:::MLLOG` lines to a file, stdout or any writer, one record per line.
 ///
 /// It is the sink behind [`crate::Builder::output_file`], [`crate::Builder::stdout`] and
 /// [`crate::Builder::writer`]; build one yourself for a second copy of the log (add it with
-/// [`crate::Builder::sink`]) or to write [`Record`]s that did not come from `tracing`:
+/// [`crate::Builder::sink`]) or to write [`Record`](crate::Record)s that did not come from `tracing`:
 ///
 /// ```
 /// use tracing_mllog::sink::{MllogFileSink, Sink};
@@ -18,7 +18,7 @@ use crate::record::Record;
 /// let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("logs/copy.txt"); // parent directories are created
 /// let mut sink = MllogFileSink::create(&path, false)?;
-/// sink.write(&Record::event("seed", 42).at_millis(1_700_000_000_000))?;
+/// sink.write(&Record::event("seed", 42).at_millis(1_700_000_000_000).into())?;
 /// sink.flush()?;
 /// let text = std::fs::read_to_string(&path)?;
 /// assert!(text.starts_with(r#":::MLLOG {"namespace": "", "time_ms": 1700000000000"#));
@@ -177,7 +177,7 @@ impl Sink for MllogFileSink {
         }
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         if record.trace_only {
             return Ok(());
         }
@@ -269,7 +269,7 @@ mod tests {
             limit: 400,
             interrupt_next: true,
         });
-        let record = Record::event("seed", 1);
+        let record = TracedRecord::from(crate::record::Record::event("seed", 1));
         let mut ok = 0;
         let mut errors = Vec::new();
         for _ in 0..8 {

@@ -58,7 +58,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::record::Record;
+use crate::record::TracedRecord;
 
 /// A sink's own report (an `UploadReport`, an `OtelReport`, a profiler's report, ...),
 /// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or
@@ -129,7 +129,7 @@ impl Eq for Detail {}
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::Arc;
 /// use tracing_mllog::sink::{Detail, Sink, SinkError, SinkStatus};
-/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_mllog::{mllog, MllogLayer, TracedRecord};
 /// use tracing_subscriber::prelude::*;
 ///
 /// #[derive(Clone, Debug, PartialEq)]
@@ -148,7 +148,7 @@ impl Eq for Detail {}
 ///     fn name(&self) -> &str {
 ///         "counting"
 ///     }
-///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///     fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
 ///         self.0.fetch_add(record.to_line().len() as u64, Ordering::Relaxed);
 ///         Ok(())
 ///     }
@@ -205,7 +205,7 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// ```
 /// use std::io::Write;
 /// use tracing_mllog::sink::{Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, Record};
+/// use tracing_mllog::{mllog, MllogLayer, TracedRecord};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Writes each key to a pipe whose reader is gone.
@@ -215,7 +215,7 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 ///     fn name(&self) -> &str {
 ///         "closed-pipe"
 ///     }
-///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///     fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
 ///         if record.key.is_empty() {
 ///             return Err(SinkError::Other("a record without a key".into()));
 ///         }
@@ -260,9 +260,11 @@ pub enum SinkError {
 /// Every sink enters the same way, the crate's own (`RpdSink`, `UploadSink`, `OtelSink`,
 /// `NvtxSink`, [`MemorySink`]) and yours: made from its config (or its `from_env`), handed to
 /// [`crate::Builder::sink`] (isolated on its own thread) or [`crate::Builder::sink_with`]
-/// (choosing its [`Delivery`]), started by [`Sink::start`]. A sink sees every [`Record`] the
-/// MLLOG file gets, in the same order, already encoded-ready: [`Record::to_line`] gives the
-/// exact `:::MLLOG` line. Only [`Sink::name`] and [`Sink::write`] are required; override
+/// (choosing its [`Delivery`]), started by [`Sink::start`]. A sink sees every record the
+/// MLLOG file gets, in the same order, as a [`TracedRecord`]: the MLLOG
+/// [`Record`](crate::Record) (through `Deref`; [`Record::to_line`](crate::Record::to_line)
+/// gives the exact `:::MLLOG` line) and what the layer knows beyond the line (interval ids,
+/// scope, thread). Only [`Sink::name`] and [`Sink::write`] are required; override
 /// [`Sink::start`] to open files or ask the layer for more, [`Sink::flush`] and
 /// [`Sink::close`] when the sink buffers.
 ///
@@ -272,7 +274,7 @@ pub enum SinkError {
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{keys, mllog, MllogLayer, Record};
+/// use tracing_mllog::{keys, mllog, MllogLayer, TracedRecord};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Keeps the latest evaluation accuracy; refuses records without a value.
@@ -282,7 +284,7 @@ pub enum SinkError {
 ///     fn name(&self) -> &str {
 ///         "last-accuracy"
 ///     }
-///     fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+///     fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
 ///         if &*record.key == keys::EVAL_ACCURACY {
 ///             let v = record.value.as_f64().ok_or_else(|| SinkError::Other("no number".into()))?;
 ///             *self.0.lock().unwrap() = Some(v);
@@ -312,7 +314,7 @@ pub trait Sink: Send + 'static {
     fn name(&self) -> &str;
 
     /// Takes one record.
-    fn write(&mut self, record: &Record) -> Result<(), SinkError>;
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError>;
 
     /// Called once by [`crate::Builder::build`], on the thread that builds, before the first
     /// record: what the build knows of the run and what the sink may ask of the layer (see
@@ -352,7 +354,7 @@ impl Sink for Box<dyn Sink> {
     fn name(&self) -> &str {
         (**self).name()
     }
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         (**self).write(record)
     }
     fn start(

@@ -17,7 +17,8 @@ use nvtx::domain::{EventAttributes, Message, Range};
 use nvtx::{Domain, Payload};
 
 use super::{Sink, SinkError};
-use crate::record::{EventType, Record, Value};
+use crate::record::TracedRecord;
+use crate::record::{EventType, Value};
 
 /// `MLLOG_NVTX`: `1` (also `true`, `yes`, `on`) adds an [`NvtxSink`].
 pub const ENV_NVTX: &str = "MLLOG_NVTX";
@@ -186,7 +187,7 @@ impl NvtxSink {
         }
     }
 
-    fn open_range(&mut self, record: &Record) {
+    fn open_range(&mut self, record: &TracedRecord) {
         let name = interval_name(&record.key);
         self.message.clear();
         self.message.push_str(name);
@@ -212,7 +213,7 @@ impl NvtxSink {
         }
     }
 
-    fn end(&mut self, record: &Record) {
+    fn end(&mut self, record: &TracedRecord) {
         let name = interval_name(&record.key);
         let found = match record.interval {
             Some(ids) => self.open.remove(&ids.id),
@@ -232,7 +233,7 @@ impl NvtxSink {
         }
     }
 
-    fn mark(&mut self, record: &Record) {
+    fn mark(&mut self, record: &TracedRecord) {
         self.message.clear();
         self.message.push_str(&record.key);
         if !record.value.is_null() {
@@ -304,7 +305,7 @@ impl Sink for NvtxSink {
         "nvtx"
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         if !self.named_thread {
             self.named_thread = true;
             name_this_thread();
@@ -355,7 +356,7 @@ fn interval_name(key: &str) -> &str {
 
 /// Appends the interval's own number after its name, then ` · short value` for the other
 /// fields of [`FIELDS`] present in `record`.
-fn push_fields(out: &mut String, name: &str, record: &Record) {
+fn push_fields(out: &mut String, name: &str, record: &TracedRecord) {
     let own = own_number(name);
     let mut shown_own = false;
     if let Some(v) = own.iter().find_map(|f| record.metadata.get(f)) {
@@ -406,17 +407,19 @@ fn cut(s: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Metadata;
+    use crate::record::{Metadata, Record};
 
-    fn record(key: &str, fields: &[(&str, Value)]) -> Record {
+    fn record(key: &str, fields: &[(&str, Value)]) -> TracedRecord {
         let mut md = Metadata::default();
         for (k, v) in fields {
             md.set(k.to_string(), v.clone());
         }
-        Record::event(key.to_owned(), Value::Null).with_metadata(md)
+        Record::event(key.to_owned(), Value::Null)
+            .with_metadata(md)
+            .into()
     }
 
-    fn message(name: &str, r: &Record) -> String {
+    fn message(name: &str, r: &TracedRecord) -> String {
         let mut s = name.to_owned();
         push_fields(&mut s, name, r);
         s

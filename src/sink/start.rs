@@ -20,7 +20,7 @@ use crate::submission::Submission;
 /// use std::path::PathBuf;
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Sink, SinkError, SinkStart};
-/// use tracing_mllog::{MllogLayer, Record};
+/// use tracing_mllog::{MllogLayer, TracedRecord};
 ///
 /// /// Remembers which file the layer writes and asks for the sampled steps as records.
 /// struct Watching(Arc<Mutex<Option<PathBuf>>>);
@@ -38,7 +38,7 @@ use crate::submission::Submission;
 ///         start.trace_steps();
 ///         Ok(())
 ///     }
-///     fn write(&mut self, _: &Record) -> Result<(), SinkError> {
+///     fn write(&mut self, _: &TracedRecord) -> Result<(), SinkError> {
 ///         Ok(())
 ///     }
 /// }
@@ -118,7 +118,7 @@ impl<'a> SinkStart<'a> {
     }
 
     /// Asks the layer for every counted `train_step` as a pair of trace-only interval
-    /// records (`Record::trace_only`; the MLLOG file and the checker skip them). Each costs
+    /// records (`TracedRecord::trace_only`; the MLLOG file and the checker skip them). Each costs
     /// the training thread two records.
     pub fn trace_steps(&mut self) {
         self.asks.trace_steps = true;

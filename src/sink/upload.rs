@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use url::Url;
 
 use super::{saturating_deadline, Sink, SinkError};
-use crate::record::Record;
+use crate::record::TracedRecord;
 use crate::redact::{self, redact};
 
 /// The variable naming the upload URL (`s3://bucket/run/mllog.log`, `gs://…`, `az://…`,
@@ -1068,7 +1068,7 @@ impl Sink for UploadSink {
         }
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         match &mut self.state {
             UploadRun::Running(run) => run.write(record),
             UploadRun::Waiting(_) => Err(not_started()),
@@ -1100,7 +1100,7 @@ fn not_started() -> SinkError {
 }
 
 impl Uploading {
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         if !record.trace_only && self.important.contains(record.key.as_ref()) {
             self.pending_urgent = true;
         }

@@ -35,7 +35,9 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::Temporality;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use opentelemetry_sdk::Resource;
-use tracing_mllog::record::{EventType, IntervalIds, Metadata, Record, Timestamp, Value};
+use tracing_mllog::record::{
+    EventType, IntervalIds, Metadata, Record, Timestamp, TracedRecord, Value,
+};
 use tracing_mllog::sink::{Backpressure, OtelConfig, OtelReport, OtelSink, Sink};
 use tracing_mllog::Benchmark;
 
@@ -184,28 +186,36 @@ fn rec(
     value: Value,
     fields: &[(&str, Value)],
     trace_only: bool,
-) -> Record {
+) -> TracedRecord {
     let mut metadata = Metadata::at("train.py", 42);
     for (k, v) in fields {
         metadata.set(k.to_string(), v.clone());
     }
-    Record {
-        namespace: Cow::Borrowed(""),
-        time: ts(us),
-        event_type,
-        key: Cow::Owned(key.to_owned()),
-        value,
-        metadata,
+    TracedRecord {
+        record: Record {
+            namespace: Cow::Borrowed(""),
+            time: ts(us),
+            event_type,
+            key: Cow::Owned(key.to_owned()),
+            value,
+            metadata,
+            loose: None,
+        },
         interval: interval.map(|(id, parent)| IntervalIds { id, parent }),
         scope,
         trace_only,
         tid: 4242,
-        loose: None,
         otel: None,
     }
 }
 
-fn start(key: &str, us: i64, id: u64, parent: Option<u64>, fields: &[(&str, Value)]) -> Record {
+fn start(
+    key: &str,
+    us: i64,
+    id: u64,
+    parent: Option<u64>,
+    fields: &[(&str, Value)],
+) -> TracedRecord {
     rec(
         EventType::IntervalStart,
         key,
@@ -218,7 +228,13 @@ fn start(key: &str, us: i64, id: u64, parent: Option<u64>, fields: &[(&str, Valu
     )
 }
 
-fn stop(key: &str, us: i64, id: u64, parent: Option<u64>, fields: &[(&str, Value)]) -> Record {
+fn stop(
+    key: &str,
+    us: i64,
+    id: u64,
+    parent: Option<u64>,
+    fields: &[(&str, Value)],
+) -> TracedRecord {
     rec(
         EventType::IntervalEnd,
         key,
@@ -231,7 +247,13 @@ fn stop(key: &str, us: i64, id: u64, parent: Option<u64>, fields: &[(&str, Value
     )
 }
 
-fn point(key: &str, us: i64, scope: Option<u64>, value: Value, fields: &[(&str, Value)]) -> Record {
+fn point(
+    key: &str,
+    us: i64,
+    scope: Option<u64>,
+    value: Value,
+    fields: &[(&str, Value)],
+) -> TracedRecord {
     rec(
         EventType::PointInTime,
         key,
@@ -259,7 +281,7 @@ const STEPS: u64 = 8;
 /// submission and hyperparameters inside `init`, `run` with one `block` of eight sampled
 /// `train_step` intervals (trace_only) carrying `tracked_stats`, one `eval` with
 /// `eval_accuracy`, and `run_stop` with its status.
-fn run_stream() -> Vec<Record> {
+fn run_stream() -> Vec<TracedRecord> {
     let mut r = vec![
         point("cache_clear", 0, None, Value::Bool(true), &[]),
         start("init_start", 10, INIT, None, &[]),
@@ -372,7 +394,7 @@ fn run_stream() -> Vec<Record> {
     r
 }
 
-fn drive(sink: &mut OtelSink, records: &[Record], deadline: Duration) {
+fn drive(sink: &mut OtelSink, records: &[TracedRecord], deadline: Duration) {
     for r in records {
         sink.write(r).expect("write");
     }

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tracing_mllog::profile::{ProfileError, Repeat, Segment, SegmentProfiler};
-use tracing_mllog::record::{EventType, IntervalIds, Metadata, Record, Timestamp, Value};
+use tracing_mllog::record::{
+    EventType, IntervalIds, Metadata, Record, Timestamp, TracedRecord, Value,
+};
 use tracing_mllog::sink::{RpdConfig, RpdError, RpdSchema, RpdSink, Sink};
 
 /// Tests change the process environment (the profiler exports RPDT_*): one at a time.
@@ -56,14 +58,16 @@ fn rec(
     ms: u64,
     interval: Option<(u64, Option<u64>)>,
     fields: &[(&str, Value)],
-) -> Record {
+) -> TracedRecord {
     let mut metadata = Metadata::at("train.py", 7);
     for (k, v) in fields {
         metadata.set(k.to_string(), v.clone());
     }
-    let mut r = Record::event(key.to_owned(), Value::Null)
-        .with_event_type(event_type)
-        .with_metadata(metadata);
+    let mut r = TracedRecord::from(
+        Record::event(key.to_owned(), Value::Null)
+            .with_event_type(event_type)
+            .with_metadata(metadata),
+    );
     r.time = ts(ms);
     r.interval = interval.map(|(id, parent)| IntervalIds { id, parent });
     r.scope = interval.and_then(|(_, parent)| parent);
@@ -73,7 +77,13 @@ fn rec(
     r
 }
 
-fn start(key: &str, ms: u64, id: u64, parent: Option<u64>, fields: &[(&str, Value)]) -> Record {
+fn start(
+    key: &str,
+    ms: u64,
+    id: u64,
+    parent: Option<u64>,
+    fields: &[(&str, Value)],
+) -> TracedRecord {
     rec(
         EventType::IntervalStart,
         key,
@@ -83,11 +93,17 @@ fn start(key: &str, ms: u64, id: u64, parent: Option<u64>, fields: &[(&str, Valu
     )
 }
 
-fn stop(key: &str, ms: u64, id: u64, parent: Option<u64>, fields: &[(&str, Value)]) -> Record {
+fn stop(
+    key: &str,
+    ms: u64,
+    id: u64,
+    parent: Option<u64>,
+    fields: &[(&str, Value)],
+) -> TracedRecord {
     rec(EventType::IntervalEnd, key, ms, Some((id, parent)), fields)
 }
 
-fn point(key: &str, ms: u64, value: Value, fields: &[(&str, Value)]) -> Record {
+fn point(key: &str, ms: u64, value: Value, fields: &[(&str, Value)]) -> TracedRecord {
     let mut r = rec(EventType::PointInTime, key, ms, None, fields);
     r.value = value;
     r
@@ -95,7 +111,7 @@ fn point(key: &str, ms: u64, value: Value, fields: &[(&str, Value)]) -> Record {
 
 /// A small MLPerf run: init, run { block { 2 steps, eval { eval_accuracy } } x2 }, plus a span
 /// whose name needs sanitising and one interval without ids.
-fn run_records() -> Vec<Record> {
+fn run_records() -> Vec<TracedRecord> {
     let i = Value::Int;
     let mut v = vec![
         start("init_start", 0, 1, None, &[]),
@@ -260,7 +276,7 @@ fn ns(ms: u64) -> i64 {
     (BASE + ms * 1_000_000) as i64
 }
 
-fn write_all(sink: &mut RpdSink, records: &[Record]) {
+fn write_all(sink: &mut RpdSink, records: &[TracedRecord]) {
     for (n, r) in records.iter().enumerate() {
         sink.write(r).unwrap();
         if n % 5 == 4 {

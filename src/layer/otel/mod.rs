@@ -13,7 +13,7 @@ use tracing_core::span::{Attributes, Id, Record as SpanValues};
 use tracing_core::Subscriber;
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
-use crate::record::Record;
+use crate::record::TracedRecord;
 #[cfg(feature = "otel-sdk")]
 use sdk::{close_traced_slow, interval_fields, open_traced_slow, OtelVisitor};
 
@@ -69,14 +69,14 @@ impl IntervalOtel {
 
     /// Puts a copy on one of the interval's records (its start, the `cache_clear` before it).
     #[allow(unused_variables)]
-    pub(crate) fn copy_to(&self, record: &mut Record) {
+    pub(crate) fn copy_to(&self, record: &mut TracedRecord) {
         #[cfg(feature = "otel-sdk")]
         record.otel.clone_from(&self.0);
     }
 
     /// Puts it on the interval's end record.
     #[allow(unused_variables)]
-    pub(crate) fn move_to(self, record: &mut Record) {
+    pub(crate) fn move_to(self, record: &mut TracedRecord) {
         #[cfg(feature = "otel-sdk")]
         {
             record.otel = self.0;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use opentelemetry::{Key, KeyValue};
 
-use crate::record::{Record, Str, Value};
+use crate::record::TracedRecord;
+use crate::record::{Str, Value};
 
 /// `mllog.<field>` / `mllog.stop.<field>` attribute keys, made once per field name (shared,
 /// reference-counted) instead of formatted for every record.
@@ -68,7 +69,11 @@ impl Hasher for NameHasher {
 
 /// `mllog.key`, `mllog.value`, `mllog.<field>`, `code.*`, `thread.id`, `mllog.namespace`,
 /// `mllog.trace_only`.
-pub(super) fn record_attributes(record: &Record, attrs: &mut Vec<KeyValue>, keys: &mut KeyCache) {
+pub(super) fn record_attributes(
+    record: &TracedRecord,
+    attrs: &mut Vec<KeyValue>,
+    keys: &mut KeyCache,
+) {
     attrs.push(KeyValue::new("mllog.key", record.key.clone()));
     if let Some(v) = otel_value(&record.value) {
         attrs.push(KeyValue::new("mllog.value", v));

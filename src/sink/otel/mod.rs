@@ -35,7 +35,8 @@ use self::errors::Signal;
 use self::processor::{Executor, ExportCounters, QueueProcessor, Settings};
 use self::span::{LiveSpan, Parent, Spans};
 use super::{Sink, SinkError};
-use crate::record::{EventType, OtelFields, Record, TraceParent, Value};
+use crate::record::TracedRecord;
+use crate::record::{EventType, OtelFields, TraceParent, Value};
 
 /// Name of the instrumentation scope of every span and metric.
 pub const OTEL_SCOPE: &str = "tracing-mllog";
@@ -617,7 +618,7 @@ impl OtelSink {
 
     /// The open span a point record belongs to: its scope (skipping sampled-out intervals),
     /// else the innermost open span.
-    fn event_target(&self, record: &Record) -> Option<u64> {
+    fn event_target(&self, record: &TracedRecord) -> Option<u64> {
         let mut id = record.scope;
         for _ in 0..64 {
             match id.and_then(|i| self.open.get(i).map(|o| (i, o))) {
@@ -635,7 +636,7 @@ impl OtelSink {
             .map(|(i, _)| *i)
     }
 
-    fn on_start(&mut self, record: &Record) {
+    fn on_start(&mut self, record: &TracedRecord) {
         let name = interval_name(&record.key, "_start");
         let (id, parent) = match record.interval {
             Some(ids) => (ids.id, ids.parent),
@@ -709,7 +710,7 @@ impl OtelSink {
         }
     }
 
-    fn on_end(&mut self, record: &Record) {
+    fn on_end(&mut self, record: &TracedRecord) {
         let name = interval_name(&record.key, "_stop");
         let id = match record.interval {
             Some(ids) => ids.id,
@@ -780,7 +781,7 @@ impl OtelSink {
         }
     }
 
-    fn on_point(&mut self, record: &Record) {
+    fn on_point(&mut self, record: &TracedRecord) {
         self.learn_submission(record);
         self.record_metrics(record);
         let mut attrs = Vec::with_capacity(6 + record.metadata.fields.len());
@@ -830,7 +831,7 @@ impl OtelSink {
         self.counters.events.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn learn_submission(&mut self, record: &Record) {
+    fn learn_submission(&mut self, record: &TracedRecord) {
         let attr = match &*record.key {
             "submission_benchmark" if !self.benchmark_from_config => "mllog.benchmark",
             "submission_org" => "mllog.submission.org",
@@ -853,7 +854,7 @@ impl OtelSink {
         }
     }
 
-    fn record_metrics(&mut self, record: &Record) {
+    fn record_metrics(&mut self, record: &TracedRecord) {
         let Some(ins) = &self.instruments else {
             return;
         };
@@ -1028,7 +1029,7 @@ impl Sink for OtelSink {
         Some(Arc::new(self.handle()))
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         if self.closed {
             return Ok(());
         }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::{Sink, SinkError};
-use crate::record::{EventType, Record, Value};
+use crate::record::TracedRecord;
+use crate::record::{EventType, Value};
 
 /// Environment variable naming the RPD file the sink writes ([`RpdConfig::from_env`]).
 pub const ENV_RPD_FILE: &str = "MLLOG_RPD_FILE";
@@ -380,7 +381,7 @@ struct ApiRow {
 /// let (lines, malformed) = parse_log(log);
 /// assert!(malformed.is_empty());
 /// for line in &lines {
-///     sink.write(&line.record)?;
+///     sink.write(&line.record.clone().into())?;
 /// }
 /// sink.flush()?; // one transaction
 /// assert_eq!(sink.rows_written(), 2); // the epoch's marker and the point's
@@ -714,7 +715,7 @@ impl RpdFile {
     }
 
     /// Appends the label fields found in `record` and not yet in `label`.
-    fn append_fields(&self, label: &mut String, record: &Record) {
+    fn append_fields(&self, label: &mut String, record: &TracedRecord) {
         for field in &self.label_fields {
             if let Some(value) = record.metadata.get(field) {
                 if label_has_field(label, field) {
@@ -728,7 +729,7 @@ impl RpdFile {
         }
     }
 
-    fn tid_of(&self, record: &Record) -> i64 {
+    fn tid_of(&self, record: &TracedRecord) -> i64 {
         if record.tid == 0 {
             self.pid
         } else {
@@ -805,7 +806,7 @@ pub(super) fn sqlite_message(e: &rusqlite::Error) -> String {
 
 /// `CLOCK_MONOTONIC` ns, or the wall clock for records that carry no monotonic time (parsed
 /// from a log); such rows do not line up with GPU activity.
-fn time_of(record: &Record) -> i64 {
+fn time_of(record: &TracedRecord) -> i64 {
     if record.time.mono_ns != 0 {
         record.time.mono_ns.min(i64::MAX as u64) as i64
     } else {
@@ -890,7 +891,7 @@ impl Sink for RpdSink {
         Ok(self.open_if_closed()?)
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         self.file()?.write(record)
     }
 
@@ -912,7 +913,7 @@ impl Sink for RpdSink {
 }
 
 impl RpdFile {
-    fn write(&mut self, record: &Record) -> Result<(), SinkError> {
+    fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
         match record.event_type {
             EventType::IntervalStart => {
                 let mut label = String::with_capacity(48);

@@ -249,10 +249,10 @@ pub struct Metadata {
     /// Metadata that is not a JSON object (`""`, `null`, a number, a list), as a parsed log
     /// carried it; `file`, `lineno` and `fields` are then empty. The official checker keeps such
     /// a record and evaluates `'x' in metadata` on it with Python's semantics (a substring test
-    /// on a string, an error on `null`), so the parser keeps it too. Never set by the layer.
+    /// on a string, an error on `null`), so the parser keeps it too. A record made in code has none.
     pub other: Option<Box<Value>>,
-    /// Buffers kept from the strings and lists of a recycled record's last use.
-    #[doc(hidden)]
+    /// Buffers kept from the strings and lists of a recycled record's last use (see
+    /// [`Stash`]).
     pub stash: Stash,
 }
 
@@ -298,33 +298,7 @@ impl Metadata {
     }
 }
 
-/// The pairing of an interval record: its own id and its enclosing interval's id, so that sinks
-/// that need pairing (OpenTelemetry, RPD) do not have to re-derive it from keys.
-///
-/// The layer sets it on [`Record::interval`]; it is never written to the MLLOG line, and a parsed
-/// record has none.
-///
-/// ```
-/// use mllog_core::record::{parse_line, IntervalIds, Record};
-/// use mllog_core::{EventType, Value};
-///
-/// let mut block = Record::event("block_start", Value::Null)
-///     .with_event_type(EventType::IntervalStart)
-///     .at_millis(10);
-/// let line = block.to_line();
-/// block.interval = Some(IntervalIds { id: 2, parent: Some(1) });
-/// assert_eq!(block.to_line(), line); // not part of the line
-/// assert_eq!(parse_line(&line).unwrap().unwrap().interval, None);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct IntervalIds {
-    /// Unique per interval within one process; the start and end records share it.
-    pub id: u64,
-    /// The enclosing interval (e.g. `run` for a `block`), if any.
-    pub parent: Option<u64>,
-}
-
-/// The fields of a parsed record that are not of the type the layer writes, exactly as the log
+/// The fields of a parsed record that are not of the type MLLOG writers write, exactly as the log
 /// carried them. The official parser keeps such a record (it checks no types), so ours does too;
 /// the compliance checker reads these through Python's semantics.
 ///
@@ -355,78 +329,13 @@ pub struct Loose {
     pub time_ms: Option<f64>,
 }
 
-/// An OpenTelemetry span an interval continues, as plain data (W3C trace-context ids).
-///
-/// Part of [`OtelFields::parent`]; a sink that exports spans makes the interval a child of it.
-/// Like the rest of [`Record::otel`], it tells sinks apart records whose MLLOG lines are equal,
-/// and a recycled record ([`Record::clear`]) forgets it.
-///
-/// ```
-/// use mllog_core::record::{OtelFields, Record, TraceParent};
-/// use mllog_core::{EventType, Value};
-///
-/// let parent = TraceParent { trace_id: [0xab; 16], span_id: [0xcd; 8], sampled: true };
-/// let plain = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(1);
-/// let mut traced = plain.clone();
-/// traced.otel = Some(Box::new(OtelFields { parent: Some(parent), ..Default::default() }));
-/// assert_ne!(traced, plain);
-/// assert_eq!(traced.to_line(), plain.to_line()); // not part of the MLLOG line
-/// traced.clear();
-/// assert!(traced.otel.is_none());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct TraceParent {
-    /// Trace id (16 bytes, big-endian as in `traceparent`).
-    pub trace_id: [u8; 16],
-    /// Span id of the parent span.
-    pub span_id: [u8; 8],
-    /// Whether the parent was sampled.
-    pub sampled: bool,
-}
-
-/// OpenTelemetry details of an interval span, for the OTel sink (filled by the layer with
-/// feature `otel`; never part of an MLLOG line): the `otel.*` span fields, and the span of
-/// the application (tracing-opentelemetry) that encloses an interval with no enclosing
-/// interval.
-///
-/// It rides on [`Record::otel`] and never changes the MLLOG line.
-///
-/// ```
-/// use mllog_core::record::{OtelFields, Record};
-/// use mllog_core::{EventType, Value};
-///
-/// let mut run = Record::event("run_start", Value::Null).with_event_type(EventType::IntervalStart).at_millis(1);
-/// let line = run.to_line();
-/// run.otel = Some(Box::new(OtelFields {
-///     name: Some("training run".into()),
-///     kind: Some("internal".into()),
-///     ..Default::default()
-/// }));
-/// assert_eq!(run.to_line(), line);
-/// assert_eq!(run.otel.as_ref().unwrap().name.as_deref(), Some("training run"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct OtelFields {
-    /// The application's enclosing span.
-    pub parent: Option<TraceParent>,
-    /// `otel.name`: the span's name instead of the interval's.
-    pub name: Option<Str>,
-    /// `otel.kind`: `server`, `client`, `producer`, `consumer` or `internal`.
-    pub kind: Option<Str>,
-    /// `otel.status_code`: `ok` or `error`.
-    pub status_code: Option<Str>,
-    /// `otel.status_description`.
-    pub status_description: Option<Str>,
-}
-
-/// One MLLOG record: what the layer produces, what sinks consume, what the parser returns.
+/// One MLLOG record: what a writer produces, what the parser returns.
 ///
 /// [`Record::event`] makes a point-in-time record stamped now; [`Record::at_millis`],
 /// [`Record::with_metadata`] and [`Record::with_event_type`] adjust it; [`Record::to_line`]
 /// encodes it exactly as the official `mlperf_logging` package would, and [`parse_line`]
-/// reads it back. The fields past `metadata` carry what the layer knows beyond the line
-/// (interval ids, the thread, OpenTelemetry data) for the sinks; they are not written. See
-/// the [module examples](self#examples).
+/// reads it back. Every field is part of the line except [`Record::loose`], which keeps how a
+/// parsed line spelled what it spelled unusually. See the [module examples](self#examples).
 ///
 ///
 /// ```
@@ -457,47 +366,51 @@ pub struct Record {
     pub value: Value,
     /// `file`, `lineno` and the other metadata fields.
     pub metadata: Metadata,
-    /// Interval pairing, for interval records made by the layer.
-    pub interval: Option<IntervalIds>,
-    /// The innermost interval open around this record on its thread (for a point record: the
-    /// interval it happened in; for an interval record: the same as `interval.parent`), among
-    /// the intervals of the layer that made the record: each layer numbers and scopes its own.
-    pub scope: Option<u64>,
-    /// A record for tracing sinks only (OTel, RPD), not an MLLOG line: e.g. a sampled
-    /// `train_step` interval. The MLLOG file and the compliance checker skip it.
-    pub trace_only: bool,
-    /// OS thread id of the thread that produced the record (0 when unknown, e.g. parsed).
-    pub tid: u32,
     /// For a parsed record: the fields whose JSON type is not the usual one, as logged (see
-    /// [`Loose`]). `None` for every record the layer makes.
+    /// [`Loose`]). `None` for every record made in code.
     pub loose: Option<Box<Loose>>,
-    /// OpenTelemetry details of an interval record (see [`OtelFields`]); boxed, and `None`
-    /// unless the span had any.
-    pub otel: Option<Box<OtelFields>>,
 }
 
-/// Cleared buffers a recycled record keeps for the next event filled into it on the training
-/// thread, so that copying a string or building a small list there allocates nothing. Part of
-/// no record's meaning: not compared, not cloned, not shown.
-///
-/// Public only for the `tracing-mllog` layer, which fills recycled records.
+/// Cleared buffers that [`Record::clear`] keeps from a record's strings and lists, so that a
+/// writer that recycles its records (refilling one instead of making a new one per event)
+/// copies a string or builds a small list into it without allocating. Part of no record's
+/// meaning: not compared, not cloned, not shown.
 ///
 /// ```
 /// use mllog_core::record::Record;
+/// use mllog_core::Value;
 ///
 /// let mut r = Record::event("submission_org", String::from("ExampleOrg"));
 /// r.clear();
 /// assert!(r.value.is_null());
-/// assert_eq!(r.metadata.stash.strings.len(), 1); // the string's buffer, kept for reuse
-/// assert!(r.metadata.stash.strings[0].is_empty());
+/// let mut buffer = r.metadata.stash.take_string(); // the string's buffer, cleared
+/// assert!(buffer.is_empty() && buffer.capacity() >= "ExampleOrg".len());
+/// buffer.push_str("OtherOrg");
+/// r.value = Value::from(buffer); // no allocation
+/// assert!(r.metadata.stash.take_list().is_none()); // no list was kept
 /// ```
 #[derive(Default)]
-#[doc(hidden)]
 pub struct Stash {
-    #[doc(hidden)]
-    pub strings: Vec<String>,
-    #[doc(hidden)]
-    pub lists: Vec<Vec<Value>>,
+    strings: Vec<String>,
+    lists: Vec<Vec<Value>>,
+}
+
+impl Stash {
+    /// A kept string buffer, empty; a new one when none is kept.
+    pub fn take_string(&mut self) -> String {
+        self.strings.pop().unwrap_or_default()
+    }
+
+    /// A kept list buffer, empty, if one is kept.
+    pub fn take_list(&mut self) -> Option<Vec<Value>> {
+        self.lists.pop()
+    }
+
+    /// Keeps a list buffer taken with [`Stash::take_list`] and not used after all.
+    pub fn keep_list(&mut self, mut list: Vec<Value>) {
+        list.clear();
+        self.keep(Value::Array(list));
+    }
 }
 
 impl Stash {
@@ -556,12 +469,7 @@ impl Record {
             key: key.into(),
             value: value.into(),
             metadata: Metadata::default(),
-            interval: None,
-            scope: None,
-            trace_only: false,
-            tid: 0,
             loose: None,
-            otel: None,
         }
     }
 
@@ -574,12 +482,7 @@ impl Record {
             key: Cow::Borrowed(""),
             value: Value::Null,
             metadata: Metadata::default(),
-            interval: None,
-            scope: None,
-            trace_only: false,
-            tid: 0,
             loose: None,
-            otel: None,
         }
     }
 
@@ -600,11 +503,7 @@ impl Record {
             md.stash.keep(v);
         }
         md.other = None;
-        self.interval = None;
-        self.scope = None;
-        self.trace_only = false;
         self.loose = None;
-        self.otel = None;
     }
 
     /// Replaces the timestamp (builder style).

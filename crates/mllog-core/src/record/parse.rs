@@ -529,10 +529,6 @@ fn record_fast(body: &str, rec: &mut Record, wanted: &mut dyn FnMut(&str) -> boo
         })
     });
     rec.event_type = event_type.unwrap_or(EventType::PointInTime);
-    rec.interval = None;
-    rec.scope = None;
-    rec.trace_only = false;
-    rec.tid = 0;
     let full = wanted(k);
     if full {
         rec.key = match crate::keys::intern(k) {
@@ -627,12 +623,7 @@ fn record_from_json(body: &str) -> Result<Record, String> {
         key,
         value,
         metadata,
-        interval: None,
-        scope: None,
-        trace_only: false,
-        tid: 0,
         loose: (loose != Loose::default()).then(|| Box::new(loose)),
-        otel: None,
     })
 }
 
