@@ -92,7 +92,7 @@ fn domain() -> &'static Domain {
 }
 
 /// An open range and the order it was started in.
-struct Open {
+struct NvtxRange {
     range: Range<'static>,
     seq: u64,
 }
@@ -127,9 +127,9 @@ struct Open {
 /// ```
 pub struct NvtxSink {
     domain: &'static Domain,
-    open: HashMap<u64, Open>,
+    open: HashMap<u64, NvtxRange>,
     /// Intervals without ids (parsed records), paired by name, innermost last.
-    open_by_name: HashMap<String, Vec<Open>>,
+    open_by_name: HashMap<String, Vec<NvtxRange>>,
     seq: u64,
     named_thread: bool,
     message: String,
@@ -195,7 +195,7 @@ impl NvtxSink {
         cut(&mut self.message);
         let range = self.domain.range(self.attributes(name, None));
         self.seq += 1;
-        let open = Open {
+        let open = NvtxRange {
             range,
             seq: self.seq,
         };
@@ -276,7 +276,7 @@ impl NvtxSink {
 
     /// Ends every open range, innermost (latest started) first.
     fn end_all(&mut self) {
-        let mut open: Vec<Open> = self.open.drain().map(|(_, o)| o).collect();
+        let mut open: Vec<NvtxRange> = self.open.drain().map(|(_, o)| o).collect();
         for (_, v) in self.open_by_name.drain() {
             open.extend(v);
         }
@@ -292,11 +292,11 @@ pub(crate) fn plug(
     env: &crate::env::Env,
     _rank: u32,
     _submission: &crate::submission::Submission,
-) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+) -> Result<Option<super::plug::EnvSink>, crate::Error> {
     let sink = NvtxSink::from_env(env).map_err(|e| crate::Error::start("the NVTX sink", e))?;
-    Ok(sink.map(|sink| super::plug::FromEnv {
+    Ok(sink.map(|sink| super::plug::EnvSink {
         delivery: super::Delivery::Inline,
-        ..super::plug::FromEnv::isolated(sink)
+        ..super::plug::EnvSink::isolated(sink)
     }))
 }
 

@@ -10,18 +10,18 @@ use super::{Delivery, Detail, Sink};
 use crate::env::Env;
 
 /// A sink the environment asks for, and how it runs.
-pub(crate) struct FromEnv {
+pub(crate) struct EnvSink {
     pub(crate) sink: Box<dyn Sink>,
     pub(crate) delivery: Delivery,
     /// On every rank (each exports its own), rather than on the writing rank only.
     pub(crate) every_rank: bool,
 }
 
-impl FromEnv {
+impl EnvSink {
     /// A sink on the writing rank, on its own thread (the default [`Delivery`]).
     #[allow(dead_code)] // used by the optional sinks only
-    pub(crate) fn isolated(sink: impl Sink) -> FromEnv {
-        FromEnv {
+    pub(crate) fn isolated(sink: impl Sink) -> EnvSink {
+        EnvSink {
             sink: Box::new(sink),
             delivery: Delivery::default(),
             every_rank: false,
@@ -32,7 +32,7 @@ impl FromEnv {
 /// One optional sink's registration: its `from_env`, `Ok(None)` when the environment does not
 /// ask for it. `rank` and the submission are there for the sinks that label what they export.
 pub(crate) type Factory =
-    fn(&Env, u32, &crate::submission::Submission) -> Result<Option<FromEnv>, crate::Error>;
+    fn(&Env, u32, &crate::submission::Submission) -> Result<Option<EnvSink>, crate::Error>;
 
 /// Called by the layer on the training thread for every span it sees (the segment profiler):
 /// must return at once unless the span is its business.

@@ -32,7 +32,7 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider
 
 use self::attributes::{otel_value, record_attributes, KeyCache};
 use self::errors::Signal;
-use self::processor::{Executor, ExportCounters, QueueProcessor, Settings};
+use self::processor::{Executor, ExportCounters, QueueProcessor, QueueSettings};
 use self::span::{LiveSpan, Parent, Spans};
 use super::{Sink, SinkError};
 use crate::record::TracedRecord;
@@ -226,7 +226,7 @@ struct Instruments {
     mean_step_time: Histogram<f64>,
 }
 
-enum Open {
+enum OpenSpan {
     Span {
         span: LiveSpan,
         events: u32,
@@ -245,22 +245,22 @@ enum Open {
 /// hash map: MLLOG intervals nest a handful deep, and the one a record needs is nearly always
 /// the innermost, so a backwards scan beats hashing every id.
 #[derive(Default)]
-struct OpenSpans(Vec<(u64, Open)>);
+struct OpenSpans(Vec<(u64, OpenSpan)>);
 
 impl OpenSpans {
     fn position(&self, id: u64) -> Option<usize> {
         self.0.iter().rposition(|(i, _)| *i == id)
     }
-    fn get(&self, id: u64) -> Option<&Open> {
+    fn get(&self, id: u64) -> Option<&OpenSpan> {
         self.position(id).map(|at| &self.0[at].1)
     }
-    fn get_mut(&mut self, id: u64) -> Option<&mut Open> {
+    fn get_mut(&mut self, id: u64) -> Option<&mut OpenSpan> {
         self.position(id).map(|at| &mut self.0[at].1)
     }
-    fn push(&mut self, id: u64, open: Open) {
+    fn push(&mut self, id: u64, open: OpenSpan) {
         self.0.push((id, open));
     }
-    fn remove(&mut self, id: u64) -> Option<Open> {
+    fn remove(&mut self, id: u64) -> Option<OpenSpan> {
         self.position(id).map(|at| self.0.remove(at).1)
     }
     /// Ids, innermost first.
@@ -455,7 +455,7 @@ impl OtelSink {
         };
         let processor = QueueProcessor::start(
             span_exporter,
-            Settings {
+            QueueSettings {
                 queue_size: config.queue_size,
                 batch_size: config.batch_size,
                 batch_delay: config.batch_delay,
@@ -608,8 +608,8 @@ impl OtelSink {
         // Sampled-out intervals are transparent: their children hang on the nearest kept one.
         for _ in 0..64 {
             match parent.and_then(|p| self.open.get(p)) {
-                Some(Open::Span { span, .. }) => return Some(span),
-                Some(Open::Skipped { parent: up, .. }) => parent = *up,
+                Some(OpenSpan::Span { span, .. }) => return Some(span),
+                Some(OpenSpan::Skipped { parent: up, .. }) => parent = *up,
                 None => break,
             }
         }
@@ -622,8 +622,8 @@ impl OtelSink {
         let mut id = record.scope;
         for _ in 0..64 {
             match id.and_then(|i| self.open.get(i).map(|o| (i, o))) {
-                Some((i, Open::Span { .. })) => return Some(i),
-                Some((_, Open::Skipped { parent, .. })) => id = *parent,
+                Some((i, OpenSpan::Span { .. })) => return Some(i),
+                Some((_, OpenSpan::Skipped { parent, .. })) => id = *parent,
                 None => break,
             }
         }
@@ -632,7 +632,7 @@ impl OtelSink {
             .0
             .iter()
             .rev()
-            .find(|(_, o)| matches!(o, Open::Span { .. }))
+            .find(|(_, o)| matches!(o, OpenSpan::Span { .. }))
             .map(|(i, _)| *i)
     }
 
@@ -651,7 +651,7 @@ impl OtelSink {
             self.counters.sampled_out.fetch_add(1, Ordering::Relaxed);
             self.open.push(
                 id,
-                Open::Skipped {
+                OpenSpan::Skipped {
                     parent,
                     start_ns: record.time.wall_ns,
                 },
@@ -687,7 +687,7 @@ impl OtelSink {
         self.counters.spans_started.fetch_add(1, Ordering::Relaxed);
         self.open.push(
             id,
-            Open::Span {
+            OpenSpan::Span {
                 span,
                 events: 0,
                 start_ns: record.time.wall_ns,
@@ -721,7 +721,7 @@ impl OtelSink {
             self.counters.unmatched.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if let Open::Span { span, fields, .. } = open {
+        if let OpenSpan::Span { span, fields, .. } = open {
             let mut attrs = Vec::with_capacity(4 + record.metadata.fields.len());
             attrs.push(KeyValue::new("mllog.stop_key", record.key.clone()));
             if let Some(v) = otel_value(&record.value) {
@@ -762,8 +762,8 @@ impl OtelSink {
             return;
         };
         let (start_ns, step) = match &open {
-            Open::Span { start_ns, step, .. } => (*start_ns, *step),
-            Open::Skipped { start_ns, .. } => (*start_ns, true),
+            OpenSpan::Span { start_ns, step, .. } => (*start_ns, *step),
+            OpenSpan::Skipped { start_ns, .. } => (*start_ns, true),
         };
         if step && !incomplete {
             if let Some(ins) = &self.instruments {
@@ -772,7 +772,7 @@ impl OtelSink {
                 self.counters.metrics_points.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if let Open::Span { mut span, .. } = open {
+        if let OpenSpan::Span { mut span, .. } = open {
             if incomplete {
                 span.add_attributes(vec![KeyValue::new("mllog.incomplete", true)]);
             }
@@ -790,7 +790,7 @@ impl OtelSink {
         match self.event_target(record) {
             Some(id) => {
                 let max = self.max_events;
-                if let Some(Open::Span { span, events, .. }) = self.open.get_mut(id) {
+                if let Some(OpenSpan::Span { span, events, .. }) = self.open.get_mut(id) {
                     if *events >= max {
                         self.counters.events_dropped.fetch_add(1, Ordering::Relaxed);
                         return;
@@ -995,13 +995,13 @@ pub(crate) fn plug(
     env: &crate::env::Env,
     rank: u32,
     submission: &crate::submission::Submission,
-) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+) -> Result<Option<super::plug::EnvSink>, crate::Error> {
     let config = OtelConfig::new().rank(rank).submission(submission.clone());
     let sink = OtelSink::from_env_with(env, config)
         .map_err(|e| crate::Error::start("the OpenTelemetry sink", e))?;
-    Ok(sink.map(|sink| super::plug::FromEnv {
+    Ok(sink.map(|sink| super::plug::EnvSink {
         every_rank: true,
-        ..super::plug::FromEnv::isolated(sink)
+        ..super::plug::EnvSink::isolated(sink)
     }))
 }
 

@@ -165,7 +165,7 @@ impl SpanQueue {
     }
 }
 
-pub(crate) struct Settings {
+pub(crate) struct QueueSettings {
     pub queue_size: usize,
     pub batch_size: usize,
     pub batch_delay: Duration,
@@ -175,7 +175,7 @@ pub(crate) struct Settings {
 impl QueueProcessor {
     pub(crate) fn start<E: SpanExporter + 'static>(
         exporter: E,
-        settings: Settings,
+        settings: QueueSettings,
         executor: Executor,
         counters: Arc<ExportCounters>,
     ) -> std::io::Result<QueueProcessor> {

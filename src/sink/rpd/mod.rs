@@ -873,9 +873,9 @@ pub(crate) fn plug(
     env: &crate::env::Env,
     _rank: u32,
     _submission: &crate::submission::Submission,
-) -> Result<Option<super::plug::FromEnv>, crate::Error> {
+) -> Result<Option<super::plug::EnvSink>, crate::Error> {
     let sink = RpdSink::from_env(env).map_err(|e| crate::Error::start("the RPD sink", e))?;
-    Ok(sink.map(super::plug::FromEnv::isolated))
+    Ok(sink.map(super::plug::EnvSink::isolated))
 }
 
 impl Sink for RpdSink {
