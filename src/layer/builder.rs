@@ -1067,6 +1067,8 @@ impl Settings {
             }
             pipeline.warn(note);
         }
+        // Process-wide: the intervals a thread has entered are kept per thread for every
+        // layer at once (`entered`), and each layer finds its own by this id.
         static LAYERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = Arc::new(Shared {
             id: LAYERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,

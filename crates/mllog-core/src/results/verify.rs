@@ -54,6 +54,7 @@ use super::rcp::{
     RcpStatus, Scaling,
 };
 use super::score::olympic_mean;
+use super::summary::csv_field;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
 use crate::compliance::{Checker, Ruleset};
 use crate::record::{LogReader, Record};
@@ -1718,14 +1719,6 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
                 .expect("every item is mapped")
         })
         .collect()
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
