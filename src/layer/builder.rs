@@ -507,7 +507,11 @@ impl Builder {
 
     /// Also send every record to this sink (on the writing rank only, like the MLLOG file),
     /// isolated: on its own thread behind its own bounded queue, so that it can lose records
-    /// (counted in the report) but never delay the MLLOG file (see [`Delivery`]).
+    /// (counted in the report) but never delay the MLLOG file (see [`Delivery`]). The one way
+    /// in for every sink, the crate's (`RpdSink::new(config)`, `UploadSink::new(config)`,
+    /// `OtelSink`, `NvtxSink`) and yours: `build()` starts it ([`Sink::start`]) where it runs.
+    /// With [`Builder::from_env`], a sink the environment turns on (`MLLOG_RPD_FILE`, ...)
+    /// replaces one of the same name given here.
     pub fn sink(self, sink: impl Sink) -> Self {
         self.sink_with(sink, Delivery::default())
     }
