@@ -110,6 +110,46 @@ fn sink_writes_unclosed_intervals_at_close() {
     assert!(markers.iter().all(|m| m.end >= m.start));
 }
 
+/// A parsed run (wall-clock times only: what `mllog watch` feeds) that never closed its
+/// intervals: each ends where the run was last seen, not when the sink closes (a watch may end
+/// long after the run did), and not at its own start.
+#[test]
+fn unclosed_intervals_of_a_parsed_run_end_at_its_last_record() {
+    use tracing_mllog::record::parse_log;
+
+    let _env = env_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("parsed.rpd");
+    let line = |ms: u64, event: &str, key: &str| {
+        format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {ms}, \"event_type\": \"{event}\", \
+             \"key\": \"{key}\", \"value\": null, \"metadata\": {{}}}}"
+        )
+    };
+    let log = [
+        line(1_700_000_000_000, "INTERVAL_START", "run_start"),
+        line(1_700_000_001_000, "INTERVAL_START", "block_start"),
+        line(1_700_000_004_000, "POINT_IN_TIME", "tracked_stats"),
+    ]
+    .join("\n");
+    let (lines, malformed) = parse_log(&log);
+    assert!(malformed.is_empty(), "{malformed:?}");
+    let mut sink = RpdSink::create(&path).unwrap();
+    for l in lines {
+        sink.write(&l.record.into()).unwrap();
+    }
+    sink.close(Instant::now() + Duration::from_secs(1)).unwrap();
+    let (_, markers) = read_markers(&path);
+    let ns = |ms: i64| ms * 1_000_000;
+    let range = |label: &str| {
+        let m = find(&markers, label);
+        (m.start, m.end)
+    };
+    let last = ns(1_700_000_004_000);
+    assert_eq!(range("run unclosed=true"), (ns(1_700_000_000_000), last));
+    assert_eq!(range("block unclosed=true"), (ns(1_700_000_001_000), last));
+}
+
 /// What `rpd_tracer` (session 0) leaves in a file: its own '' and strings, a roctx marker with
 /// a `(1 << 31) + n` id, a HIP API row with its GPU op and the correlation row.
 fn write_foreign_session(path: &Path, schema: RpdSchema) {

@@ -340,6 +340,8 @@ struct OpenRange {
     label: String,
     start: i64,
     tid: i64,
+    /// Timed by the wall clock (a parsed record has no monotonic time), not `CLOCK_MONOTONIC`.
+    wall_clock: bool,
 }
 
 /// One `rocpd_api` row waiting for the next commit.
@@ -520,6 +522,9 @@ struct RpdFile {
     pending_api: Vec<ApiRow>,
     dropped_rows: u64,
     rows_written: u64,
+    /// The latest wall-clock time of a record without a monotonic one: where a parsed run
+    /// that never closed its intervals is known to have got to.
+    last_wall_ns: i64,
 }
 
 impl RpdFile {
@@ -564,6 +569,7 @@ impl RpdFile {
             pending_api: Vec::with_capacity(config.batch_rows.min(1 << 16)),
             dropped_rows: 0,
             rows_written: 0,
+            last_wall_ns: i64::MIN,
         };
         // The session's own '' (id offset + 1, as the tracer's "empty string is id=1") and
         // 'UserMarker', committed right away so that the file is consistent from the start.
@@ -902,8 +908,8 @@ impl Sink for RpdSink {
         }
     }
 
-    /// Writes intervals still open (an aborted run) as ending now, marked `unclosed=true`, then
-    /// commits.
+    /// Writes intervals still open (an aborted run) as ending now (a parsed run: at its last
+    /// record), marked `unclosed=true`, then commits.
     fn close(&mut self, _deadline: Instant) -> Result<(), SinkError> {
         match &mut self.state {
             RpdState::Open(file) => file.close(),
@@ -914,6 +920,9 @@ impl Sink for RpdSink {
 
 impl RpdFile {
     fn write(&mut self, record: &TracedRecord) -> Result<(), SinkError> {
+        if record.time.mono_ns == 0 {
+            self.last_wall_ns = self.last_wall_ns.max(record.time.wall_ns);
+        }
         match record.event_type {
             EventType::IntervalStart => {
                 let mut label = String::with_capacity(48);
@@ -921,6 +930,7 @@ impl RpdFile {
                 self.append_fields(&mut label, record);
                 let open = OpenRange {
                     label,
+                    wall_clock: record.time.mono_ns == 0,
                     start: time_of(record),
                     tid: self.tid_of(record),
                 };
@@ -993,7 +1003,9 @@ impl RpdFile {
                 id: self.last_api,
                 tid: o.tid,
                 start: o.start,
-                end: now.max(o.start),
+                // A live run ends now; a parsed one where its last record was (the time the
+                // watch ends says nothing of the run's).
+                end: if o.wall_clock { self.last_wall_ns } else { now }.max(o.start),
                 args_id,
             });
         }
