@@ -9,7 +9,8 @@ use crate::record::TracedRecord;
 ///
 /// It is the sink behind [`crate::Builder::output_file`], [`crate::Builder::stdout`] and
 /// [`crate::Builder::writer`]; build one yourself for a second copy of the log (add it with
-/// [`crate::Builder::sink`]) or to write [`Record`](crate::Record)s that did not come from `tracing`:
+/// [`crate::Builder::sink`]) or to write [`Record`](crate::Record)s that did not come from
+/// `tracing`:
 ///
 /// ```
 /// use tracing_mllog::sink::{MllogFileSink, Sink};

@@ -94,7 +94,8 @@ impl<'a> SinkStart<'a> {
         self.rank
     }
 
-    /// Whether this rank writes the MLLOG log (see [`Builder::writer_rank`](crate::Builder::writer_rank)).
+    /// Whether this rank writes the MLLOG log (see
+    /// [`Builder::writer_rank`](crate::Builder::writer_rank)).
     pub fn writes(&self) -> bool {
         self.writes
     }

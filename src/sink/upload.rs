@@ -187,9 +187,10 @@ enum Destination {
 /// Hand [`UploadSink::new`] of it to [`crate::Builder::sink`] (or set `MLLOG_UPLOAD_URL`
 /// under [`crate::Builder::from_env`]): the layer then keeps a copy of its MLLOG file in
 /// object storage, re-uploaded in the background and a last time at shutdown, when it is read
-/// back and compared; [`crate::Report::detail`]`::<UploadReport>()` says how that went. Credentials come from the provider's usual variables or
-/// [`UploadConfig::option`]s and are never printed: `Debug` shows option keys but never
-/// option values, and URLs are shown without credentials or query string.
+/// back and compared; [`crate::Report::detail`]`::<UploadReport>()` says how that went.
+/// Credentials come from the provider's usual variables or [`UploadConfig::option`]s and are
+/// never printed: `Debug` shows option keys but never option values, and URLs are shown
+/// without credentials or query string.
 ///
 /// A `file://` URL is the same path through the same code as a bucket, which is how this
 /// example checks what reached the "remote" copy:

@@ -83,7 +83,7 @@ impl Default for Backpressure {
     }
 }
 
-/// QueueSettings of an [`super::OtelSink`]. Builder style: `OtelConfig::new().rank(3).world_size(8)`.
+/// Settings of an [`super::OtelSink`]. Builder style: `OtelConfig::new().rank(3).world_size(8)`.
 ///
 /// It decides what is exported (which `train_step`s are sampled, which other spans inside
 /// `run`), how the span queue behaves when the collector falls behind ([`Backpressure`]),

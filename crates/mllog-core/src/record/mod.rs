@@ -249,7 +249,8 @@ pub struct Metadata {
     /// Metadata that is not a JSON object (`""`, `null`, a number, a list), as a parsed log
     /// carried it; `file`, `lineno` and `fields` are then empty. The official checker keeps such
     /// a record and evaluates `'x' in metadata` on it with Python's semantics (a substring test
-    /// on a string, an error on `null`), so the parser keeps it too. A record made in code has none.
+    /// on a string, an error on `null`), so the parser keeps it too. A record made in code has
+    /// none.
     pub other: Option<Box<Value>>,
     /// Buffers kept from the strings and lists of a recycled record's last use (see
     /// [`Stash`]).
