@@ -6,8 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Checker, ComplianceReport, Finding, FindingKind, Ruleset, Severity};
 use crate::keys;
-use crate::record::TracedRecord;
-use crate::record::Value;
+use crate::record::{TracedRecord, Value};
 use crate::run::EvalSchedule;
 use crate::sink::{Sink, SinkError};
 

@@ -38,8 +38,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
 use crate::pipeline::{lock_until, EndOfRun, Ending, Pipeline};
-use crate::record::TracedRecord;
-use crate::record::{EventType, IntervalIds, Metadata, Str, Timestamp, Value};
+use crate::record::{EventType, IntervalIds, Metadata, Str, Timestamp, TracedRecord, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
 use callsite::{Class, MAPPED_FIELDS};

@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
-use crate::record::EventType;
-use crate::record::TracedRecord;
+use crate::record::{EventType, TracedRecord};
 use crate::sink::accounting::SinkCounters;
 
 /// What the layer does when the queue is full (the worker is behind).

@@ -17,8 +17,7 @@ use nvtx::domain::{EventAttributes, Message, Range};
 use nvtx::{Domain, Payload};
 
 use super::{Sink, SinkError};
-use crate::record::TracedRecord;
-use crate::record::{EventType, Value};
+use crate::record::{EventType, TracedRecord, Value};
 
 /// `MLLOG_NVTX`: `1` (also `true`, `yes`, `on`) adds an [`NvtxSink`].
 pub const ENV_NVTX: &str = "MLLOG_NVTX";

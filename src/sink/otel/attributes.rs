@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use opentelemetry::{Key, KeyValue};
 
-use crate::record::TracedRecord;
-use crate::record::{Str, Value};
+use crate::record::{Str, TracedRecord, Value};
 
 /// `mllog.<field>` / `mllog.stop.<field>` attribute keys, made once per field name (shared,
 /// reference-counted) instead of formatted for every record.

@@ -35,8 +35,7 @@ use self::errors::Signal;
 use self::processor::{Executor, ExportCounters, QueueProcessor, QueueSettings};
 use self::span::{LiveSpan, Parent, Spans};
 use super::{Sink, SinkError};
-use crate::record::TracedRecord;
-use crate::record::{EventType, OtelFields, TraceParent, Value};
+use crate::record::{EventType, OtelFields, TraceParent, TracedRecord, Value};
 
 /// Name of the instrumentation scope of every span and metric.
 pub const OTEL_SCOPE: &str = "tracing-mllog";

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::{Sink, SinkError};
-use crate::record::TracedRecord;
-use crate::record::{EventType, Value};
+use crate::record::{EventType, TracedRecord, Value};
 
 /// Environment variable naming the RPD file the sink writes ([`RpdConfig::from_env`]).
 pub const ENV_RPD_FILE: &str = "MLLOG_RPD_FILE";
