@@ -1,6 +1,6 @@
-//! The OS thread id a record carries (`Record::tid`: the RPD and OpenTelemetry sinks put it
-//! beside the profiler's own rows), read once per thread. `gettid` is Linux's, and the crate
-//! builds for Linux only (`lib.rs` says so at compile time).
+//! The OS thread id a record carries (`TracedRecord::tid`: the RPD and OpenTelemetry sinks
+//! put it beside the profiler's own rows), read once per thread. `gettid` is Linux's, and the
+//! crate builds for Linux only (`lib.rs` says so at compile time).
 
 use std::cell::Cell;
 
