@@ -1050,8 +1050,11 @@ impl StreamCheck {
         }
     }
 
-    /// Whether any rule reads records of `key` (the others need only be counted).
-    fn wants(&self, key: &str) -> bool {
+    /// Whether any rule reads records of `key`. A record of another key need not be parsed
+    /// beyond its key ([`LogReader::next_record_into`](crate::record::LogReader::next_record_into)
+    /// with this as its filter): give it to [`StreamCheck::count`] instead of
+    /// [`StreamCheck::feed`], with the same verdict.
+    pub fn wants(&self, key: &str) -> bool {
         self.by_len
             .get(key.len())
             .is_some_and(|ks| ks.contains(&key))
@@ -1080,8 +1083,9 @@ impl StreamCheck {
         }
     }
 
-    /// A record that no rule reads, only counted (what [`StreamCheck::feed`] does with it).
-    fn count(&mut self, key: &str) {
+    /// A record that no rule reads ([`StreamCheck::wants`] is false for its key), only
+    /// counted: what [`StreamCheck::feed`] does with it.
+    pub fn count(&mut self, key: &str) {
         for c in &mut self.checkers {
             c.count(key);
         }

@@ -339,12 +339,13 @@ impl<R: BufRead> LogReader<R> {
         None
     }
 
-    /// For the compliance checker: the next record, read into `rec` (reusing its buffers);
-    /// returns its physical line number. A record whose key `wanted` rejects is fully validated
-    /// (a malformed one is the same [`LineError`] as with the iterator) but comes back with a
-    /// `null` value and empty metadata, which costs no allocation.
-    /// Returns the physical line number and whether the record was built in full.
-    pub(crate) fn next_record_into(
+    /// The next record, read into `rec` (reusing its buffers), for a reader that needs only
+    /// some keys in full (the compliance checker: `StreamCheck::wants`). A record whose key
+    /// `wanted` rejects is fully validated (a malformed one is the same [`LineError`] as with
+    /// the iterator) but comes back with its key, a `null` value and empty metadata, which
+    /// costs no allocation. Returns the physical line number and whether the record was built
+    /// in full.
+    pub fn next_record_into(
         &mut self,
         rec: &mut Record,
         wanted: &mut dyn FnMut(&str) -> bool,
