@@ -15,10 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use tracing_core::subscriber::Interest;
-use tracing_core::Metadata;
-use tracing_subscriber::layer::{Context, Filter};
-
 /// What a fallible barrier returns: `Err` with the communicator's reason.
 pub type BarrierResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -163,37 +159,6 @@ fn run(call: &(dyn Fn() -> BarrierResult + Send + Sync)) -> Result<(), String> {
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("(no message)")
         )),
-    }
-}
-
-/// The filter of a rank that writes nothing: `never` for every callsite, but, when it must
-/// pass a barrier, the spans named like `run` (the name given), which reach the layer. A step
-/// costs the same with a barrier as without.
-/// Boxed: one pointer, so the layer's enum keeps the layout the hot hooks were measured with
-/// (a `String` or `&str` here costs every step instructions); the extra allocation is once per
-/// layer.
-#[allow(clippy::box_collection)]
-pub(crate) struct RunSpanOnly(pub(crate) Option<Box<String>>);
-
-impl RunSpanOnly {
-    fn matches(&self, meta: &Metadata<'_>) -> bool {
-        self.0
-            .as_deref()
-            .is_some_and(|run| meta.is_span() && meta.name() == run.as_str())
-    }
-}
-
-impl<S> Filter<S> for RunSpanOnly {
-    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
-        self.matches(meta)
-    }
-
-    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.matches(meta) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
     }
 }
 

@@ -103,15 +103,9 @@ macro_rules! mllog {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __mllog_fields {
-    (($key:expr, $value:expr) ($($done:tt)*)) => {{
-        #[allow(unused_imports)]
-        use $crate::__private::{ViaLogValue as _, ViaTracing as _};
-        ::tracing::info!(
-            mllog.key = $key,
-            value = (&$crate::__private::Wrap(&$value)).__mllog_field()
-            $($done)*
-        )
-    }};
+    (($key:expr, $value:expr) ($($done:tt)*)) => {
+        $crate::__mllog_event!($key, $value, ($($done)*) ())
+    };
     ($kv:tt ($($done:tt)*) $($k:ident).+ = ? $v:expr $(, $($rest:tt)*)?) => {
         $crate::__mllog_fields!($kv ($($done)*, $($k).+ = ?$v) $($($rest)*)?)
     };
@@ -149,17 +143,64 @@ macro_rules! __mllog_fields {
         )
     };
     // A message (format string and arguments): as written, last.
-    (($key:expr, $value:expr) ($($done:tt)*) $($message:tt)+) => {{
+    (($key:expr, $value:expr) ($($done:tt)*) $($message:tt)+) => {
+        $crate::__mllog_event!($key, $value, ($($done)*) (, $($message)+))
+    };
+}
+
+/// `mllog!`'s event, with the key evaluated once. An `eval_accuracy` gets a callsite of its
+/// own, named [`EVAL_EVENT`]: a rank that writes nothing lets only that callsite (and `run`)
+/// through its filter, so its [`RunHandle`] learns of convergence while every other event of
+/// that rank stays disabled at its callsite and costs nothing.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __mllog_event {
+    ($key:expr, $value:expr, ($($done:tt)*) ($($message:tt)*)) => {{
         #[allow(unused_imports)]
-        use $crate::__private::{ViaLogValue as _, ViaTracing as _};
-        ::tracing::info!(
-            mllog.key = $key,
-            value = (&$crate::__private::Wrap(&$value)).__mllog_field()
-            $($done)*,
-            $($message)+
-        )
+        use $crate::__private::{KeyText as _, OtherKey as _, ViaLogValue as _, ViaTracing as _};
+        let __mllog_key = &$key;
+        if (&$crate::__private::Wrap(__mllog_key)).__mllog_is_eval() {
+            // `event!`: `info!(name: .., a.b = ..)` is ambiguous to tracing's own matcher.
+            ::tracing::event!(
+                name: $crate::EVAL_EVENT,
+                ::tracing::Level::INFO,
+                mllog.key = __mllog_key,
+                value = (&$crate::__private::Wrap(&$value)).__mllog_field()
+                $($done)* $($message)*
+            )
+        } else {
+            ::tracing::info!(
+                mllog.key = __mllog_key,
+                value = (&$crate::__private::Wrap(&$value)).__mllog_field()
+                $($done)* $($message)*
+            )
+        }
     }};
 }
+
+/// The name of the callsite that [`mllog!`] uses for an `eval_accuracy` (tracing's default
+/// event name is `event file:line`). A rank that writes nothing enables this callsite alone
+/// among events, so that [`RunHandle::converged`] and [`RunHandle::diverged`] answer there as
+/// on the writing rank. A plain `tracing` event reaches a non-writing rank's handle only with
+/// this name (`event!`: tracing's `info!` does not take a name before a dotted field):
+///
+/// ```
+/// use tracing_mllog::{MllogLayer, Target, EVAL_EVENT};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (layer, _guard) = MllogLayer::builder()
+///     .rank(1) // a rank that writes nothing
+///     .target(Target::at_least(0.75))
+///     .build()?;
+/// let run = layer.run_handle();
+/// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+///     tracing_mllog::mllog!("tracked_stats", 1.0); // disabled at its callsite here
+///     tracing::event!(name: EVAL_EVENT, tracing::Level::INFO, mllog.key = "eval_accuracy", value = 0.8);
+/// });
+/// assert!(run.converged() && run.evals() == 1);
+/// # Ok::<(), tracing_mllog::Error>(())
+/// ```
+pub const EVAL_EVENT: &str = "mllog eval_accuracy";
 
 /// Opens a `train_step` span as a root span: `train_step!(step = i, samples = n, loss = Empty)`.
 ///

@@ -447,6 +447,41 @@ pub mod __private {
         }
     }
 
+    /// Whether a key given as text names `eval_accuracy` (`mllog!` then uses the
+    /// [`crate::EVAL_EVENT`] callsite).
+    ///
+    /// ```
+    /// use tracing_mllog::__private::{KeyText as _, OtherKey as _, Wrap};
+    ///
+    /// assert!((&Wrap(&"eval_accuracy")).__mllog_is_eval());
+    /// assert!(!(&Wrap(&String::from("tracked_stats"))).__mllog_is_eval());
+    /// assert!(!(&Wrap(&tracing::field::display("eval_accuracy"))).__mllog_is_eval());
+    /// ```
+    pub trait KeyText {
+        fn __mllog_is_eval(&self) -> bool;
+    }
+
+    impl<T: AsRef<str> + ?Sized> KeyText for Wrap<'_, T> {
+        #[inline(always)]
+        fn __mllog_is_eval(&self) -> bool {
+            let key = self.0.as_ref().as_bytes();
+            // The first byte rules out almost every other key ("tracked_stats" has the length).
+            key.first() == Some(&b'e') && key == crate::keys::EVAL_ACCURACY.as_bytes()
+        }
+    }
+
+    /// A key that is no text (`%x`, `?x`): never `eval_accuracy` at the callsite.
+    pub trait OtherKey {
+        fn __mllog_is_eval(&self) -> bool;
+    }
+
+    impl<T: ?Sized> OtherKey for &Wrap<'_, T> {
+        #[inline(always)]
+        fn __mllog_is_eval(&self) -> bool {
+            false
+        }
+    }
+
     /// The path of any other `tracing::Value` (`?x`, `%x`, an error): the value unchanged.
     ///
     /// ```

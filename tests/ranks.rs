@@ -1,8 +1,9 @@
 //! Many ranks on one output path, as a launcher starts them: four child processes (this
 //! binary's ignored `rank` test) with the variables torchrun or Open MPI sets, a barrier the
-//! test implements over loopback TCP, one rank that sleeps in `init`, ranks that crash.
-//! Rank 0 alone writes, its clock starts only after every rank finished `init`, and its log
-//! passes the official checker whatever the other ranks do.
+//! test implements over loopback TCP, one rank that sleeps in `init`, ranks that crash, every
+//! rank in the README's `while !run.converged()` loop. Rank 0 alone writes, its clock starts
+//! only after every rank finished `init`, and its log passes the official checker whatever the
+//! other ranks do.
 
 mod common;
 
@@ -164,6 +165,37 @@ fn assert_rank_0_alone_wrote(dir: &Path, log: &[Record]) {
     }
     let (ok, text) = common::official_check(&dir.join("result_0.txt"), "6.1.0", true);
     assert!(ok, "the official checker rejected rank 0's log:\n{text}");
+}
+
+/// Every rank runs the README's loop (`while !run.converged()`) with no cap: each one's run
+/// handle converges at the same evaluation as rank 0's, though only rank 0 writes.
+#[test]
+fn every_rank_leaves_the_readme_loop_at_the_same_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = coordinator(RANKS);
+    let children: Vec<Child> = (0..RANKS)
+        .map(|rank| {
+            let mut vars = torchrun(rank);
+            vars.push((ROLE.into(), "readme_loop".into()));
+            spawn_rank(rank, dir.path(), port, &vars)
+        })
+        .collect();
+    for (rank, child) in children.into_iter().enumerate() {
+        let (status, stderr) = wait(child, rank, dir.path());
+        assert!(status.success(), "rank {rank}: {status:?}\n{stderr}");
+    }
+    let log = records(&dir.path().join("result_0.txt"));
+    assert_rank_0_alone_wrote(dir.path(), &log);
+    let evals_in_log = log.iter().filter(|r| r.key == keys::EVAL_ACCURACY).count();
+    for rank in 0..RANKS {
+        let seen = fs::read_to_string(dir.path().join(format!("evals_{rank}"))).unwrap();
+        // (loop iterations, the handle's evaluations, converged, diverged)
+        assert_eq!(
+            seen,
+            format!("({evals_in_log}, {evals_in_log}, true, false)"),
+            "rank {rank}"
+        );
+    }
 }
 
 #[test]
@@ -359,7 +391,15 @@ fn rank() {
         }
     }
     let mut trained = 0;
-    for n in 0..CONVERGE_AT {
+    let mut n = 0;
+    // The README's loop, `while !run.converged()`, with no cap of its own: a rank whose handle
+    // never converged would train until the parent kills it.
+    let readme_loop = role == "readme_loop";
+    while if readme_loop {
+        !handle.converged()
+    } else {
+        n < CONVERGE_AT
+    } {
         {
             let _block = info_span!("block").entered();
             while trained < schedule.point(n) {
@@ -372,6 +412,9 @@ fn rank() {
             keys::EVAL_ACCURACY,
             dry_run::synthetic_metric(&preset, n, CONVERGE_AT)
         );
+        n += 1;
     }
     assert!(!writes || handle.converged(), "rank 0's run converges");
+    let seen = (n, handle.evals(), handle.converged(), handle.diverged());
+    fs::write(dir.join(format!("evals_{rank}")), format!("{seen:?}")).unwrap();
 }

@@ -17,6 +17,7 @@ mod entered;
 pub(crate) mod fields;
 mod filter;
 mod filter_check;
+mod inactive;
 mod otel;
 mod plan;
 mod step;
@@ -887,6 +888,31 @@ fn enter_tracked(shared: &Shared, id: &Id) {
     }
 }
 
+/// An `eval_accuracy` value feeds the run's convergence. A null one crashes the official
+/// checker; a missing metric is NaN (logged as Python writes it), which simply does not
+/// converge.
+fn feed_eval(stats: &RunStats, value: &mut Value) {
+    if value.is_null() {
+        *value = Value::Float(f64::NAN);
+    }
+    if let Some(metric) = value.as_f64() {
+        stats.on_eval(metric);
+    }
+}
+
+/// An `eval_accuracy` on a rank that writes nothing: read as the writing rank reads it, for
+/// the run handle only. Rare (once per evaluation), so its fields go into buffers of its own.
+#[cold]
+#[inline(never)]
+fn inactive_eval(shared: &Shared, event: &Event<'_>, roles: &[FieldRole]) {
+    let (mut metadata, mut stash) = (smallvec::SmallVec::new(), crate::record::Stash::default());
+    let mut parts = EventFields::new(&mut metadata, &mut stash, roles, "");
+    event.record(&mut parts);
+    if parts.key.as_deref() == Some(keys::EVAL_ACCURACY) {
+        feed_eval(&shared.stats, &mut parts.value);
+    }
+}
+
 /// Starts the filter checks, once per layer, from whichever hook reaches the layer first:
 /// `on_layer` when the subscriber is put together (`Option<L>` and `Vec<L>` pass on nothing
 /// else before the first callsite, which an INFO callsite below the level filter never is),
@@ -1010,6 +1036,10 @@ where
         let Class::Event { roles, file } = shared.class(meta) else {
             return;
         };
+        if !shared.active {
+            // Only `eval_accuracy` events get here (`inactive::InactiveFilter`).
+            return inactive_eval(shared, event, &roles);
+        }
         let time = Timestamp::now();
         let mut r = shared.pipeline.record();
         let metadata = &mut r.record.metadata;
@@ -1033,14 +1063,7 @@ where
             && key.as_bytes()[0] == b'e'
             && key == keys::EVAL_ACCURACY;
         if is_eval {
-            // A null eval_accuracy crashes the official checker; a missing metric is NaN
-            // (logged as Python writes it), which simply does not converge.
-            if value.is_null() {
-                value = Value::Float(f64::NAN);
-            }
-            if let Some(metric) = value.as_f64() {
-                shared.stats.on_eval(metric);
-            }
+            feed_eval(&shared.stats, &mut value);
             shared.fill_progress(&mut r.metadata, Some(keys::EVAL_ACCURACY));
         }
         // The spare record was cleared on the worker: nothing to drop in these fields.
@@ -1115,10 +1138,10 @@ enum Inner<S> {
     /// Turns spans and events into records.
     Active(Core),
     /// Nothing to write on this rank: a per-layer filter that says `never` to every callsite
-    /// but, when there is a barrier to pass, the `run` span's. One variant for both, and the
+    /// but the `eval_accuracy` events' and, when there is a barrier to pass, the `run` span's. One variant for both, and the
     /// filter one pointer wide: a third variant, or a wider one, changes the enum's layout
     /// and every hook's match costs each step more (`examples/budgets.rs`).
-    Inactive(Filtered<Core, crate::barrier::RunSpanOnly, S>),
+    Inactive(Filtered<Core, inactive::InactiveFilter, S>),
 }
 
 impl MllogLayer<tracing_subscriber::Registry> {
@@ -1143,7 +1166,7 @@ impl<S> MllogLayer<S> {
         } else {
             Inner::Inactive(Filtered::new(
                 core,
-                crate::barrier::RunSpanOnly(run_span.map(Box::new)),
+                inactive::InactiveFilter(run_span.map(Box::new)),
             ))
         };
         MllogLayer { inner, shared }

@@ -19,6 +19,16 @@ use std::sync::Arc;
 /// typically to stop once [`RunHandle::converged`] (the `run` span then ends with status
 /// `success`) or [`RunHandle::diverged`]. Reads are lock-free and safe from any thread.
 ///
+/// **On every rank.** What a loop decides on, [`converged`](RunHandle::converged),
+/// [`diverged`](RunHandle::diverged), [`evals`](RunHandle::evals) and
+/// [`last_eval`](RunHandle::last_eval), answers the same on a rank that writes nothing as on
+/// the writing rank, from the `eval_accuracy` that each rank logs with [`crate::mllog!`], so
+/// `while !run.converged()` ends on every rank at the same evaluation. The step counts,
+/// [`samples`](RunHandle::samples), [`steps`](RunHandle::steps) and
+/// [`throughput`](RunHandle::throughput), are kept only where the layer is active (the
+/// writing rank, or a rank with a sink of its own): a non-writing rank's steps never reach
+/// the layer, which is what keeps them free, so there they stay 0 and `None`.
+///
 /// ```
 /// use tracing_mllog::{keys, mllog, train_step, MllogLayer, Target};
 /// use tracing_subscriber::prelude::*;
@@ -50,38 +60,42 @@ pub struct RunHandle {
 }
 
 impl RunHandle {
-    /// Whether an `eval_accuracy` record has reached the configured [`Target`].
+    /// Whether an `eval_accuracy` record has reached the configured [`Target`]. The same on
+    /// every rank.
     pub fn converged(&self) -> bool {
         self.stats.converged()
     }
 
     /// Whether the last `eval_accuracy` was NaN or infinite: the run cannot converge any more
-    /// and should stop (it ends `aborted`).
+    /// and should stop (it ends `aborted`). The same on every rank.
     pub fn diverged(&self) -> bool {
         self.stats.diverged()
     }
 
-    /// Samples trained inside the run so far, counted from `train_step` spans.
+    /// Samples trained inside the run so far, counted from `train_step` spans; 0 on a rank
+    /// where the layer is inactive (see above).
     pub fn samples(&self) -> u64 {
         self.stats.samples()
     }
 
-    /// `train_step` spans completed inside the run (warmup steps excluded).
+    /// `train_step` spans completed inside the run (warmup steps excluded); 0 on a rank where
+    /// the layer is inactive.
     pub fn steps(&self) -> u64 {
         self.stats.steps()
     }
 
-    /// Number of `eval_accuracy` records so far.
+    /// Number of `eval_accuracy` records so far. The same on every rank.
     pub fn evals(&self) -> u64 {
         self.stats.evals()
     }
 
-    /// The last `eval_accuracy` value, if any.
+    /// The last `eval_accuracy` value, if any. The same on every rank.
     pub fn last_eval(&self) -> Option<f64> {
         self.stats.last_eval()
     }
 
-    /// Samples per second over in-step time only, for the whole run so far.
+    /// Samples per second over in-step time only, for the whole run so far; `None` on a rank
+    /// where the layer is inactive.
     pub fn throughput(&self) -> Option<f64> {
         self.stats.run_throughput()
     }
