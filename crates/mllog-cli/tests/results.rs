@@ -1333,7 +1333,8 @@ fn cli_summary_step_times_are_over_steps() {
         "{out}"
     );
 
-    // The layer's own log: the steps are the sum of its records' `metadata.steps`.
+    // The layer's own log: the steps are the sum of its blocks' `metadata.steps`; the run's
+    // own record (`overall`) counts them once more and is left out.
     let dry = tmp.path().join("dry.log");
     let (code, out, err) = mllog([
         "dry-run".as_ref(),
@@ -1347,7 +1348,7 @@ fn cli_summary_step_times_are_over_steps() {
         .unwrap()
         .lines()
         .filter_map(|l| parse_line(l).ok().flatten())
-        .filter(|r| r.key == "tracked_stats")
+        .filter(|r| r.key == "tracked_stats" && r.metadata.get("overall").is_none())
         .filter_map(|r| r.metadata.get("steps").and_then(Value::as_f64))
         .sum();
     let (_, out, _) = mllog([
@@ -1369,6 +1370,122 @@ fn cli_summary_step_times_are_over_steps() {
                 .and_then(Value::as_f64)
                 .unwrap()
     );
+}
+
+/// What a log says happened, counted apart from the summary: blocks (`block_stop`), the
+/// samples at `run_stop`, and each `tracked_stats` record that describes a stretch of steps
+/// (not the run's `overall` one, which describes them all again).
+struct Counted {
+    blocks: usize,
+    block_records: usize,
+    run_samples: Option<f64>,
+    overall_throughput: Option<f64>,
+}
+
+fn count_records(text: &str) -> Counted {
+    let mut c = Counted {
+        blocks: 0,
+        block_records: 0,
+        run_samples: None,
+        overall_throughput: None,
+    };
+    for r in text.lines().filter_map(|l| parse_line(l).ok().flatten()) {
+        match &*r.key {
+            "block_stop" => c.blocks += 1,
+            "run_stop" if c.run_samples.is_none() => {
+                c.run_samples = r.metadata.get("samples_count").and_then(Value::as_f64)
+            }
+            "tracked_stats" if r.metadata.get("overall") == Some(&Value::Bool(true)) => {
+                c.overall_throughput = r.value.get("throughput").and_then(Value::as_f64)
+            }
+            "tracked_stats"
+                if r.value
+                    .get("train_step_time")
+                    .and_then(Value::as_f64)
+                    .is_some() =>
+            {
+                c.block_records += 1
+            }
+            _ => {}
+        }
+    }
+    c
+}
+
+/// The summary counts what happened, once: on the layer's own logs (a dry run of every
+/// benchmark) the steps are the run's samples over the global batch size and there is one
+/// step-time record per block; on every published log of the corpus, one per record that
+/// describes steps.
+#[test]
+fn summary_counts_each_step_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (benchmark, gbs) in [
+        ("llama31_8b", 32.0),
+        ("llama2_70b_lora", 8.0),
+        ("flux1", 1024.0),
+    ] {
+        let dry = tmp.path().join(format!("{benchmark}.log"));
+        let (code, out, err) = mllog([
+            "dry-run".as_ref(),
+            "--benchmark".as_ref(),
+            benchmark.as_ref(),
+            "--gbs".as_ref(),
+            gbs.to_string().as_ref(),
+            "--out".as_ref(),
+            dry.as_os_str(),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        let counted = count_records(&std::fs::read_to_string(&dry).unwrap());
+        let run = summarize_file(&dry).unwrap();
+        let stats = run.step_stats().expect("the layer logs step times");
+        assert_eq!(
+            stats.records, counted.blocks,
+            "{benchmark}: one record per block"
+        );
+        let samples = counted.run_samples.expect("run_stop's samples_count");
+        assert_eq!(stats.steps, Some((samples / gbs) as u64), "{benchmark}");
+        assert_eq!(
+            run.logged_throughput, counted.overall_throughput,
+            "{benchmark}"
+        );
+        let (_, text, _) = mllog(["summary".as_ref(), dry.as_os_str()]);
+        let said = format!(
+            "over {} steps ({} tracked_stats",
+            (samples / gbs) as u64,
+            counted.blocks
+        );
+        assert!(text.contains(&said), "{benchmark}: {said:?} in\n{text}");
+    }
+    let Some(corpus) = common::corpus("", "the summary's counts on the published logs") else {
+        return;
+    };
+    let mut logs = Vec::new();
+    let mut dirs = vec![corpus];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+            let p = entry.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "txt")
+                && !p.to_string_lossy().contains("/systems/")
+            {
+                logs.push(p);
+            }
+        }
+    }
+    assert!(logs.len() > 150, "{} logs", logs.len());
+    for log in logs {
+        let Ok(text) = std::fs::read_to_string(&log) else {
+            continue;
+        };
+        if !text.contains(":::MLLOG") {
+            continue;
+        }
+        let counted = count_records(&text);
+        let run = summarize_file(&log).unwrap();
+        let records = run.step_stats().map_or(0, |s| s.records);
+        assert_eq!(records, counted.block_records, "{}", log.display());
+    }
 }
 
 /// The progress bar: drawn on stderr when it is a terminal (a pseudo-terminal from

@@ -126,10 +126,12 @@ pub struct RunSummary {
     /// Samples per second over the timed run: samples to converge / time to train, for
     /// sample-counted benchmarks.
     pub throughput: Option<f64>,
-    /// Mean of the `throughput` values logged in `tracked_stats`, when there are any.
+    /// The run's throughput as the log states it: the run's own `tracked_stats` (metadata
+    /// `overall: true`, as the layer writes it) when there is one, else the mean of the
+    /// `throughput` values of the other `tracked_stats` records, when there are any.
     pub logged_throughput: Option<f64>,
     /// `train_step_time` values from `tracked_stats`, in seconds: each the mean step time of
-    /// the block that record closes.
+    /// the block that record closes (the run's `overall` record is no block: left out).
     pub step_times_s: Vec<f64>,
     /// For each of [`step_times_s`](Self::step_times_s), the steps it covers
     /// (`metadata.steps`, which the layer logs), `None` in logs that do not say.
@@ -291,6 +293,7 @@ pub struct SummaryBuilder {
     last_eval_x_before_stop: Option<f64>,
     stop_seen: bool,
     throughputs: Vec<f64>,
+    overall_throughput: Option<f64>,
     evals_raw: Vec<(String, Option<String>, EvalPoint)>,
 }
 
@@ -358,6 +361,13 @@ impl SummaryBuilder {
                     if self.s.converged {
                         self.s.samples_to_converge = self.last_eval_x_before_stop;
                     }
+                }
+            }
+            // The run's own record (`overall`, as the layer writes it at `run_stop`) describes
+            // the blocks' steps a second time: it gives the run's throughput, never more steps.
+            "tracked_stats" if r.metadata.get("overall") == Some(&Value::Bool(true)) => {
+                if let Some(x) = r.value.get("throughput").and_then(Value::as_f64) {
+                    self.overall_throughput = Some(x);
                 }
             }
             "tracked_stats" => {
@@ -457,10 +467,10 @@ impl SummaryBuilder {
                 s.throughput = Some(n / (min * 60.0));
             }
         }
-        if !self.throughputs.is_empty() {
-            s.logged_throughput =
-                Some(self.throughputs.iter().sum::<f64>() / self.throughputs.len() as f64);
-        }
+        s.logged_throughput = self.overall_throughput.or_else(|| {
+            (!self.throughputs.is_empty())
+                .then(|| self.throughputs.iter().sum::<f64>() / self.throughputs.len() as f64)
+        });
         self.s
     }
 }
