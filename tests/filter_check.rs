@@ -36,26 +36,75 @@ fn run_case(case: &str) -> String {
 fn a_subscriber_wide_filter_is_reported_while_the_run_goes_on() {
     let hidden = run_case("global");
     assert!(
-        hidden.contains("the subscriber enables no level above warn"),
+        hidden.contains("a filter on the whole subscriber enables nothing above warn"),
         "{hidden}"
     );
     // Said before the end of the run (the child's shutdown report comes after it).
-    let early = hidden.find("no level above").unwrap();
+    let early = hidden.find("enables nothing above").unwrap();
     let end = hidden
         .find("no span or event reached the layer")
         .expect("the shutdown report says it too");
     assert!(early < end, "{hidden}");
 
     let per_layer = run_case("per_layer");
-    assert!(!per_layer.contains("no level above"), "{per_layer}");
+    assert!(!per_layer.contains("enables nothing above"), "{per_layer}");
     assert!(!per_layer.contains("reached the layer"), "{per_layer}");
 
     let other_rank = run_case("rank1");
-    assert!(!other_rank.contains("no level above"), "{other_rank}");
+    assert!(
+        !other_rank.contains("enables nothing above"),
+        "{other_rank}"
+    );
 }
 
 /// A filter that keeps INFO for other targets only (`RUST_LOG=hyper=debug`) passes the level
 /// check but disables every MLLOG callsite: each one is named on stderr as it is reached.
+/// The preflight, called at once after `init` (before the filter checks' own delay), names
+/// the filter and the line to write instead as its first finding; nothing blames the guard,
+/// which the program held to the end.
+#[test]
+fn the_preflight_names_the_filter_at_once() {
+    for (case, cause) in [
+        (
+            "preflight_warn",
+            "a filter on the whole subscriber enables nothing above warn",
+        ),
+        (
+            "preflight_fmt_env_filter",
+            "a filter on the whole subscriber enables nothing above warn",
+        ),
+        (
+            "preflight_targets",
+            "a filter on the whole subscriber disables the span `init`",
+        ),
+        (
+            "preflight_unlayered",
+            "the MLLOG layer is not part of any subscriber",
+        ),
+    ] {
+        let out = run_case(case);
+        let first = out
+            .lines()
+            .find_map(|l| l.strip_prefix("child: first finding: "))
+            .unwrap_or_else(|| panic!("{case}: no preflight finding\n{out}"));
+        assert!(first.contains(cause), "{case}: {first}");
+        if case != "preflight_unlayered" {
+            assert!(
+                first.contains("fmt::layer().with_filter("),
+                "{case}: {first}"
+            );
+        }
+        if case == "preflight_unlayered" {
+            assert!(
+                out.contains("or the layer was never added"),
+                "{case}: {out}"
+            );
+        } else {
+            assert!(!out.contains("guard was dropped"), "{case}: {out}");
+        }
+    }
+}
+
 #[test]
 fn each_callsite_a_target_filter_disables_is_named() {
     for case in ["targets", "fmt_env_filter"] {
@@ -67,13 +116,13 @@ fn callsites_named(case: &str) {
     let hidden = run_case(case);
     for what in ["the span `init`", "the span `run`", "the `mllog!` event"] {
         assert!(
-            hidden.contains(&format!("filter disables {what}")),
+            hidden.contains(&format!("subscriber disables {what}")),
             "{what}: {hidden}"
         );
     }
     assert!(hidden.contains("tracing_mllog::filter("), "{hidden}");
     // Said before the end of the run.
-    let early = hidden.find("filter disables").unwrap();
+    let early = hidden.find("subscriber disables").unwrap();
     let end = hidden.find("no span or event reached the layer").unwrap();
     assert!(early < end, "{hidden}");
 }
@@ -86,7 +135,7 @@ fn the_wrapped_filter_lets_every_mllog_callsite_through() {
     for case in ["wrapped_targets", "wrapped_warn"] {
         let out = run_case(case);
         assert!(!out.contains("filter disables"), "{case}: {out}");
-        assert!(!out.contains("no level above"), "{case}: {out}");
+        assert!(!out.contains("enables nothing above"), "{case}: {out}");
         assert!(!out.contains("reached the layer"), "{case}: {out}");
         assert!(
             out.contains(
@@ -107,10 +156,10 @@ fn the_wrapped_filter_lets_every_mllog_callsite_through() {
 fn a_wrapped_layer_still_gets_the_early_warnings() {
     let hidden = run_case("option_warn");
     assert!(
-        hidden.contains("the subscriber enables no level above warn"),
+        hidden.contains("a filter on the whole subscriber enables nothing above warn"),
         "{hidden}"
     );
-    let early = hidden.find("no level above").unwrap();
+    let early = hidden.find("enables nothing above").unwrap();
     let end = hidden.find("no span or event reached the layer").unwrap();
     assert!(early < end, "{hidden}");
 
@@ -192,6 +241,9 @@ fn child() {
     }
     if STEP_CASES.contains(&case.as_str()) {
         return steps_child(&case);
+    }
+    if let Some(shape) = case.strip_prefix("preflight_") {
+        return preflight_child(shape);
     }
     let console_lines = Arc::new(Mutex::new(Vec::<u8>::new()));
     let (dispatch, guard) = match case.as_str() {
@@ -288,6 +340,63 @@ fn child() {
             eprintln!("child: console saw no plain info event");
         }
     }
+    drop(guard);
+}
+
+/// A program that checks its set-up as the README does, right after `init`, under the
+/// subscriber `shape`; prints the preflight's first finding.
+fn preflight_child(shape: &str) {
+    fn built<S>() -> (MllogLayer<S>, tracing_mllog::Guard)
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        MllogLayer::builder()
+            .no_output()
+            .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
+            .build()
+            .expect("build")
+    }
+    let sink = std::io::sink;
+    let (dispatch, guard) = match shape {
+        "warn" => {
+            let (layer, guard) = built();
+            let subscriber = tracing_subscriber::registry()
+                .with(EnvFilter::new("warn"))
+                .with(tracing_subscriber::fmt::layer().with_writer(sink))
+                .with(layer);
+            (tracing::Dispatch::new(subscriber), guard)
+        }
+        "fmt_env_filter" => {
+            let (layer, guard) = built();
+            let subscriber = tracing_subscriber::fmt()
+                .with_env_filter(EnvFilter::new("warn"))
+                .with_writer(sink)
+                .finish()
+                .with(layer);
+            (tracing::Dispatch::new(subscriber), guard)
+        }
+        "targets" => {
+            let (layer, guard) = built();
+            let subscriber = tracing_subscriber::registry()
+                .with(EnvFilter::new("hyper=debug"))
+                .with(tracing_subscriber::fmt::layer().with_writer(sink))
+                .with(layer);
+            (tracing::Dispatch::new(subscriber), guard)
+        }
+        _ => {
+            // Built, kept, and never added to the subscriber.
+            let (_layer, guard) = built::<tracing_subscriber::Registry>();
+            let subscriber = tracing_subscriber::registry()
+                .with(tracing_subscriber::fmt::layer().with_writer(sink));
+            std::mem::forget(_layer);
+            (tracing::Dispatch::new(subscriber), guard)
+        }
+    };
+    tracing::dispatcher::set_global_default(dispatch).expect("first subscriber");
+    drop(info_span!("init").entered());
+    let verdict = guard.preflight().expect("live check on");
+    assert!(!verdict.passed(false));
+    eprintln!("child: first finding: {}", verdict.findings[0].message);
     drop(guard);
 }
 

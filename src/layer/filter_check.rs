@@ -56,19 +56,21 @@ pub(crate) fn spawn<T: Send + Sync + 'static>(
                 max = LevelFilter::current();
             }
             if alive.strong_count() > 0 && max < LevelFilter::INFO {
-                stderr_line!("tracing-mllog: {}", warning(max));
+                stderr_line!("tracing-mllog: warning: {}", level_cause(max));
             }
             then();
         });
 }
 
-/// The warning for a global maximum level of `max`.
-fn warning(max: LevelFilter) -> String {
+/// The cause and the fix for a global maximum level of `max`.
+pub(crate) fn level_cause(max: LevelFilter) -> String {
+    let level = max.to_string().to_uppercase();
     format!(
-        "warning: the subscriber enables no level above {max}, so INFO spans and events \
-         (`info_span!`, every `mllog!`) never reach this layer and the MLLOG log will miss \
-         them. Put filters on the other layers (`fmt::layer().with_filter(..)`), not on the \
-         whole subscriber."
+        "a filter on the whole subscriber enables nothing above {max} (`registry().with(\
+         EnvFilter)`, `fmt().with_env_filter(..)`, `.with(LevelFilter::{level})` or `RUST_LOG`), \
+         so the `init`, `run`, `block` and `eval` spans and every `mllog!` (all INFO) never \
+         reach the MLLOG layer and the log is missing them. Filter the console only: \
+         `registry().with(fmt::layer().with_filter(EnvFilter::from_default_env())).with(mllog)`"
     )
 }
 
@@ -79,6 +81,8 @@ pub(crate) struct CallsiteCheck {
     dispatch: OnceLock<WeakDispatch>,
     pending: Mutex<Vec<&'static Metadata<'static>>>,
     running: AtomicBool,
+    /// The callsites found disabled so far, for the preflight.
+    disabled: Mutex<Vec<&'static Metadata<'static>>>,
     /// Held while a batch is checked and said, so that [`CallsiteCheck::check_now`] returns
     /// only once everything queued before it has been said.
     busy: Mutex<()>,
@@ -134,8 +138,25 @@ impl CallsiteCheck {
         let _busy = crate::pipeline::lock_until(&self.busy, deadline);
         let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(dispatch) = self.dispatch.get().and_then(WeakDispatch::upgrade) {
-            say_disabled(&dispatch, batch);
+            self.keep(say_disabled(&dispatch, batch));
         }
+    }
+
+    fn keep(&self, disabled: Vec<&'static Metadata<'static>>) {
+        if !disabled.is_empty() {
+            self.disabled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(disabled);
+        }
+    }
+
+    /// The callsites found disabled so far (call [`CallsiteCheck::check_now`] first).
+    pub(crate) fn disabled(&self) -> Vec<&'static Metadata<'static>> {
+        self.disabled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn run(&self) {
@@ -161,32 +182,39 @@ impl CallsiteCheck {
             let Some(dispatch) = self.dispatch.get().and_then(WeakDispatch::upgrade) else {
                 return self.running.store(false, Ordering::Release);
             };
-            say_disabled(&dispatch, batch);
+            self.keep(say_disabled(&dispatch, batch));
         }
     }
 }
 
-/// Names on stderr each callsite of `batch` that `dispatch` disables.
-fn say_disabled(dispatch: &tracing_core::Dispatch, batch: Vec<&'static Metadata<'static>>) {
+/// Names on stderr each callsite of `batch` that `dispatch` disables; returns them.
+fn say_disabled(
+    dispatch: &tracing_core::Dispatch,
+    batch: Vec<&'static Metadata<'static>>,
+) -> Vec<&'static Metadata<'static>> {
+    let mut disabled = Vec::new();
     for meta in batch {
         if !dispatch.enabled(meta) {
-            stderr_line!("tracing-mllog: {}", disabled_warning(meta));
+            stderr_line!("tracing-mllog: warning: {}", disabled_cause(meta));
+            disabled.push(meta);
         }
     }
+    disabled
 }
 
-/// The warning for a mapped callsite the subscriber disables.
-fn disabled_warning(meta: &Metadata<'_>) -> String {
+/// The cause and the fix for a mapped callsite the subscriber disables.
+pub(crate) fn disabled_cause(meta: &Metadata<'_>) -> String {
     let what = if meta.is_event() {
         "the `mllog!` event".to_owned()
     } else {
         format!("the span `{}`", meta.name())
     };
     format!(
-        "warning: the subscriber's filter disables {what} at {}:{} (target `{}`, level {}), so \
-         its MLLOG records will be missing from the log. Wrap the filter so that MLLOG spans \
-         and events always pass: `registry().with(tracing_mllog::filter(EnvFilter::from_default_env()))`, \
-         or put it on the other layers only (`fmt::layer().with_filter(..)`).",
+        "a filter on the whole subscriber disables {what} at {}:{} (target `{}`, level {}) for \
+         every layer, the MLLOG layer included, so its records are missing from the log. \
+         Filter the console only: `registry().with(fmt::layer().with_filter(EnvFilter::\
+         from_default_env())).with(mllog)`, or wrap the filter so that MLLOG spans and events \
+         pass: `.with(tracing_mllog::filter(EnvFilter::from_default_env()))`.",
         meta.file().unwrap_or("<unknown>"),
         meta.line().unwrap_or(0),
         meta.target(),

@@ -160,6 +160,8 @@ pub(crate) struct LayerState {
     warmup_depth: AtomicU32,
     /// Whether the subscriber-filter check was started (once per layer).
     filter_checked: AtomicBool,
+    /// The layer was put into a subscriber (`on_layer` or `on_register_dispatch`).
+    layered: AtomicBool,
     /// Lost steps were said (once per layer).
     lost_steps_said: AtomicBool,
     /// Held while an interval's records are queued and the open list changes, so that an exit
@@ -194,6 +196,7 @@ impl Default for LayerState {
             run_open: AtomicBool::new(false),
             warmup_depth: AtomicU32::new(0),
             filter_checked: AtomicBool::new(false),
+            layered: AtomicBool::new(false),
             lost_steps_said: AtomicBool::new(false),
             order: Mutex::new(()),
             ended: AtomicBool::new(false),
@@ -877,6 +880,29 @@ impl EndOfRun for Shared {
     fn finish_checks(&self, deadline: std::time::Instant) {
         self.state.callsites.check_now(deadline);
     }
+
+    fn placement(&self, deadline: std::time::Instant) -> crate::pipeline::Placement {
+        let in_subscriber = self.state.layered.load(Ordering::Relaxed);
+        let mut hidden = Vec::new();
+        if in_subscriber {
+            // Below INFO no MLLOG callsite is even registered: the level says it all.
+            let max = tracing_core::LevelFilter::current();
+            if max < tracing_core::LevelFilter::INFO {
+                hidden.push(filter_check::level_cause(max));
+            }
+            self.state.callsites.check_now(deadline);
+            let disabled = self.state.callsites.disabled();
+            hidden.extend(
+                disabled
+                    .iter()
+                    .map(|meta| filter_check::disabled_cause(meta)),
+            );
+        }
+        crate::pipeline::Placement {
+            in_subscriber,
+            hidden,
+        }
+    }
 }
 
 /// Entering a span that may be an open interval: it becomes the scope of what this thread
@@ -925,21 +951,26 @@ fn start_filter_checks(shared: &Arc<Shared>) {
     }
     let weak = Arc::downgrade(shared);
     filter_check::spawn(Arc::downgrade(shared), move || {
-        let Some(shared) = weak.upgrade() else {
-            return;
-        };
-        if shared.state.callsites.has_dispatch() {
-            return;
-        }
-        let global = tracing_core::dispatcher::get_default(tracing_core::Dispatch::clone);
-        let ours = global
-            .downcast_ref::<Core>()
-            .is_some_and(|core| Arc::ptr_eq(&core.shared, &shared));
-        if ours {
-            shared.state.dispatch.set(&global);
-            shared.state.callsites.set_dispatch(&global);
+        if let Some(shared) = weak.upgrade() {
+            adopt_default_subscriber(&shared);
         }
     });
+}
+
+/// Without a subscriber of its own (`on_register_dispatch`, which `Option<L>` and `Vec<L>` do
+/// not pass on), the layer takes the default one for its checks, if it is part of it.
+fn adopt_default_subscriber(shared: &Arc<Shared>) {
+    if shared.state.callsites.has_dispatch() {
+        return;
+    }
+    let global = tracing_core::dispatcher::get_default(tracing_core::Dispatch::clone);
+    let ours = global
+        .downcast_ref::<Core>()
+        .is_some_and(|core| Arc::ptr_eq(&core.shared, shared));
+    if ours {
+        shared.state.dispatch.set(&global);
+        shared.state.callsites.set_dispatch(&global);
+    }
 }
 
 impl<S> Layer<S> for Core
@@ -947,11 +978,13 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_layer(&mut self, _subscriber: &mut S) {
+        self.shared.state.layered.store(true, Ordering::Relaxed);
         start_filter_checks(&self.shared);
     }
 
     fn on_register_dispatch(&self, dispatch: &tracing_core::Dispatch) {
         let shared = &self.shared;
+        shared.state.layered.store(true, Ordering::Relaxed);
         shared.state.dispatch.set(dispatch);
         if shared.writes {
             shared.state.callsites.set_dispatch(dispatch);

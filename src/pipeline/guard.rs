@@ -87,15 +87,27 @@ pub(crate) struct GuardInner {
     pub(super) finishing: Mutex<()>,
 }
 
-/// What the pipeline asks of the layer when it stops: end the intervals still open, innermost
-/// first, and say which end records were written. The layer implements it; the pipeline only
-/// knows this much of it.
+/// What the pipeline asks of the layer: when it stops, end the intervals still open, innermost
+/// first, and say which end records were written; when the set-up is checked, where the layer
+/// stands in the subscriber. The layer implements it; the pipeline only knows this much of it.
 pub(crate) trait EndOfRun: Send + Sync {
     /// Also seals the pipeline ([`Pipeline::seal`]); gives up waiting at `deadline`.
     fn end_open_intervals(&self, ending: Ending, deadline: Instant) -> Vec<Str>;
     /// Says on stderr, before the process may exit, what the layer's filter checks still
     /// have to say.
     fn finish_checks(&self, deadline: Instant);
+    /// Whether the layer is part of a subscriber, and what that subscriber's filters hide from
+    /// it, found now (not after the filter checks' delay); gives up waiting at `deadline`.
+    fn placement(&self, deadline: Instant) -> Placement;
+}
+
+/// Where the layer stands in the subscriber ([`EndOfRun::placement`]).
+#[derive(Debug, Default)]
+pub(crate) struct Placement {
+    /// The layer was put into a subscriber (`registry().with(layer)`).
+    pub(crate) in_subscriber: bool,
+    /// Each filter that hides MLLOG spans or events from the layer, with the fix.
+    pub(crate) hidden: Vec<String>,
 }
 
 impl GuardInner {
@@ -134,6 +146,14 @@ impl GuardInner {
         if let Some(shared) = self.layer.get().and_then(Weak::upgrade) {
             shared.finish_checks(deadline);
         }
+    }
+
+    fn placement(&self, deadline: Instant) -> Placement {
+        self.layer
+            .get()
+            .and_then(Weak::upgrade)
+            .map(|shared| shared.placement(deadline))
+            .unwrap_or_default()
     }
 
     fn print_report(&self) {
@@ -292,11 +312,29 @@ impl Guard {
     ///     }
     /// }
     /// ```
+    ///
+    /// When the subscriber's filters hide the layer's spans or events (a filter on the whole
+    /// subscriber below `INFO`, a callsite disabled for every layer), or the layer is part of
+    /// no subscriber, the report's first findings say so, with the line to write instead:
+    /// what is missing from the log then follows from that.
     pub fn preflight(&self) -> Option<crate::compliance::ComplianceReport> {
         let compliance = self.inner.compliance.as_ref()?;
         // The checker is inline: a stalled isolated sink does not hold up the verdict.
         self.inner.flush(self.inner.shutdown_timeout, false);
-        Some(compliance.pending())
+        let mut report = compliance.pending();
+        let deadline = crate::sink::saturating_deadline(self.inner.shutdown_timeout);
+        let placement = self.inner.placement(deadline);
+        let received = self.inner.queue.counters.received.load(Ordering::Relaxed);
+        let mut causes = placement.hidden;
+        if !placement.in_subscriber {
+            causes.push(NOT_IN_SUBSCRIBER.to_owned());
+        } else if causes.is_empty() && received == 0 {
+            causes.push(NOTHING_RECEIVED.to_owned());
+        }
+        report
+            .findings
+            .splice(0..0, causes.into_iter().map(setup_finding));
+        Some(report)
     }
 
     /// What happened so far: records written, dropped, write errors per sink.
@@ -315,6 +353,29 @@ impl Guard {
     }
 }
 
+/// The cause when the layer is part of no subscriber.
+const NOT_IN_SUBSCRIBER: &str = "the MLLOG layer is not part of any subscriber, so no span or \
+    event reaches it: add it to the one you install (`tracing_subscriber::registry().with(layer)\
+    .init()`)";
+
+/// The cause when the layer is in a subscriber that shows it everything, and got nothing.
+const NOTHING_RECEIVED: &str = "no span or event has reached the MLLOG layer: is the subscriber \
+    it is part of the one in use (`.init()`, `set_global_default`, `with_default`), and was the \
+    `init` span opened?";
+
+/// A cause of an empty or partial log, as the first findings of the preflight's report.
+fn setup_finding(message: String) -> crate::compliance::Finding {
+    crate::compliance::Finding {
+        severity: crate::compliance::Severity::Error,
+        kind: crate::compliance::FindingKind::Missing,
+        line: None,
+        key: None,
+        message,
+        rule: "the layer sees every MLLOG span and event".into(),
+        source: "tracing-mllog".into(),
+    }
+}
+
 /// How long a dropped guard waits for the records already logged to reach the worker before
 /// it decides that none were (then the pipeline stays up until the process exits).
 const DROP_PROBE: Duration = Duration::from_millis(200);
@@ -325,13 +386,24 @@ impl Drop for Guard {
         if inner.writes && inner.running() {
             inner.flush(DROP_PROBE, false);
             if inner.queue.counters.received.load(Ordering::Relaxed) == 0 {
-                inner.finish_checks(crate::sink::saturating_deadline(DROP_PROBE));
-                stderr_line!(
-                    "tracing-mllog: warning: the guard was dropped before any record was \
-                     logged (`let (layer, _) = ..` drops it at once; bind it to a name: \
-                     `let (layer, _guard) = ..`). The MLLOG pipeline keeps running until the \
-                     process exits, where it is flushed and closed."
-                );
+                let deadline = crate::sink::saturating_deadline(DROP_PROBE);
+                inner.finish_checks(deadline);
+                // Only a guard dropped before its layer joined a subscriber was dropped too
+                // early; otherwise the filters (said on stderr already) or the program kept
+                // the records away, and the guard is not to blame.
+                let placement = inner.placement(deadline);
+                if !placement.in_subscriber {
+                    stderr_line!(
+                        "tracing-mllog: warning: the guard was dropped before any record was \
+                         logged, while its layer was part of no subscriber: either the guard \
+                         was dropped too early (`let (layer, _) = ..` drops it at once; bind \
+                         it to a name: `let (layer, _guard) = ..`), or the layer was never \
+                         added (`registry().with(layer).init()`). The MLLOG pipeline keeps \
+                         running until the process exits, where it is flushed and closed."
+                    );
+                } else if placement.hidden.is_empty() {
+                    stderr_line!("tracing-mllog: warning: {NOTHING_RECEIVED}");
+                }
                 exit::detach(self.inner.clone());
                 return;
             }

@@ -30,8 +30,8 @@ use crossbeam_queue::ArrayQueue;
 pub use crate::sink::SinkReport;
 pub(crate) use exit::{handle_signals, lock_until, Ending};
 pub use feed::RecordFeed;
-pub(crate) use guard::EndOfRun;
 pub use guard::Guard;
+pub(crate) use guard::{EndOfRun, Placement};
 pub use queue::Overflow;
 pub(crate) use queue::Pipeline;
 
