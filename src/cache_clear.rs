@@ -107,12 +107,9 @@ pub(crate) fn settle(
         CacheClear::ByLauncher => (said(true, "launcher"), None),
         CacheClear::NotCleared => {
             let note = (record && writes).then(|| {
-                "cache_clear is logged `false`: nothing was cleared by this process, and the \
-                 program did not say that its launcher did. If the job script drops the page \
-                 cache (`sync; echo 3 > /proc/sys/vm/drop_caches`), say so with \
-                 `Builder::cache_clear_mode(CacheClear::ByLauncher)` or \
-                 MLLOG_CACHE_CLEAR=launcher; to have the layer drop it, `CacheClear::Drop` or \
-                 MLLOG_CACHE_CLEAR=drop"
+                "cache_clear is logged `false`: nothing was cleared by this process \
+                 (MLLOG_CACHE_CLEAR=launcher if the job script drops the page cache, =drop to \
+                 have the layer drop it)"
                     .to_owned()
             });
             (said(false, "nobody"), note)
