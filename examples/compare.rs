@@ -4,7 +4,7 @@
 //! official checker, `mllog verify` (the whole submission review) against the official
 //! package_checker + result_summarizer, with its peak memory on a large submission, and what
 //! `mllog watch` costs following a log as it is written. Prints a table and one `ratio:` line
-//! per comparison; with `--markdown`, the same as the Markdown table the README shows.
+//! per comparison; with `--markdown`, the same as the Markdown table docs/performance.md shows.
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
 //! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; the verify case the corpus through
@@ -241,7 +241,7 @@ fn main() {
     watch_cost::watch_case(&dir, python_event, &mut rows, &mut ratios);
 
     if std::env::args().any(|a| a == "--markdown") {
-        // The README's results table, as it is pasted there.
+        // docs/performance.md's results table, as it is pasted there.
         println!("| measurement | value |\n|---|---:|");
         for (name, v, unit) in &rows {
             println!("| {name} | {v:.1} {unit} |");

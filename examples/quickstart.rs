@@ -52,7 +52,7 @@ fn train(preset: &Preset, run_state: &RunHandle, guard: &Guard) -> Outcome {
             }
             let lr = cosine_lr(step);
             // `info_span!("train_step", ..)` as a root span: the layer places it in its block
-            // itself, and the `Registry` skips the parent bookkeeping (README, "Performance").
+            // itself, and the `Registry` skips the parent bookkeeping (docs/performance.md).
             let train_step = train_step!(step, lr, loss = Empty).entered();
             let start = samples % TRAIN_SAMPLES;
             let batch = &order[start..start + GLOBAL_BATCH_SIZE];

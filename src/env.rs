@@ -20,7 +20,7 @@
 //!     ("MLLOG_APPEND", "Yes"),
 //!     ("MLLOG_NAMESPACE", "  "),
 //!     ("SLURM_PROCID", "3"),
-//!     ("MLLOG_CHANNEL_CAPACITY", "lots"),
+//!     ("MLLOG_TRAIN_LOSS_LOG_FREQ", "lots"),
 //! ]);
 //! assert!(!env.is_process());
 //! assert_eq!(env.flag("MLLOG_APPEND"), Ok(Some(true))); // 1/0, true/false, yes/no, on/off
@@ -32,9 +32,9 @@
 //!
 //! // A value that does not parse is an error naming the variable, never a silent default.
 //! let err = env
-//!     .number::<usize>("MLLOG_CHANNEL_CAPACITY", 1, 1 << 24, "a whole number of records")
+//!     .number::<u64>("MLLOG_TRAIN_LOSS_LOG_FREQ", 0, u64::MAX, "a number of steps")
 //!     .unwrap_err();
-//! assert_eq!(err.name(), "MLLOG_CHANNEL_CAPACITY");
+//! assert_eq!(err.name(), "MLLOG_TRAIN_LOSS_LOG_FREQ");
 //! assert!(matches!(err, EnvError::Invalid { ref value, .. } if value == "lots"));
 //! ```
 

@@ -429,7 +429,7 @@ impl Shared {
              subscriber's maximum level, e.g. `debug_span!(\"train_step\")` under an `info` \
              filter; a per-layer filter on this layer), when they run on a thread a scoped \
              subscriber (`set_default`, `with_default`) does not reach, or when a step's \
-             `samples` is not the global figure. README, \"Filters\"."
+             `samples` is not the global figure. docs/guide.md, \"Filters\"."
         );
         stderr_line!("tracing-mllog: warning: {warning}");
         self.pipeline.warn(warning);

@@ -24,7 +24,7 @@ use crate::sink::plug::SpanHook;
 /// the run is known: it reports anything that was lost on stderr when dropped. A guard that is
 /// dropped while `run` is open ends the run first (`run_stop` with status `aborted`, after
 /// `block_stop` and the other open intervals). The program's other ways out end it too: see
-/// the README's "Exit paths".
+/// docs/exit-paths.md.
 ///
 /// A guard dropped before a single record reached the pipeline (`let (layer, _) = ..` drops
 /// it at once) does not stop anything: it says so on stderr, and the pipeline runs on until
