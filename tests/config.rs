@@ -512,3 +512,44 @@ fn a_failed_barrier_is_reported_and_the_run_starts_unless_asked_otherwise() {
     assert_eq!(calls.load(Ordering::Relaxed), 1);
     assert_eq!(report.records, 0, "{report}");
 }
+
+/// `submission(..)` after `org(..)` (or before it) loses nothing: each setter changes only the
+/// fields it names.
+#[test]
+fn the_order_of_the_submission_setters_loses_nothing() {
+    use tracing_mllog::{Division, Submission};
+    let platform = || Submission {
+        platform: Some("8xMI355X".into()),
+        division: Some(Division::Open),
+        ..Default::default()
+    };
+    for org_first in [true, false] {
+        let (sink, handle) = MemorySink::new();
+        let builder = MllogLayer::builder()
+            .no_output()
+            .sink(sink)
+            .live_check(tracing_mllog::compliance::LivePolicy::Off);
+        let builder = if org_first {
+            builder.org("MyOrg").submission(platform())
+        } else {
+            builder.submission(platform()).org("MyOrg")
+        };
+        let (layer, mut guard) = builder.build().unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            drop(tracing::info_span!("init").entered());
+        });
+        guard.shutdown();
+        let value = |key: &str| {
+            let records = handle.records();
+            let r = records.iter().find(|r| r.key == key);
+            r.and_then(|r| r.value.as_str().map(str::to_owned))
+        };
+        assert_eq!(value(keys::SUBMISSION_ORG).as_deref(), Some("MyOrg"));
+        assert_eq!(
+            value(keys::SUBMISSION_PLATFORM).as_deref(),
+            Some("8xMI355X")
+        );
+        assert_eq!(value(keys::SUBMISSION_DIVISION).as_deref(), Some("open"));
+    }
+}

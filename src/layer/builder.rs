@@ -346,9 +346,11 @@ impl Builder {
         self
     }
 
-    /// All submission metadata at once.
+    /// Submission metadata, several fields at once: each field `submission` sets replaces
+    /// what an earlier setter gave (`org`, `platform`, ...); a field it leaves `None` keeps
+    /// it, so the order of the setters never loses a value.
     pub fn submission(mut self, submission: Submission) -> Self {
-        self.submission = submission;
+        self.submission.overlay(submission);
         self
     }
 

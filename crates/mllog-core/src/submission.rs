@@ -202,6 +202,60 @@ pub(crate) struct Field {
 }
 
 impl Submission {
+    /// Overlays `other`: each field it sets replaces this one's; a field it leaves `None`
+    /// keeps its value here.
+    ///
+    /// ```
+    /// use mllog_core::submission::Submission;
+    ///
+    /// let mut s = Submission { org: Some("MyOrg".into()), ..Default::default() };
+    /// s.overlay(Submission { platform: Some("8xMI355X".into()), ..Default::default() });
+    /// assert_eq!((s.org.as_deref(), s.platform.as_deref()), (Some("MyOrg"), Some("8xMI355X")));
+    /// ```
+    pub fn overlay(&mut self, other: Submission) {
+        let Submission {
+            benchmark,
+            org,
+            division,
+            status,
+            platform,
+            poc_name,
+            poc_email,
+            entry,
+            config_filename,
+            precision_linear,
+            precision_attn,
+            precision_comm,
+            tensor_parallelism,
+            pipeline_parallelism,
+            context_parallelism,
+            expert_parallelism,
+            micro_batch_size,
+        } = other;
+        fn keep<T>(here: &mut Option<T>, new: Option<T>) {
+            if new.is_some() {
+                *here = new;
+            }
+        }
+        keep(&mut self.benchmark, benchmark);
+        keep(&mut self.org, org);
+        keep(&mut self.division, division);
+        keep(&mut self.status, status);
+        keep(&mut self.platform, platform);
+        keep(&mut self.poc_name, poc_name);
+        keep(&mut self.poc_email, poc_email);
+        keep(&mut self.entry, entry);
+        keep(&mut self.config_filename, config_filename);
+        keep(&mut self.precision_linear, precision_linear);
+        keep(&mut self.precision_attn, precision_attn);
+        keep(&mut self.precision_comm, precision_comm);
+        keep(&mut self.tensor_parallelism, tensor_parallelism);
+        keep(&mut self.pipeline_parallelism, pipeline_parallelism);
+        keep(&mut self.context_parallelism, context_parallelism);
+        keep(&mut self.expert_parallelism, expert_parallelism);
+        keep(&mut self.micro_batch_size, micro_batch_size);
+    }
+
     /// Overlays the [`SUBMISSION_VARIABLES`] that `get` knows (the layer passes the process
     /// environment): each variable that is set replaces the current value. An empty value is an
     /// error (the checker rejects empty `submission_org` and friends).
