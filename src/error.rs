@@ -76,7 +76,11 @@ pub enum Error {
 
 impl Error {
     /// A sink's (or the profiler's) typed error, kept as the source.
-    #[allow(dead_code)] // used by the optional sinks only
+    // Used by the optional sinks and the profiler only.
+    #[cfg_attr(
+        not(any(feature = "profiling", feature = "otel-sdk", feature = "object-store")),
+        allow(dead_code)
+    )]
     pub(crate) fn start(
         what: &str,
         source: impl std::error::Error + Send + Sync + 'static,

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
+#![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Thread ids (`gettid`), the exit hooks (`atexit`, `sigaction`) and the profiler's thread

@@ -424,6 +424,7 @@ pub mod __private {
     /// let other = (&Wrap(&shown)).__mllog_field(); // only a `tracing::Value`: unchanged
     /// assert_eq!(format!("{other:?}"), "as written");
     /// ```
+    #[derive(Debug)]
     pub struct Wrap<'a, T: ?Sized>(pub &'a T);
 
     /// The path of a [`LogValue`]: its [`LogValue::log_field`].

@@ -179,6 +179,7 @@ enum Output {
 ///     .expect("not a boolean");
 /// assert!(matches!(&err, Error::Env { name, .. } if name == "MLLOG_APPEND"), "{err}");
 /// ```
+#[must_use = "a Builder does nothing until `build()` is called"]
 pub struct Builder {
     output: Option<Output>,
     append: bool,
@@ -219,6 +220,24 @@ pub struct Builder {
     /// The segment profiler given in code (`Builder::profiler`).
     #[cfg(feature = "profiling")]
     profiler: Option<crate::profile::SegmentProfiler>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sinks: Vec<&str> = self.sinks.iter().map(|(s, ..)| s.name()).collect();
+        f.debug_struct("Builder")
+            .field("append", &self.append)
+            .field("namespace", &self.namespace)
+            .field("rank", &self.rank)
+            .field("writer_rank", &self.writer_rank)
+            .field("all_ranks", &self.all_ranks)
+            .field("submission", &self.submission)
+            .field("sinks", &sinks)
+            .field("ruleset", &self.ruleset)
+            .field("target", &self.target)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Builder {

@@ -145,7 +145,8 @@ pub(crate) struct Shared {
     /// Send counted steps as trace-only `train_step` interval records (for OTel and RPD).
     pub(crate) trace_steps: bool,
     /// Other spans inside the run exported to OTel (`MLLOG_OTEL_SPANS`).
-    #[allow(dead_code)] // read by the OpenTelemetry bridge only
+    // Read by the OpenTelemetry bridge only.
+    #[cfg_attr(not(feature = "otel-sdk"), allow(dead_code))]
     pub(crate) traced_spans: crate::sink::TracedSpans,
     pub(crate) stats: Arc<RunStats>,
     /// Called for every span (the segment profiler).
@@ -1165,6 +1166,15 @@ where
 pub struct MllogLayer<S> {
     inner: Inner<S>,
     shared: Arc<Shared>,
+}
+
+impl<S> std::fmt::Debug for MllogLayer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MllogLayer")
+            .field("writes", &self.shared.writes)
+            .field("active", &self.shared.active)
+            .finish_non_exhaustive()
+    }
 }
 
 enum Inner<S> {

@@ -62,6 +62,16 @@ pub struct Guard {
     pub(super) inner: Arc<GuardInner>,
 }
 
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("writes", &self.inner.writes)
+            .field("running", &self.inner.running())
+            .field("shutdown_timeout", &self.inner.shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What a [`Guard`] and the process's exit hooks share: everything needed to end the run and
 /// stop the pipeline once, from whichever comes first.
 pub(crate) struct GuardInner {

@@ -59,6 +59,17 @@ pub struct RunHandle {
     pub(crate) stats: Arc<RunStats>,
 }
 
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle")
+            .field("converged", &self.converged())
+            .field("diverged", &self.diverged())
+            .field("steps", &self.steps())
+            .field("evals", &self.evals())
+            .finish()
+    }
+}
+
 impl RunHandle {
     /// Whether an `eval_accuracy` record has reached the configured [`Target`]. The same on
     /// every rank.

@@ -28,6 +28,7 @@ use crate::record::TracedRecord;
 /// assert!(handle.lines()[0].starts_with(":::MLLOG {"));
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```
+#[derive(Debug)]
 pub struct MemorySink {
     records: Arc<Mutex<Vec<TracedRecord>>>,
 }
@@ -61,7 +62,7 @@ pub struct MemorySink {
 /// assert_eq!(last.value.as_f64(), Some(0.75));
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct MemoryHandle {
     records: Arc<Mutex<Vec<TracedRecord>>>,
 }

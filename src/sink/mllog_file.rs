@@ -42,6 +42,14 @@ pub struct MllogFileSink {
     line: String,
 }
 
+impl std::fmt::Debug for MllogFileSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MllogFileSink")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 enum Out {
     File(File),
     Stdout,

@@ -19,7 +19,16 @@ pub(crate) struct EnvSink {
 
 impl EnvSink {
     /// A sink on the writing rank, on its own thread (the default [`Delivery`]).
-    #[allow(dead_code)] // used by the optional sinks only
+    // Used by the optional sinks only.
+    #[cfg_attr(
+        not(any(
+            feature = "rpd",
+            feature = "nvtx",
+            feature = "otel-sdk",
+            feature = "object-store"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn isolated(sink: impl Sink) -> EnvSink {
         EnvSink {
             sink: Box::new(sink),

@@ -71,6 +71,16 @@ pub struct SinkStart<'a> {
     reads_log: bool,
 }
 
+impl std::fmt::Debug for SinkStart<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkStart")
+            .field("rank", &self.rank)
+            .field("writes", &self.writes)
+            .field("output_file", &self.output_file)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> SinkStart<'a> {
     pub(crate) fn new(
         rank: u32,
@@ -157,7 +167,7 @@ pub(crate) struct TracedSpans(Option<SpanMatcher>);
 type SpanMatcher = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 // Read by the layer's OpenTelemetry code only.
-#[allow(dead_code)]
+#[cfg_attr(not(feature = "otel-sdk"), allow(dead_code))]
 impl TracedSpans {
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_none()

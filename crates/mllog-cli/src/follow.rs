@@ -149,6 +149,15 @@ pub struct Follow {
     said_waiting: bool,
 }
 
+impl std::fmt::Debug for Follow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follow")
+            .field("pos", &self.pos)
+            .field("ended", &self.ended.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Follow {
     /// Follows `source`; `on_idle` is asked, whenever nothing new is there, whether to end.
     pub fn new(source: Source, controls: Controls, on_idle: OnIdle) -> Follow {

@@ -3,6 +3,7 @@
 //! process is writing, as one byte stream). The command itself is `src/bin/mllog`; everything
 //! it checks, summarises and scores comes from `mllog-core`.
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
 #![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -18,6 +18,7 @@
 //! ```
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
+#![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod compliance;

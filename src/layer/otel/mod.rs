@@ -29,7 +29,7 @@ pub(crate) struct OtelDispatch(
 
 impl OtelDispatch {
     /// Remembers the subscriber the layer is part of (the first one told wins).
-    #[allow(unused_variables)]
+    #[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
     pub(crate) fn set(&self, dispatch: &tracing_core::Dispatch) {
         #[cfg(feature = "otel-sdk")]
         let _ = self.0.set(dispatch.downgrade());
@@ -44,7 +44,7 @@ pub(crate) struct IntervalOtel(#[cfg(feature = "otel-sdk")] Option<Box<crate::re
 impl IntervalOtel {
     /// An opening interval's: its `otel.*` fields and, when `root` (no enclosing interval),
     /// the application's enclosing span.
-    #[allow(unused_variables)]
+    #[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
     #[inline]
     pub(crate) fn open<S>(
         attrs: &Attributes<'_>,
@@ -61,21 +61,21 @@ impl IntervalOtel {
     }
 
     /// Fields recorded into the span after it opened.
-    #[allow(unused_variables)]
+    #[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
     pub(crate) fn record(&mut self, values: &SpanValues<'_>) {
         #[cfg(feature = "otel-sdk")]
         values.record(&mut OtelVisitor(&mut self.0));
     }
 
     /// Puts a copy on one of the interval's records (its start, the `cache_clear` before it).
-    #[allow(unused_variables)]
+    #[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
     pub(crate) fn copy_to(&self, record: &mut TracedRecord) {
         #[cfg(feature = "otel-sdk")]
         record.otel.clone_from(&self.0);
     }
 
     /// Puts it on the interval's end record.
-    #[allow(unused_variables)]
+    #[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
     pub(crate) fn move_to(self, record: &mut TracedRecord) {
         #[cfg(feature = "otel-sdk")]
         {
@@ -86,7 +86,7 @@ impl IntervalOtel {
 
 /// A span that is none of ours opens: if spans are exported by name (`MLLOG_OTEL_SPANS`), a
 /// run is open and its name matches, a trace-only interval start record.
-#[allow(unused_variables)]
+#[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
 #[inline]
 pub(super) fn open_traced<S>(
     shared: &super::Shared,
@@ -103,7 +103,7 @@ pub(super) fn open_traced<S>(
 }
 
 /// A span that may be an exported one closes: its trace-only end record. Whether it was one.
-#[allow(unused_variables)]
+#[cfg_attr(not(feature = "otel-sdk"), allow(unused_variables))]
 #[inline]
 pub(super) fn close_traced<S>(shared: &super::Shared, id: &Id, span: &SpanRef<'_, S>) -> bool
 where

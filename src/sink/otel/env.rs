@@ -39,7 +39,7 @@ enum Transport {
 
 impl Transport {
     /// The error for a transport this build does not have.
-    #[allow(dead_code)]
+    #[cfg_attr(all(feature = "otel-grpc", feature = "otel-http"), allow(dead_code))]
     fn missing(self) -> OtelError {
         let (protocol, feature) = match self {
             Transport::Grpc => ("grpc", "otel-grpc"),

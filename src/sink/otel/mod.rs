@@ -345,6 +345,16 @@ pub struct OtelSink {
     trace_steps: bool,
 }
 
+impl std::fmt::Debug for OtelSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtelSink")
+            .field("name", &self.name)
+            .field("own_providers", &self.own_providers)
+            .field("trace_steps", &self.trace_steps)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Counts metric export failures.
 struct CountingMetricExporter<M> {
     inner: M,

@@ -397,6 +397,14 @@ pub struct RpdSink {
     state: RpdState,
 }
 
+impl std::fmt::Debug for RpdSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpdSink")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 /// An [`RpdSink`] made from its config opens its file when it starts (or at its first record
 /// when used by hand); one that could not open says why at every record it cannot write.
 enum RpdState {

@@ -146,6 +146,15 @@ pub struct LogReader<R> {
     done: bool,
 }
 
+impl<R> std::fmt::Debug for LogReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogReader")
+            .field("lines_read", &self.lineno)
+            .field("error_count", &self.error_count)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What [`LogReader::next_physical_line`] found.
 enum Physical {
     Line,
