@@ -39,11 +39,13 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::rcp_data::{RcpRecordData, SUBMISSION_RUNS};
-use super::rcp_data_table;
+use super::rcp_data::SUBMISSION_RUNS;
+use super::rcp_file::RcpRecord;
+use super::rcp_tables::RcpTables;
 use crate::compliance::Ruleset;
 
 /// The t-test's significance level.
@@ -218,6 +220,8 @@ pub fn min_acceptable_mean(
 pub struct RcpPoint {
     /// The record's name (`bert_ref_448`; `<benchmark>_interp_<bs>` for an interpolation).
     pub name: String,
+    /// The record's `Benchmark`.
+    pub benchmark: String,
     /// The batch size.
     pub bs: f64,
     /// The reference runs (empty for an interpolation).
@@ -235,8 +239,8 @@ pub struct RcpPoint {
 /// A ruleset's RCP records for one benchmark, sorted by batch size, with the pruned set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RcpTable {
-    /// The ruleset.
-    pub ruleset: Ruleset,
+    /// The ruleset (`X.Y.Z`).
+    pub ruleset: String,
     /// The benchmark.
     pub benchmark: String,
     /// Every record, by batch size (stable: file order among equal ones).
@@ -254,12 +258,32 @@ impl RcpTable {
     /// none (or the benchmark has no submission run count). `full` checks against every record
     /// (`--rcp_pass full_rcps`) instead of the pruned ones.
     pub fn new(ruleset: Ruleset, benchmark: &str, full: bool) -> Option<RcpTable> {
-        let data = rcp_data_table(ruleset.as_str(), benchmark)?;
+        let tables = RcpTables::built_in(ruleset.as_str()).ok()?;
+        let data = tables.records(benchmark).ok()??;
         let submission_runs = submission_runs(benchmark)?;
-        let mut records: Vec<RcpPoint> = data.iter().map(|r| point(r, submission_runs)).collect();
+        Some(RcpTable::from_records(
+            ruleset.as_str(),
+            benchmark,
+            &data.records,
+            submission_runs,
+            full,
+        ))
+    }
+
+    /// The table of `records` (an RCP file's, in file order) for a check of `benchmark`, whose
+    /// submissions have `submission_runs` runs, as `RCP_Checker` builds it.
+    pub fn from_records(
+        ruleset: &str,
+        benchmark: &str,
+        records: &[RcpRecord],
+        submission_runs: usize,
+        full: bool,
+    ) -> RcpTable {
+        let mut records: Vec<RcpPoint> =
+            records.iter().map(|r| point(r, submission_runs)).collect();
         records.sort_by(|a, b| a.bs.total_cmp(&b.bs));
         let mut t = RcpTable {
-            ruleset,
+            ruleset: ruleset.to_owned(),
             benchmark: benchmark.to_owned(),
             pruned: Vec::new(),
             records,
@@ -267,7 +291,7 @@ impl RcpTable {
             submission_runs,
         };
         t.pruned = t.prune();
-        Some(t)
+        t
     }
 
     /// The records the lookups use.
@@ -305,7 +329,10 @@ impl RcpTable {
         let mut out: Vec<RcpPoint> = Vec::new();
         for k in &kept {
             for r in &self.records {
-                if r.bs == k.bs && !out.iter().any(|o| o.name == r.name) {
+                if r.benchmark == k.benchmark
+                    && r.bs == k.bs
+                    && !out.iter().any(|o| o.name == r.name)
+                {
                     out.push(r.clone());
                 }
             }
@@ -320,6 +347,7 @@ impl RcpTable {
         let min = min_acceptable_mean(mean, stdev, self.submission_runs * 2, self.submission_runs);
         RcpPoint {
             name: format!("{}_interp_{}", self.benchmark, py_num(bs)),
+            benchmark: self.benchmark.clone(),
             bs,
             runs: 0,
             mean,
@@ -370,10 +398,10 @@ impl RcpTable {
     }
 }
 
-fn point(r: &RcpRecordData, submission_runs: usize) -> RcpPoint {
-    let mut v = r.converge.to_vec();
+fn point(r: &RcpRecord, submission_runs: usize) -> RcpPoint {
+    let mut v = r.converge.clone();
     v.sort_by(f64::total_cmp);
-    let rej = rejected(r.benchmark);
+    let rej = rejected(&r.benchmark);
     let kept = v.get(rej..v.len().saturating_sub(rej)).unwrap_or(&[]);
     let mean = np_mean(kept);
     let stdev = np_std(&v);
@@ -384,7 +412,8 @@ fn point(r: &RcpRecordData, submission_runs: usize) -> RcpPoint {
         submission_runs,
     );
     RcpPoint {
-        name: r.name.to_owned(),
+        name: r.name.clone(),
+        benchmark: r.benchmark.clone(),
         bs: r.bs,
         runs: v.len(),
         mean,
@@ -775,10 +804,12 @@ fn read_run_lines(
 // The check.
 
 /// Options of [`check_benchmark`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RcpOptions {
     /// The ruleset whose RCPs apply.
     pub ruleset: Ruleset,
+    /// Where the RCP records come from (`None`: the built-in tables of `ruleset`).
+    pub tables: Option<Arc<RcpTables>>,
     /// `--rcp_bypass`: a failed "RCP found", "RCP Interpolation" or "Missing RCP" passes.
     pub bypass: bool,
     /// `--rcp_pass full_rcps`: every record, not the pruned ones.
@@ -792,6 +823,7 @@ impl RcpOptions {
     pub fn new(ruleset: Ruleset) -> RcpOptions {
         RcpOptions {
             ruleset,
+            tables: None,
             bypass: false,
             full_rcps: false,
             bert_train_samples: false,
@@ -1106,22 +1138,16 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
                 .into(),
         );
     };
-    let Some(table) = RcpTable::new(opts.ruleset, &benchmark, opts.full_rcps) else {
-        let e = if submission_runs(&benchmark).is_none() {
-            format!("{benchmark}: not a benchmark the RCP checker knows (it stops with a KeyError)")
-        } else {
-            format!(
-                "no RCP file training_{}/rcps_{benchmark}.json (the official rcp_checker stops \
-                 with FileNotFoundError)",
-                opts.ruleset
-            )
-        };
-        return err(r, e);
+    let (table, file) = match table_for(opts, &benchmark) {
+        Ok((table, file, warnings)) => {
+            r.decisions.extend(warnings);
+            (table, file)
+        }
+        Err(e) => return err(r, e),
     };
     let unit = r.runs.first().map_or("epoch_num", |x| x.unit);
     r.decisions.push(format!(
-        "RCP table training_{}/rcps_{benchmark}.json: {} records (batch sizes {}); {}",
-        opts.ruleset,
+        "RCP table {file}: {} records (batch sizes {}); {}",
         table.records.len(),
         table
             .records
@@ -1192,7 +1218,8 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             ));
         }
         subm.sort_by(f64::total_cmp);
-        let rej = rejected(&benchmark);
+        // The record's benchmark, as the official checker reads it (a custom file may mix them).
+        let rej = rejected(&rec.benchmark);
         let kept = subm.get(rej..subm.len().saturating_sub(rej)).unwrap_or(&[]);
         let mean = np_mean(kept);
         let norm = rec.mean / mean;
@@ -1343,6 +1370,58 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     r
 }
 
+/// The table a check of `benchmark` uses under `opts`: `(table, the file it comes from, what the
+/// official checker warns about it)`; `Err` says, naming the file, where the official checker
+/// stops with an exception instead.
+pub fn table_for(
+    opts: &RcpOptions,
+    benchmark: &str,
+) -> Result<(RcpTable, String, Vec<String>), String> {
+    let built;
+    let tables = match &opts.tables {
+        Some(t) => t.as_ref(),
+        None => {
+            built = RcpTables::built_in(opts.ruleset.as_str()).map_err(|e| e.to_string())?;
+            &built
+        }
+    };
+    let Some(runs) = tables.submission_runs(benchmark) else {
+        return Err(format!(
+            "{benchmark}: not a benchmark the RCP checker knows (it stops with a KeyError)"
+        ));
+    };
+    let data = match tables.records(benchmark) {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            let file = format!("{}_{}/rcps_{benchmark}.json", tables.usage, tables.ruleset);
+            let file = match &tables.origin {
+                super::rcp_tables::RcpOrigin::Folder { dir, .. } => dir
+                    .join(format!("rcps_{benchmark}.json"))
+                    .display()
+                    .to_string(),
+                super::rcp_tables::RcpOrigin::BuiltIn { .. } => file,
+            };
+            return Err(format!(
+                "no RCP file {file} (the official rcp_checker stops with FileNotFoundError; \
+                 --custom-rcps brings RCPs for a benchmark that has none)"
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{e} (the official rcp_checker stops here with an exception)"
+            ))
+        }
+    };
+    let table = RcpTable::from_records(
+        &tables.ruleset,
+        benchmark,
+        &data.records,
+        runs,
+        opts.full_rcps,
+    );
+    Ok((table, data.file, data.warnings))
+}
+
 /// The benchmark folders under `dir` (see [`super::score::benchmark_folders`]), each checked.
 pub fn check_dir(dir: &Path, opts: &RcpOptions) -> std::io::Result<Vec<RcpResult>> {
     Ok(super::score::benchmark_folders(dir)?
@@ -1406,10 +1485,11 @@ pub fn system_division(folder: &Path) -> Result<Option<String>, String> {
         .map(str::to_owned))
 }
 
-/// The final score of a scored folder under `ruleset`: as the result_summarizer's second run
-/// prints it once its RCP step has written `scaling.json` (closed division, or no
-/// `systems/<system>.json`), or with the committed factor in the open division.
-pub fn final_score(s: &super::score::BenchmarkScore, ruleset: Ruleset) -> FinalScore {
+/// The final score of a scored folder under `opts` (its ruleset and RCP tables; no bypass, as
+/// the summarizer runs the check): as the result_summarizer's second run prints it once its RCP
+/// step has written `scaling.json` (closed division, or no `systems/<system>.json`), or with
+/// the committed factor in the open division.
+pub fn final_score(s: &super::score::BenchmarkScore, opts: &RcpOptions) -> FinalScore {
     let committed = std::fs::metadata(s.folder.join("scaling.json"))
         .is_ok()
         .then_some(s.scaling_factor);
@@ -1441,7 +1521,7 @@ pub fn final_score(s: &super::score::BenchmarkScore, ruleset: Ruleset) -> FinalS
             py_float(s.scaling_factor)
         ));
     } else {
-        let r = check_benchmark(&s.folder, &RcpOptions::new(ruleset));
+        let r = check_benchmark(&s.folder, opts);
         f.factor = r.final_factor(s.scaling_factor);
         f.computed = true;
         if division.is_none() {
@@ -1568,7 +1648,7 @@ pub fn forecast(folder: &Path, opts: &RcpOptions) -> (RcpResult, Forecast) {
     }
     // The reference point for the batch size, as the check would find it.
     let point = r.batch_size.and_then(|bs| {
-        let table = RcpTable::new(opts.ruleset, &benchmark, opts.full_rcps)?;
+        let (table, _, _) = table_for(opts, &benchmark).ok()?;
         if let Some(p) = table.find(bs) {
             return Some(p.clone());
         }
@@ -1707,9 +1787,10 @@ mod tests {
 
     #[test]
     fn std_of_a_reference_record_is_numpys() {
-        let mut v = super::super::rcp_data_table("5.0.0", "bert").unwrap()[0]
+        let t = RcpTables::built_in("5.0.0").unwrap();
+        let mut v = t.records("bert").unwrap().unwrap().records[0]
             .converge
-            .to_vec();
+            .clone();
         v.sort_by(f64::total_cmp);
         // np.std of training_5.0.0 bert_ref_256, from numpy 2.4.
         assert_eq!(np_std(&v), 218406.13406770426, "{:?}", v);

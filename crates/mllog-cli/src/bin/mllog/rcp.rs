@@ -59,6 +59,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    #[command(flatten)]
+    pub rcps: crate::rcp_source::RcpSourceArgs,
     /// A benchmark folder, a system folder, results/ or a submitter folder.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
@@ -190,7 +192,15 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
+    let tables = match a.rcps.open(choice.ruleset) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mllog rcp: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
     let mut text = ruleset_text(&choice);
+    text.insert_str(text.len() - 1, &format!("{}\n", tables.describe()));
     let mut items = Vec::new();
     let mut failed = false;
     let mut io_error = !choice.unreadable.is_empty();
@@ -198,6 +208,7 @@ pub fn run(a: Args) -> u8 {
         let (params_bypass, note) = rcp::package_bypass(folder);
         let opts = RcpOptions {
             ruleset: choice.ruleset,
+            tables: Some(tables.clone()),
             bypass: a.rcp_bypass || params_bypass,
             full_rcps: a.full_rcps,
             bert_train_samples: a.bert_train_samples,
@@ -284,6 +295,7 @@ pub fn run(a: Args) -> u8 {
         Format::Text => text,
         Format::Json => machine::Document::new("rcp", "benchmarks", items)
             .with("ruleset", machine::value(&choice))
+            .with("rcps", machine::value(&*tables))
             .with("passed", (worst == crate::OK).into())
             .render(),
     };
