@@ -8,9 +8,9 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mllog_core::results::rcp::RcpTable;
 use mllog_core::results::rcp_tables::{rcp_folders, RcpTables};
@@ -18,6 +18,11 @@ use mllog_core::results::rules_source::RulesSource;
 use serde_json::Value;
 
 use common::mllog;
+use support::copy_dir;
+
+fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
+    support::python(common::python(), code, args)
+}
 
 /// The rulesets whose RCPs are built in.
 const BUILT_IN: [&str; 4] = ["5.0.0", "5.1.0", "6.0.0", "6.1.0"];
@@ -25,36 +30,6 @@ const BUILT_IN: [&str; 4] = ["5.0.0", "5.1.0", "6.0.0", "6.1.0"];
 fn package() -> RulesSource {
     let py = common::python().to_string_lossy().into_owned();
     RulesSource::from_python(&py).expect("the official package is importable")
-}
-
-fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
-    let o = Command::new(common::python())
-        .arg("-c")
-        .arg(code)
-        .args(args)
-        .output()
-        .expect("run python");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "python failed:\n{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_str(out.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
 }
 
 /// A copy of the package's `rcp_checker` folder under `<tmp>/mlperf_logging/`, the package
