@@ -4,13 +4,15 @@
 //! `--custom_rcps` verdicts and factors on the real submission folders of `$MLLOG_CORPUS`
 //! (with custom files this test writes: the package's own, its figures changed, the record of
 //! the folder's batch size removed, a record of another benchmark mixed in, and for a
-//! benchmark whose package file is gone), and bad input.
+//! benchmark whose package file is gone), `rcp`, `score` and `verify` computing the same from
+//! the package as from the built-in tables, and bad input.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use mllog_core::results::rcp::RcpTable;
 use mllog_core::results::rcp_tables::{rcp_folders, RcpTables};
@@ -278,6 +280,27 @@ fn custom_rcps_verdicts_and_factors_equal_the_official_checker() {
         } else {
             passed_and_failed.1 += 1;
         }
+        if case["variant"] == "slower" {
+            // The final score's RCP step takes the same file.
+            let (_, out, err) = mllog([
+                "score",
+                "--ruleset",
+                rs,
+                "--custom-rcps",
+                file,
+                "--format",
+                "json",
+                folder,
+            ]);
+            let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}{err}"));
+            let fin = &doc["benchmarks"][0]["final"]["rcp"];
+            assert_eq!(fin["passed"], case["passed"], "{what}: score");
+            assert_eq!(
+                fin["norm_factor"].as_f64(),
+                case["norm"].as_f64(),
+                "{what}: score"
+            );
+        }
         if case["variant"] == "own" {
             let bench = case["benchmark"].as_str().unwrap();
             let gone = stripped
@@ -445,4 +468,92 @@ except Exception as e:
         "{doc}"
     );
     assert_eq!(code, 1);
+}
+
+/// `value` without the keys that name where the RCPs come from (the source, the file in the
+/// decisions, the ruleset lines).
+fn without_source(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "rcps" | "decisions" | "ruleset_evidence"))
+                .map(|(k, v)| (k.clone(), without_source(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_source).collect()),
+        v => v.clone(),
+    }
+}
+
+/// `mllog rcp`, `score` and `verify` compute the same from the installed package's RCPs
+/// (`--rules` with its compliance_checker folder, and `MLLOG_RULES=python`) as from the
+/// built-in ones, on every real submitter folder, and say which they used.
+#[test]
+fn rcp_score_and_verify_compute_the_same_from_the_package() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "rcp, score and verify from the package's RCPs against the built-in ones",
+    ) else {
+        return;
+    };
+    let src = package();
+    let dir = src.root.join("compliance_checker");
+    let text = std::fs::read_to_string(c.join("MANIFEST.tsv")).unwrap();
+    let mut subs: Vec<(String, String)> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let r: Vec<&str> = l.split('\t').collect();
+            (
+                c.join(r[0]).join(r[2]).display().to_string(),
+                r[1].to_owned(),
+            )
+        })
+        .collect();
+    subs.sort();
+    subs.dedup();
+    assert!(subs.len() >= 8, "{subs:?}");
+    let py = common::python().display().to_string();
+    for (sub, rs) in &subs {
+        for cmd in ["rcp", "score", "verify"] {
+            let run = |extra: &[&str], env: Option<&str>| {
+                let exe = env!("CARGO_BIN_EXE_mllog");
+                let mut c = Command::new(exe);
+                c.args([cmd, "--ruleset", rs, "--format", "json"])
+                    .args(extra)
+                    .arg(sub)
+                    .env_remove("MLLOG_RULES")
+                    .env("MLLOG_PYTHON", &py);
+                if let Some(e) = env {
+                    c.env("MLLOG_RULES", e);
+                }
+                let o = c.output().unwrap();
+                let err = String::from_utf8_lossy(&o.stderr).into_owned();
+                assert!(!err.contains("panicked"), "{err}");
+                let doc: Value = serde_json::from_slice(&o.stdout)
+                    .unwrap_or_else(|e| panic!("{cmd} {sub}: {e}: {err}"));
+                (o.status.code(), doc)
+            };
+            let (code, built_in) = run(&[], None);
+            let (code2, read) = run(&["--rules", dir.to_str().unwrap()], None);
+            let (code3, env) = run(&[], Some("python"));
+            assert_eq!(built_in["rcps"]["kind"], "built_in", "{cmd} {sub}");
+            for (c, doc) in [(code2, &read), (code3, &env)] {
+                assert_eq!(c, code, "{cmd} {sub}");
+                assert_eq!(
+                    without_source(doc),
+                    without_source(&built_in),
+                    "{cmd} {sub}"
+                );
+                assert_eq!(doc["rcps"]["kind"], "folder", "{cmd} {sub}");
+                assert_eq!(
+                    doc["rcps"]["package_version"].as_str(),
+                    src.version.as_deref()
+                );
+                let rcps = src.rcp_dir().join(format!("training_{rs}"));
+                assert_eq!(doc["rcps"]["dir"].as_str(), rcps.to_str(), "{cmd} {sub}");
+            }
+        }
+    }
 }
