@@ -180,3 +180,39 @@ fn installed_version(root: &Path) -> Option<String> {
     let v = found.next()?;
     found.next().is_none().then_some(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The package folder, its compliance_checker and its rcp_checker folders name the same
+    /// package, whose version is the dist-info's beside it; anything else is refused.
+    #[test]
+    fn a_folder_names_its_package() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pkg = tmp.path().join("mlperf_logging");
+        for d in ["rcp_checker", "compliance_checker"] {
+            std::fs::create_dir_all(pkg.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(tmp.path().join("mlperf_logging-9.9.1rc2.dist-info")).unwrap();
+        for dir in [
+            pkg.clone(),
+            pkg.join("compliance_checker"),
+            pkg.join("rcp_checker"),
+        ] {
+            let s = RulesSource::resolve(dir.to_str().unwrap()).unwrap();
+            assert_eq!(s.root, pkg, "{}", dir.display());
+            assert_eq!(s.rcp_dir(), pkg.join("rcp_checker"));
+            assert_eq!(s.version.as_deref(), Some("9.9.1rc2"));
+            assert_eq!(s.origin, RulesOrigin::Folder);
+        }
+        let e = RulesSource::resolve(tmp.path().to_str().unwrap()).unwrap_err();
+        assert!(matches!(e, RulesSourceError::NotAPackage(_)), "{e}");
+        let e = RulesSource::resolve("python:/nonexistent/python3").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/python3: cannot run it"),
+            "{e}"
+        );
+    }
+}
