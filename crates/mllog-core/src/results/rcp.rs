@@ -479,9 +479,24 @@ pub struct RcpRun {
 /// the convergence figure at the last successful `run_stop`. `bert_train_samples` takes bert's
 /// `train_samples` instead of `epoch_num`.
 pub fn read_run(file: &Path, bert_train_samples: bool) -> std::io::Result<RcpRun> {
+    read_run_for(file, bert_train_samples, Ruleset::DEFAULT.as_str())
+}
+
+/// [`read_run`] under `ruleset`: in 3.1.0 a stable_diffusion eval's step is its `step_num`,
+/// later its `samples_count`.
+pub fn read_run_for(
+    file: &Path,
+    bert_train_samples: bool,
+    ruleset: &str,
+) -> std::io::Result<RcpRun> {
     let f = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(file)?);
     let mut lines = Latin1Lines::new(f);
-    let mut run = read_run_lines(file, &mut lines, bert_train_samples);
+    let sd_step = if ruleset == "3.1.0" {
+        "step_num"
+    } else {
+        "samples_count"
+    };
+    let mut run = read_run_lines(file, &mut lines, bert_train_samples, sd_step);
     if let Some(e) = lines.error.take() {
         return Err(e);
     }
@@ -603,6 +618,7 @@ fn read_run_lines(
     file: &Path,
     lines: &mut dyn Iterator<Item = (usize, String)>,
     bert_train_samples: bool,
+    sd_step: &'static str,
 ) -> RcpRun {
     use serde_json::Value as J;
     let mut run = RcpRun {
@@ -672,11 +688,11 @@ fn read_run_lines(
         let is_eval = body.contains("eval_error") || body.contains("eval_accuracy");
         let bench = run.benchmark.as_deref().unwrap_or("");
         if bench == "stable_diffusion" && is_eval {
-            run.unit = "samples_count";
+            run.unit = sd_step;
             match parse() {
                 Ok(j) => {
                     let md = j.get("metadata");
-                    let step = md.and_then(|m| m.get("samples_count")).and_then(num);
+                    let step = md.and_then(|m| m.get(sd_step)).and_then(num);
                     let metric = md.and_then(|m| m.get("metric")).and_then(J::as_str);
                     let score = j.get("value").and_then(num);
                     match (step, metric) {
@@ -697,7 +713,7 @@ fn read_run_lines(
                         _ => fail(
                             &mut run,
                             lineno,
-                            "an eval line without metadata samples_count and metric".into(),
+                            format!("an eval line without metadata {sd_step} and metric"),
                         ),
                     }
                 }
@@ -806,8 +822,8 @@ fn read_run_lines(
 /// Options of [`check_benchmark`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct RcpOptions {
-    /// The ruleset whose RCPs apply.
-    pub ruleset: Ruleset,
+    /// The ruleset whose RCPs apply (`X.Y.Z`).
+    pub ruleset: String,
     /// Where the RCP records come from (`None`: the built-in tables of `ruleset`).
     pub tables: Option<Arc<RcpTables>>,
     /// `--rcp_bypass`: a failed "RCP found", "RCP Interpolation" or "Missing RCP" passes.
@@ -822,8 +838,20 @@ impl RcpOptions {
     /// The package checker's defaults for `ruleset`: pruned records, no bypass.
     pub fn new(ruleset: Ruleset) -> RcpOptions {
         RcpOptions {
-            ruleset,
+            ruleset: ruleset.as_str().into(),
             tables: None,
+            bypass: false,
+            full_rcps: false,
+            bert_train_samples: false,
+        }
+    }
+
+    /// The package checker's defaults with the RCPs of `tables` (and their ruleset, which need
+    /// not be one built in).
+    pub fn with_tables(tables: Arc<RcpTables>) -> RcpOptions {
+        RcpOptions {
+            ruleset: tables.ruleset.clone(),
+            tables: Some(tables),
             bypass: false,
             full_rcps: false,
             bert_train_samples: false,
@@ -880,9 +908,8 @@ pub struct RcpResult {
     /// The folder.
     #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
     pub folder: PathBuf,
-    /// The ruleset.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_ruleset"))]
-    pub ruleset: Ruleset,
+    /// The ruleset (`X.Y.Z`).
+    pub ruleset: String,
     /// The logs' `submission_benchmark`.
     pub benchmark: Option<String>,
     /// The logs' `global_batch_size`.
@@ -959,11 +986,6 @@ fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error>
     s.collect_str(&p.display())
 }
 
-#[cfg(feature = "serde")]
-fn ser_ruleset<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(r.as_str())
-}
-
 /// `scaling.json`'s text as the official tool writes it: `{"scaling_factor": <repr>}`, no
 /// newline.
 pub fn scaling_json(factor: f64) -> String {
@@ -1034,7 +1056,7 @@ fn fmt(x: f64) -> String {
 pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     let mut r = RcpResult {
         folder: folder.to_path_buf(),
-        ruleset: opts.ruleset,
+        ruleset: opts.ruleset.clone(),
         benchmark: None,
         batch_size: None,
         runs: Vec::new(),
@@ -1070,7 +1092,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         return err(r, format!("{}: no result_*.txt", folder.display()));
     }
     for p in &paths {
-        match read_run(p, opts.bert_train_samples) {
+        match read_run_for(p, opts.bert_train_samples, &opts.ruleset) {
             Ok(run) => r.runs.push(run),
             Err(e) => {
                 r.io_error = true;
@@ -1207,7 +1229,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     let mut subm: Vec<f64> = r.runs.iter().map(|x| x.to_converge).collect();
     let eval = |r: &mut RcpResult, rec: &RcpPoint, subm: &mut Vec<f64>| -> bool {
         let mut rec = rec.clone();
-        if opts.ruleset >= Ruleset::V5_0_0 && benchmark == "llama31_405b" {
+        if version_at_least(&opts.ruleset, "5.0.0") && benchmark == "llama31_405b" {
             rec.max_speedup = rec.mean / (rec.min_acceptable_mean - 46080.0);
             r.decisions.push(format!(
                 "llama31_405b: the allowed speedup is RCP mean / (minimum acceptable mean − \
@@ -1256,6 +1278,14 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
                 );
             }
             true
+        } else if mean.is_nan() {
+            r.scaling = Scaling::Delete;
+            r.decisions.push(format!(
+                "fails: olympic scoring of {} runs leaves none, so the mean is NaN, which no \
+                 comparison passes (numpy's mean of nothing, as in the official checker)",
+                subm.len()
+            ));
+            false
         } else {
             r.scaling = Scaling::Delete;
             r.decisions.push(format!(
@@ -1381,7 +1411,7 @@ pub fn table_for(
     let tables = match &opts.tables {
         Some(t) => t.as_ref(),
         None => {
-            built = RcpTables::built_in(opts.ruleset.as_str()).map_err(|e| e.to_string())?;
+            built = RcpTables::built_in(&opts.ruleset).map_err(|e| e.to_string())?;
             &built
         }
     };
@@ -1420,6 +1450,17 @@ pub fn table_for(
         opts.full_rcps,
     );
     Ok((table, data.file, data.warnings))
+}
+
+/// `rcp_checker.is_version_at_least`: `version` ≥ `min`, compared as dotted integers (a part
+/// that is not an integer compares as 0).
+pub fn version_at_least(version: &str, min: &str) -> bool {
+    let parts = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    let (mut a, mut b) = (parts(version), parts(min));
+    let n = a.len().max(b.len());
+    a.resize(n, 0);
+    b.resize(n, 0);
+    a >= b
 }
 
 /// The benchmark folders under `dir` (see [`super::score::benchmark_folders`]), each checked.
@@ -1665,7 +1706,7 @@ pub fn forecast(folder: &Path, opts: &RcpOptions) -> (RcpResult, Forecast) {
         });
         return (r, f);
     };
-    if opts.ruleset >= Ruleset::V5_0_0 && benchmark == "llama31_405b" {
+    if version_at_least(&opts.ruleset, "5.0.0") && benchmark == "llama31_405b" {
         point.max_speedup = point.mean / (point.min_acceptable_mean - 46080.0);
     }
     let threshold = point.mean / point.max_speedup;

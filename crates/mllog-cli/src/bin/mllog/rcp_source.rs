@@ -25,15 +25,31 @@ pub struct RcpSourceArgs {
 }
 
 impl RcpSourceArgs {
-    /// The tables of `ruleset`, or the error naming the folder or file.
+    /// Whether the RCPs are read at run time (`--rules` or `MLLOG_RULES`).
+    pub fn read_at_run_time(&self) -> bool {
+        self.rules.is_some() || std::env::var(RULES_ENV).is_ok_and(|s| !s.is_empty())
+    }
+
+    /// The tables of a training ruleset, or the error naming the folder or file.
     pub fn open(&self, ruleset: Ruleset) -> Result<Arc<RcpTables>, String> {
+        self.open_named("training", ruleset.as_str())
+    }
+
+    /// The tables of `<usage>_<ruleset>`, or the error naming the folder or file.
+    pub fn open_named(&self, usage: &str, ruleset: &str) -> Result<Arc<RcpTables>, String> {
         let source = match &self.rules {
             Some(spec) => Some(RulesSource::resolve(spec).map_err(|e| format!("--rules: {e}"))),
             None => RulesSource::from_env().map(|r| r.map_err(|e| format!("{RULES_ENV}: {e}"))),
         };
         let tables = match source.transpose()? {
-            Some(s) => RcpTables::open(&s.rcp_dir(), "training", ruleset.as_str(), s.version),
-            None => RcpTables::built_in(ruleset.as_str()),
+            Some(s) => RcpTables::open(&s.rcp_dir(), usage, ruleset, s.version),
+            None if usage == "training" => RcpTables::built_in(ruleset),
+            None => Err(
+                mllog_core::results::rcp_tables::RcpSourceError::NotBuiltIn {
+                    usage: usage.into(),
+                    ruleset: ruleset.into(),
+                },
+            ),
         }
         .map_err(|e| e.to_string())?;
         let tables = match &self.custom_rcps {
