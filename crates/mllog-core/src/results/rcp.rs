@@ -1046,6 +1046,17 @@ fn files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
     super::score::result_files(folder)
 }
 
+/// `runs` in the order the folder lists their files (`readdir`, as Python's `glob` takes
+/// them); by name when the folder cannot be listed again.
+fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
+    let listed: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    let mut v: Vec<&RcpRun> = runs.iter().collect();
+    v.sort_by_key(|run| listed.iter().position(|p| *p == run.file));
+    v
+}
+
 fn fmt(x: f64) -> String {
     show(x)
 }
@@ -1117,10 +1128,12 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         );
         return err(r, e);
     }
-    // get_submission_epochs: batch size and benchmark must agree across the files.
+    // get_submission_epochs: batch size and benchmark must agree across the files, taken in the
+    // order the official glob lists them, which is the directory's: a file without a batch
+    // size (or benchmark) is skipped over when it comes first, a mismatch when it comes later.
     let mut bs: Option<(f64, Option<String>)> = None;
     let mut bench: Option<String> = None;
-    for run in &r.runs {
+    for run in listing_order(folder, &r.runs) {
         let cur = run.batch_size.unwrap_or(-1.0);
         match &bs {
             None => bs = Some((cur, run.batch_size_text.clone())),
