@@ -56,6 +56,9 @@ fn mutate(file: &Path, key: &str, edit: impl Fn(&mut Value) -> bool) {
     std::fs::write(file, latin1).unwrap();
 }
 
+/// A change made to a copy of a result file.
+type Mutation = dyn Fn(&Path);
+
 /// Runs `rcp_checker.check_directory` on each `(folder, usage, ruleset)`: its verdict, message
 /// and factor, or the exception it stops with.
 const OFFICIAL: &str = r#"
@@ -87,7 +90,7 @@ fn older_rounds_rcp_verdicts_equal_the_official_checker() {
         .iter()
         .map(|(d, u, r)| ("as is".to_string(), d.clone(), u.clone(), r.clone()))
         .collect();
-    let variants: [(&str, &dyn Fn(&Path)); 4] = [
+    let variants: [(&str, &Mutation); 4] = [
         ("batch size without a record", &|f| {
             mutate(f, "global_batch_size", |v| {
                 let bs = v["value"].as_i64().unwrap_or(1);
