@@ -7,6 +7,7 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,11 @@ use std::process::Command;
 use serde_json::Value;
 
 use common::mllog;
+use support::copy_dir;
+
+fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
+    support::python(common::python(), code, args)
+}
 
 /// `$MLLOG_CORPUS/submissions`, or `None` after saying on stderr what was skipped.
 fn corpus(what: &str) -> Option<PathBuf> {
@@ -24,38 +30,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
-
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
-}
-
-fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
-    let o = Command::new(common::python())
-        .arg("-c")
-        .arg(code)
-        .args(args)
-        .output()
-        .expect("run python");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "python failed:\n{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_str(out.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 /// The MANIFEST rows: (round, ruleset, submitter, system, benchmark, factor, final score).

@@ -9,6 +9,7 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,25 +21,13 @@ use mllog_core::Benchmark;
 use serde_json::Value;
 
 use common::mllog;
+use support::copy_dir;
 
 /// The submissions corpus and the official tools' Python, or the one skip line without the
 /// corpus (the official tools are required: `common::python` fails the test without them).
 fn oracle(what: &str) -> Option<(PathBuf, String)> {
     let corpus = common::corpus("submissions", what)?;
     Some((corpus, common::python().display().to_string()))
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
 }
 
 /// A small CSV reader (quoted fields, doubled quotes), enough for the summarizer's output.

@@ -39,11 +39,13 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::rcp_data::{RcpRecordData, SUBMISSION_RUNS};
-use super::rcp_data_table;
+use super::rcp_data::SUBMISSION_RUNS;
+use super::rcp_file::RcpRecord;
+use super::rcp_tables::RcpTables;
 use crate::compliance::Ruleset;
 
 /// The t-test's significance level.
@@ -218,6 +220,8 @@ pub fn min_acceptable_mean(
 pub struct RcpPoint {
     /// The record's name (`bert_ref_448`; `<benchmark>_interp_<bs>` for an interpolation).
     pub name: String,
+    /// The record's `Benchmark`.
+    pub benchmark: String,
     /// The batch size.
     pub bs: f64,
     /// The reference runs (empty for an interpolation).
@@ -235,8 +239,8 @@ pub struct RcpPoint {
 /// A ruleset's RCP records for one benchmark, sorted by batch size, with the pruned set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RcpTable {
-    /// The ruleset.
-    pub ruleset: Ruleset,
+    /// The ruleset (`X.Y.Z`).
+    pub ruleset: String,
     /// The benchmark.
     pub benchmark: String,
     /// Every record, by batch size (stable: file order among equal ones).
@@ -254,12 +258,32 @@ impl RcpTable {
     /// none (or the benchmark has no submission run count). `full` checks against every record
     /// (`--rcp_pass full_rcps`) instead of the pruned ones.
     pub fn new(ruleset: Ruleset, benchmark: &str, full: bool) -> Option<RcpTable> {
-        let data = rcp_data_table(ruleset.as_str(), benchmark)?;
+        let tables = RcpTables::built_in(ruleset.as_str()).ok()?;
+        let data = tables.records(benchmark).ok()??;
         let submission_runs = submission_runs(benchmark)?;
-        let mut records: Vec<RcpPoint> = data.iter().map(|r| point(r, submission_runs)).collect();
+        Some(RcpTable::from_records(
+            ruleset.as_str(),
+            benchmark,
+            &data.records,
+            submission_runs,
+            full,
+        ))
+    }
+
+    /// The table of `records` (an RCP file's, in file order) for a check of `benchmark`, whose
+    /// submissions have `submission_runs` runs, as `RCP_Checker` builds it.
+    pub fn from_records(
+        ruleset: &str,
+        benchmark: &str,
+        records: &[RcpRecord],
+        submission_runs: usize,
+        full: bool,
+    ) -> RcpTable {
+        let mut records: Vec<RcpPoint> =
+            records.iter().map(|r| point(r, submission_runs)).collect();
         records.sort_by(|a, b| a.bs.total_cmp(&b.bs));
         let mut t = RcpTable {
-            ruleset,
+            ruleset: ruleset.to_owned(),
             benchmark: benchmark.to_owned(),
             pruned: Vec::new(),
             records,
@@ -267,7 +291,7 @@ impl RcpTable {
             submission_runs,
         };
         t.pruned = t.prune();
-        Some(t)
+        t
     }
 
     /// The records the lookups use.
@@ -305,7 +329,10 @@ impl RcpTable {
         let mut out: Vec<RcpPoint> = Vec::new();
         for k in &kept {
             for r in &self.records {
-                if r.bs == k.bs && !out.iter().any(|o| o.name == r.name) {
+                if r.benchmark == k.benchmark
+                    && r.bs == k.bs
+                    && !out.iter().any(|o| o.name == r.name)
+                {
                     out.push(r.clone());
                 }
             }
@@ -320,6 +347,7 @@ impl RcpTable {
         let min = min_acceptable_mean(mean, stdev, self.submission_runs * 2, self.submission_runs);
         RcpPoint {
             name: format!("{}_interp_{}", self.benchmark, py_num(bs)),
+            benchmark: self.benchmark.clone(),
             bs,
             runs: 0,
             mean,
@@ -370,10 +398,10 @@ impl RcpTable {
     }
 }
 
-fn point(r: &RcpRecordData, submission_runs: usize) -> RcpPoint {
-    let mut v = r.converge.to_vec();
+fn point(r: &RcpRecord, submission_runs: usize) -> RcpPoint {
+    let mut v = r.converge.clone();
     v.sort_by(f64::total_cmp);
-    let rej = rejected(r.benchmark);
+    let rej = rejected(&r.benchmark);
     let kept = v.get(rej..v.len().saturating_sub(rej)).unwrap_or(&[]);
     let mean = np_mean(kept);
     let stdev = np_std(&v);
@@ -384,7 +412,8 @@ fn point(r: &RcpRecordData, submission_runs: usize) -> RcpPoint {
         submission_runs,
     );
     RcpPoint {
-        name: r.name.to_owned(),
+        name: r.name.clone(),
+        benchmark: r.benchmark.clone(),
         bs: r.bs,
         runs: v.len(),
         mean,
@@ -450,9 +479,24 @@ pub struct RcpRun {
 /// the convergence figure at the last successful `run_stop`. `bert_train_samples` takes bert's
 /// `train_samples` instead of `epoch_num`.
 pub fn read_run(file: &Path, bert_train_samples: bool) -> std::io::Result<RcpRun> {
+    read_run_for(file, bert_train_samples, Ruleset::DEFAULT.as_str())
+}
+
+/// [`read_run`] under `ruleset`: in 3.1.0 a stable_diffusion eval's step is its `step_num`,
+/// later its `samples_count`.
+pub fn read_run_for(
+    file: &Path,
+    bert_train_samples: bool,
+    ruleset: &str,
+) -> std::io::Result<RcpRun> {
     let f = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(file)?);
     let mut lines = Latin1Lines::new(f);
-    let mut run = read_run_lines(file, &mut lines, bert_train_samples);
+    let sd_step = if ruleset == "3.1.0" {
+        "step_num"
+    } else {
+        "samples_count"
+    };
+    let mut run = read_run_lines(file, &mut lines, bert_train_samples, sd_step);
     if let Some(e) = lines.error.take() {
         return Err(e);
     }
@@ -574,6 +618,7 @@ fn read_run_lines(
     file: &Path,
     lines: &mut dyn Iterator<Item = (usize, String)>,
     bert_train_samples: bool,
+    sd_step: &'static str,
 ) -> RcpRun {
     use serde_json::Value as J;
     let mut run = RcpRun {
@@ -643,11 +688,11 @@ fn read_run_lines(
         let is_eval = body.contains("eval_error") || body.contains("eval_accuracy");
         let bench = run.benchmark.as_deref().unwrap_or("");
         if bench == "stable_diffusion" && is_eval {
-            run.unit = "samples_count";
+            run.unit = sd_step;
             match parse() {
                 Ok(j) => {
                     let md = j.get("metadata");
-                    let step = md.and_then(|m| m.get("samples_count")).and_then(num);
+                    let step = md.and_then(|m| m.get(sd_step)).and_then(num);
                     let metric = md.and_then(|m| m.get("metric")).and_then(J::as_str);
                     let score = j.get("value").and_then(num);
                     match (step, metric) {
@@ -668,7 +713,7 @@ fn read_run_lines(
                         _ => fail(
                             &mut run,
                             lineno,
-                            "an eval line without metadata samples_count and metric".into(),
+                            format!("an eval line without metadata {sd_step} and metric"),
                         ),
                     }
                 }
@@ -775,10 +820,12 @@ fn read_run_lines(
 // The check.
 
 /// Options of [`check_benchmark`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RcpOptions {
-    /// The ruleset whose RCPs apply.
-    pub ruleset: Ruleset,
+    /// The ruleset whose RCPs apply (`X.Y.Z`).
+    pub ruleset: String,
+    /// Where the RCP records come from (`None`: the built-in tables of `ruleset`).
+    pub tables: Option<Arc<RcpTables>>,
     /// `--rcp_bypass`: a failed "RCP found", "RCP Interpolation" or "Missing RCP" passes.
     pub bypass: bool,
     /// `--rcp_pass full_rcps`: every record, not the pruned ones.
@@ -791,7 +838,20 @@ impl RcpOptions {
     /// The package checker's defaults for `ruleset`: pruned records, no bypass.
     pub fn new(ruleset: Ruleset) -> RcpOptions {
         RcpOptions {
-            ruleset,
+            ruleset: ruleset.as_str().into(),
+            tables: None,
+            bypass: false,
+            full_rcps: false,
+            bert_train_samples: false,
+        }
+    }
+
+    /// The package checker's defaults with the RCPs of `tables` (and their ruleset, which need
+    /// not be one built in).
+    pub fn with_tables(tables: Arc<RcpTables>) -> RcpOptions {
+        RcpOptions {
+            ruleset: tables.ruleset.clone(),
+            tables: Some(tables),
             bypass: false,
             full_rcps: false,
             bert_train_samples: false,
@@ -848,9 +908,8 @@ pub struct RcpResult {
     /// The folder.
     #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
     pub folder: PathBuf,
-    /// The ruleset.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_ruleset"))]
-    pub ruleset: Ruleset,
+    /// The ruleset (`X.Y.Z`).
+    pub ruleset: String,
     /// The logs' `submission_benchmark`.
     pub benchmark: Option<String>,
     /// The logs' `global_batch_size`.
@@ -927,11 +986,6 @@ fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error>
     s.collect_str(&p.display())
 }
 
-#[cfg(feature = "serde")]
-fn ser_ruleset<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(r.as_str())
-}
-
 /// `scaling.json`'s text as the official tool writes it: `{"scaling_factor": <repr>}`, no
 /// newline.
 pub fn scaling_json(factor: f64) -> String {
@@ -992,6 +1046,17 @@ fn files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
     super::score::result_files(folder)
 }
 
+/// `runs` in the order the folder lists their files (`readdir`, as Python's `glob` takes
+/// them); by name when the folder cannot be listed again.
+fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
+    let listed: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    let mut v: Vec<&RcpRun> = runs.iter().collect();
+    v.sort_by_key(|run| listed.iter().position(|p| *p == run.file));
+    v
+}
+
 fn fmt(x: f64) -> String {
     show(x)
 }
@@ -1002,7 +1067,7 @@ fn fmt(x: f64) -> String {
 pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     let mut r = RcpResult {
         folder: folder.to_path_buf(),
-        ruleset: opts.ruleset,
+        ruleset: opts.ruleset.clone(),
         benchmark: None,
         batch_size: None,
         runs: Vec::new(),
@@ -1038,7 +1103,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         return err(r, format!("{}: no result_*.txt", folder.display()));
     }
     for p in &paths {
-        match read_run(p, opts.bert_train_samples) {
+        match read_run_for(p, opts.bert_train_samples, &opts.ruleset) {
             Ok(run) => r.runs.push(run),
             Err(e) => {
                 r.io_error = true;
@@ -1063,10 +1128,12 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         );
         return err(r, e);
     }
-    // get_submission_epochs: batch size and benchmark must agree across the files.
+    // get_submission_epochs: batch size and benchmark must agree across the files, taken in the
+    // order the official glob lists them, which is the directory's: a file without a batch
+    // size (or benchmark) is skipped over when it comes first, a mismatch when it comes later.
     let mut bs: Option<(f64, Option<String>)> = None;
     let mut bench: Option<String> = None;
-    for run in &r.runs {
+    for run in listing_order(folder, &r.runs) {
         let cur = run.batch_size.unwrap_or(-1.0);
         match &bs {
             None => bs = Some((cur, run.batch_size_text.clone())),
@@ -1106,22 +1173,16 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
                 .into(),
         );
     };
-    let Some(table) = RcpTable::new(opts.ruleset, &benchmark, opts.full_rcps) else {
-        let e = if submission_runs(&benchmark).is_none() {
-            format!("{benchmark}: not a benchmark the RCP checker knows (it stops with a KeyError)")
-        } else {
-            format!(
-                "no RCP file training_{}/rcps_{benchmark}.json (the official rcp_checker stops \
-                 with FileNotFoundError)",
-                opts.ruleset
-            )
-        };
-        return err(r, e);
+    let (table, file) = match table_for(opts, &benchmark) {
+        Ok((table, file, warnings)) => {
+            r.decisions.extend(warnings);
+            (table, file)
+        }
+        Err(e) => return err(r, e),
     };
     let unit = r.runs.first().map_or("epoch_num", |x| x.unit);
     r.decisions.push(format!(
-        "RCP table training_{}/rcps_{benchmark}.json: {} records (batch sizes {}); {}",
-        opts.ruleset,
+        "RCP table {file}: {} records (batch sizes {}); {}",
         table.records.len(),
         table
             .records
@@ -1181,7 +1242,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     let mut subm: Vec<f64> = r.runs.iter().map(|x| x.to_converge).collect();
     let eval = |r: &mut RcpResult, rec: &RcpPoint, subm: &mut Vec<f64>| -> bool {
         let mut rec = rec.clone();
-        if opts.ruleset >= Ruleset::V5_0_0 && benchmark == "llama31_405b" {
+        if version_at_least(&opts.ruleset, "5.0.0") && benchmark == "llama31_405b" {
             rec.max_speedup = rec.mean / (rec.min_acceptable_mean - 46080.0);
             r.decisions.push(format!(
                 "llama31_405b: the allowed speedup is RCP mean / (minimum acceptable mean − \
@@ -1192,7 +1253,8 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             ));
         }
         subm.sort_by(f64::total_cmp);
-        let rej = rejected(&benchmark);
+        // The record's benchmark, as the official checker reads it (a custom file may mix them).
+        let rej = rejected(&rec.benchmark);
         let kept = subm.get(rej..subm.len().saturating_sub(rej)).unwrap_or(&[]);
         let mean = np_mean(kept);
         let norm = rec.mean / mean;
@@ -1229,6 +1291,14 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
                 );
             }
             true
+        } else if mean.is_nan() {
+            r.scaling = Scaling::Delete;
+            r.decisions.push(format!(
+                "fails: olympic scoring of {} runs leaves none, so the mean is NaN, which no \
+                 comparison passes (numpy's mean of nothing, as in the official checker)",
+                subm.len()
+            ));
+            false
         } else {
             r.scaling = Scaling::Delete;
             r.decisions.push(format!(
@@ -1343,6 +1413,69 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     r
 }
 
+/// The table a check of `benchmark` uses under `opts`: `(table, the file it comes from, what the
+/// official checker warns about it)`; `Err` says, naming the file, where the official checker
+/// stops with an exception instead.
+pub fn table_for(
+    opts: &RcpOptions,
+    benchmark: &str,
+) -> Result<(RcpTable, String, Vec<String>), String> {
+    let built;
+    let tables = match &opts.tables {
+        Some(t) => t.as_ref(),
+        None => {
+            built = RcpTables::built_in(&opts.ruleset).map_err(|e| e.to_string())?;
+            &built
+        }
+    };
+    let Some(runs) = tables.submission_runs(benchmark) else {
+        return Err(format!(
+            "{benchmark}: not a benchmark the RCP checker knows (it stops with a KeyError)"
+        ));
+    };
+    let data = match tables.records(benchmark) {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            let file = format!("{}_{}/rcps_{benchmark}.json", tables.usage, tables.ruleset);
+            let file = match &tables.origin {
+                super::rcp_tables::RcpOrigin::Folder { dir, .. } => dir
+                    .join(format!("rcps_{benchmark}.json"))
+                    .display()
+                    .to_string(),
+                super::rcp_tables::RcpOrigin::BuiltIn { .. } => file,
+            };
+            return Err(format!(
+                "no RCP file {file} (the official rcp_checker stops with FileNotFoundError; \
+                 --custom-rcps brings RCPs for a benchmark that has none)"
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{e} (the official rcp_checker stops here with an exception)"
+            ))
+        }
+    };
+    let table = RcpTable::from_records(
+        &tables.ruleset,
+        benchmark,
+        &data.records,
+        runs,
+        opts.full_rcps,
+    );
+    Ok((table, data.file, data.warnings))
+}
+
+/// `rcp_checker.is_version_at_least`: `version` ≥ `min`, compared as dotted integers (a part
+/// that is not an integer compares as 0).
+pub fn version_at_least(version: &str, min: &str) -> bool {
+    let parts = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    let (mut a, mut b) = (parts(version), parts(min));
+    let n = a.len().max(b.len());
+    a.resize(n, 0);
+    b.resize(n, 0);
+    a >= b
+}
+
 /// The benchmark folders under `dir` (see [`super::score::benchmark_folders`]), each checked.
 pub fn check_dir(dir: &Path, opts: &RcpOptions) -> std::io::Result<Vec<RcpResult>> {
     Ok(super::score::benchmark_folders(dir)?
@@ -1406,10 +1539,11 @@ pub fn system_division(folder: &Path) -> Result<Option<String>, String> {
         .map(str::to_owned))
 }
 
-/// The final score of a scored folder under `ruleset`: as the result_summarizer's second run
-/// prints it once its RCP step has written `scaling.json` (closed division, or no
-/// `systems/<system>.json`), or with the committed factor in the open division.
-pub fn final_score(s: &super::score::BenchmarkScore, ruleset: Ruleset) -> FinalScore {
+/// The final score of a scored folder under `opts` (its ruleset and RCP tables; no bypass, as
+/// the summarizer runs the check): as the result_summarizer's second run prints it once its RCP
+/// step has written `scaling.json` (closed division, or no `systems/<system>.json`), or with
+/// the committed factor in the open division.
+pub fn final_score(s: &super::score::BenchmarkScore, opts: &RcpOptions) -> FinalScore {
     let committed = std::fs::metadata(s.folder.join("scaling.json"))
         .is_ok()
         .then_some(s.scaling_factor);
@@ -1441,7 +1575,7 @@ pub fn final_score(s: &super::score::BenchmarkScore, ruleset: Ruleset) -> FinalS
             py_float(s.scaling_factor)
         ));
     } else {
-        let r = check_benchmark(&s.folder, &RcpOptions::new(ruleset));
+        let r = check_benchmark(&s.folder, opts);
         f.factor = r.final_factor(s.scaling_factor);
         f.computed = true;
         if division.is_none() {
@@ -1568,7 +1702,7 @@ pub fn forecast(folder: &Path, opts: &RcpOptions) -> (RcpResult, Forecast) {
     }
     // The reference point for the batch size, as the check would find it.
     let point = r.batch_size.and_then(|bs| {
-        let table = RcpTable::new(opts.ruleset, &benchmark, opts.full_rcps)?;
+        let (table, _, _) = table_for(opts, &benchmark).ok()?;
         if let Some(p) = table.find(bs) {
             return Some(p.clone());
         }
@@ -1585,7 +1719,7 @@ pub fn forecast(folder: &Path, opts: &RcpOptions) -> (RcpResult, Forecast) {
         });
         return (r, f);
     };
-    if opts.ruleset >= Ruleset::V5_0_0 && benchmark == "llama31_405b" {
+    if version_at_least(&opts.ruleset, "5.0.0") && benchmark == "llama31_405b" {
         point.max_speedup = point.mean / (point.min_acceptable_mean - 46080.0);
     }
     let threshold = point.mean / point.max_speedup;
@@ -1707,9 +1841,10 @@ mod tests {
 
     #[test]
     fn std_of_a_reference_record_is_numpys() {
-        let mut v = super::super::rcp_data_table("5.0.0", "bert").unwrap()[0]
+        let t = RcpTables::built_in("5.0.0").unwrap();
+        let mut v = t.records("bert").unwrap().unwrap().records[0]
             .converge
-            .to_vec();
+            .clone();
         v.sort_by(f64::total_cmp);
         // np.std of training_5.0.0 bert_ref_256, from numpy 2.4.
         assert_eq!(np_std(&v), 218406.13406770426, "{:?}", v);

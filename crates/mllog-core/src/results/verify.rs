@@ -88,6 +88,8 @@ pub struct VerifyOptions {
     pub seed_checker_bypass: bool,
     /// Worker threads for the result files; 0: the available parallelism.
     pub threads: usize,
+    /// Where the RCP check's records come from (`None`: the built-in tables of `ruleset`).
+    pub rcp_tables: Option<std::sync::Arc<super::rcp_tables::RcpTables>>,
 }
 
 impl VerifyOptions {
@@ -99,6 +101,7 @@ impl VerifyOptions {
             rcp_bypass: false,
             seed_checker_bypass: false,
             threads: 0,
+            rcp_tables: None,
         }
     }
 }
@@ -641,12 +644,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     let rcps = par_map(&rcp_jobs, threads, |&i| {
         let f = &folders[i];
         let committed = committed_scaling(&f.path).ok().flatten().unwrap_or(1.0);
-        rcp_step(
-            &f.path,
-            opts.ruleset,
-            opts.rcp_bypass || f.rcp_bypass,
-            committed,
-        )
+        let mut rcp_opts = RcpOptions::new(opts.ruleset);
+        rcp_opts.tables = opts.rcp_tables.clone();
+        rcp_opts.bypass = opts.rcp_bypass || f.rcp_bypass;
+        rcp_step(&f.path, &rcp_opts, committed)
     });
     let mut rcp_of: Vec<Option<RcpStep>> = vec![None; folders.len()];
     for (&i, r) in rcp_jobs.iter().zip(rcps) {
@@ -1731,10 +1732,8 @@ fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Erro
 
 /// The RCP step of one folder: the package checker's check (with its bypass), and the
 /// summarizer's view of it (no bypass, the GBS and samples-to-converge columns).
-fn rcp_step(folder: &Path, ruleset: Ruleset, bypass: bool, committed: f64) -> RcpStep {
-    let mut opts = RcpOptions::new(ruleset);
-    opts.bypass = bypass;
-    let r = check_benchmark(folder, &opts);
+fn rcp_step(folder: &Path, opts: &RcpOptions, committed: f64) -> RcpStep {
+    let r = check_benchmark(folder, opts);
     // The summarizer's column, which reads a bypassed pass as the failure it was.
     let column = if r.status == RcpStatus::Error {
         String::new()

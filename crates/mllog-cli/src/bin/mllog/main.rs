@@ -18,6 +18,7 @@ mod machine;
 mod package;
 mod progress;
 mod rcp;
+mod rcp_source;
 mod score;
 mod summary;
 mod verify;

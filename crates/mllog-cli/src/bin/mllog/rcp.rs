@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::machine;
 use mllog_core::compliance::Ruleset;
 use mllog_core::results::rcp::{self, RcpOptions, RcpResult};
+use mllog_core::results::rcp_tables::RcpTables;
 use mllog_core::results::ruleset::{self, RulesetChoice};
 use mllog_core::results::score;
 
@@ -34,9 +35,13 @@ Exit status: 0 every finished folder passes, 1 some finished folder fails, 2 usa
 )]
 pub struct Args {
     /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
-    /// evidence shown; refused when the evidence does not settle it].
+    /// evidence shown; refused when the evidence does not settle it]. With --rules, any ruleset
+    /// the package has RCPs for.
     #[arg(long, value_name = "X.Y.Z")]
-    pub ruleset: Option<Ruleset>,
+    pub ruleset: Option<String>,
+    /// Whose RCPs: training, or hpc (with --rules) (the RCP checker's --rcp_usage).
+    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = ["training", "hpc"])]
+    pub usage: String,
     /// As the package checker's --rcp-bypass: a failed "RCP found", "RCP Interpolation" or
     /// "Missing RCP" passes (a package_checker_params file whose last line is `rcp-bypass`
     /// does the same for its folder).
@@ -59,6 +64,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    #[command(flatten)]
+    pub rcps: crate::rcp_source::RcpSourceArgs,
     /// A benchmark folder, a system folder, results/ or a submitter folder.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
@@ -170,6 +177,34 @@ pub fn result_text(
     out
 }
 
+/// The ruleset (`Ok`: a built-in one, given or inferred; `Err`: another one the RCPs read at
+/// run time have, given) and its RCP tables.
+#[allow(clippy::type_complexity)]
+fn choose(a: &Args) -> Result<(Result<RulesetChoice, String>, std::sync::Arc<RcpTables>), String> {
+    let built_in = a.ruleset.as_deref().map(Ruleset::from_name);
+    if a.usage == "training" && !matches!(built_in, Some(None)) {
+        let choice =
+            ruleset::choose_ruleset(built_in.flatten(), &a.dir).map_err(|e| e.to_string())?;
+        let tables = a.rcps.open(choice.ruleset)?;
+        return Ok((Ok(choice), tables));
+    }
+    let Some(name) = &a.ruleset else {
+        return Err(format!(
+            "--usage {}: give the ruleset (--ruleset X.Y.Z); only training rulesets are inferred",
+            a.usage
+        ));
+    };
+    if !a.rcps.read_at_run_time() && a.usage == "training" {
+        return Err(format!(
+            "unknown ruleset {name:?} (built in: {}); the RCPs of other rulesets are read from \
+             the official package with --rules",
+            Ruleset::ALL.map(Ruleset::as_str).join(", ")
+        ));
+    }
+    let tables = a.rcps.open_named(&a.usage, name)?;
+    Ok((Err(name.clone()), tables))
+}
+
 pub fn run(a: Args) -> u8 {
     let dir = a.dir.display().to_string();
     let folders = match score::benchmark_folders(&a.dir) {
@@ -183,24 +218,29 @@ pub fn run(a: Args) -> u8 {
         eprintln!("mllog rcp: {}", ruleset::no_results_words(&a.dir));
         return crate::USAGE_OR_IO;
     }
-    let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
+    let (choice, tables) = match choose(&a) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mllog rcp: {e}");
             return crate::USAGE_OR_IO;
         }
     };
-    let mut text = ruleset_text(&choice);
+    let mut text = match &choice {
+        Ok(c) => ruleset_text(c),
+        Err(name) if tables.usage == "training" => format!("ruleset {name} (given)\n\n"),
+        Err(name) => format!("ruleset {name} (given, {})\n\n", tables.usage),
+    };
+    text.insert_str(text.len() - 1, &format!("{}\n", tables.describe()));
     let mut items = Vec::new();
     let mut failed = false;
-    let mut io_error = !choice.unreadable.is_empty();
+    let mut io_error = choice.as_ref().is_ok_and(|c| !c.unreadable.is_empty());
     for folder in &folders {
         let (params_bypass, note) = rcp::package_bypass(folder);
         let opts = RcpOptions {
-            ruleset: choice.ruleset,
             bypass: a.rcp_bypass || params_bypass,
             full_rcps: a.full_rcps,
             bert_train_samples: a.bert_train_samples,
+            ..RcpOptions::with_tables(tables.clone())
         };
         let (mut r, fc) = if a.forecast {
             let (r, f) = rcp::forecast(folder, &opts);
@@ -283,7 +323,18 @@ pub fn run(a: Args) -> u8 {
     let out = match a.format {
         Format::Text => text,
         Format::Json => machine::Document::new("rcp", "benchmarks", items)
-            .with("ruleset", machine::value(&choice))
+            .with(
+                "ruleset",
+                match &choice {
+                    Ok(c) => machine::value(c),
+                    Err(name) => serde_json::json!({
+                        "ruleset": name, "given": true, "candidates": [name],
+                        "evidence": [format!("ruleset {name}: given (--ruleset)")],
+                        "unreadable": [],
+                    }),
+                },
+            )
+            .with("rcps", machine::value(&*tables))
             .with("passed", (worst == crate::OK).into())
             .render(),
     };

@@ -44,6 +44,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    #[command(flatten)]
+    rcps: crate::rcp_source::RcpSourceArgs,
     /// A submission, its results/, a system folder or one benchmark folder.
     #[arg(value_name = "DIR")]
     dir: PathBuf,
@@ -69,6 +71,15 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
+    let tables = match a.rcps.open(choice.ruleset) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mllog score: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let mut rcp_opts = rcp::RcpOptions::new(choice.ruleset);
+    rcp_opts.tables = Some(tables.clone());
     let opts = score::ScoreOptions {
         ruleset: Some(choice.ruleset),
     };
@@ -108,7 +119,7 @@ pub fn run(a: Args) -> u8 {
     }
     let finals: Vec<FinalScore> = scores
         .iter()
-        .map(|s| rcp::final_score(s, choice.ruleset))
+        .map(|s| rcp::final_score(s, &rcp_opts))
         .collect();
     progress.finish();
     let item = |s: &BenchmarkScore, f: &FinalScore| {
@@ -130,6 +141,7 @@ pub fn run(a: Args) -> u8 {
                 .collect(),
         )
         .with("ruleset", machine::value(&choice))
+        .with("rcps", machine::value(&*tables))
         .render(),
         Format::Jsonl => scores
             .iter()
@@ -139,6 +151,7 @@ pub fn run(a: Args) -> u8 {
         Format::Csv => csv(&scores, &finals, choice.ruleset),
         Format::Text => {
             let mut out = crate::rcp::ruleset_text(&choice);
+            out.insert_str(out.len() - 1, &format!("{}\n", tables.describe()));
             for (s, f) in scores.iter().zip(&finals) {
                 out.push_str(&text(s, f));
             }

@@ -58,6 +58,8 @@ pub struct Args {
     /// Worker threads [default: the available parallelism].
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
+    #[command(flatten)]
+    rcps: crate::rcp_source::RcpSourceArgs,
     /// The submitter folder (holding results/ and systems/).
     #[arg(value_name = "SUBMISSION_DIR")]
     dir: PathBuf,
@@ -94,8 +96,18 @@ pub fn run(a: Args) -> u8 {
             }
         },
     };
+    let tables = match a.rcps.open(ruleset) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mllog verify: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let mut how = how;
+    how.push(tables.describe());
     let opts = VerifyOptions {
         ruleset,
+        rcp_tables: Some(tables.clone()),
         set_scaling: a.set_scaling,
         rcp_bypass: a.rcp_bypass,
         seed_checker_bypass: a.seed_checker_bypass,
@@ -115,7 +127,7 @@ pub fn run(a: Args) -> u8 {
             t.push_str(&review.render_text());
             t
         }
-        Format::Json => json(&review, &how),
+        Format::Json => json(&review, &how, machine::value(&*tables)),
         Format::Csv => review.render_csv(),
     };
     if !crate::emit(&text) {
@@ -137,7 +149,7 @@ pub fn run(a: Args) -> u8 {
     }
 }
 
-fn json(review: &Review, how: &[String]) -> String {
+fn json(review: &Review, how: &[String], rcps: Value) -> String {
     let Value::Object(mut all) = machine::value(review) else {
         unreachable!("a review serialises to an object")
     };
@@ -146,7 +158,8 @@ fn json(review: &Review, how: &[String]) -> String {
         _ => Vec::new(),
     };
     let mut doc = machine::Document::new("verify", "benchmarks", benchmarks)
-        .with("ruleset_evidence", how.to_vec().into());
+        .with("ruleset_evidence", how.to_vec().into())
+        .with("rcps", rcps);
     for (k, v) in all {
         doc = doc.with(&k, v);
     }

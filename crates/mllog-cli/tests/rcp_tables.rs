@@ -1,0 +1,559 @@
+//! RCP tables read at run time (`--rules`, `--custom-rcps`) against the official package
+//! (mlperf-logging, through `MLLOG_PYTHON`): the package's tables equal the built-in ones,
+//! every RCP folder it ships loads with the official statistics, the RCP checker's
+//! `--custom_rcps` verdicts and factors on the real submission folders of `$MLLOG_CORPUS`
+//! (with custom files this test writes: the package's own, its figures changed, the record of
+//! the folder's batch size removed, a record of another benchmark mixed in, and for a
+//! benchmark whose package file is gone), `rcp`, `score` and `verify` computing the same from
+//! the package as from the built-in tables, and bad input.
+
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mllog_core::results::rcp::RcpTable;
+use mllog_core::results::rcp_tables::{rcp_folders, RcpTables};
+use mllog_core::results::rules_source::RulesSource;
+use serde_json::Value;
+
+use common::mllog;
+use support::copy_dir;
+
+fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
+    support::python(common::python(), code, args)
+}
+
+/// The rulesets whose RCPs are built in.
+const BUILT_IN: [&str; 4] = ["5.0.0", "5.1.0", "6.0.0", "6.1.0"];
+
+fn package() -> RulesSource {
+    let py = common::python().to_string_lossy().into_owned();
+    RulesSource::from_python(&py).expect("the official package is importable")
+}
+
+/// A copy of the package's `rcp_checker` folder under `<tmp>/mlperf_logging/`, the package
+/// folder of the copy returned.
+fn package_copy(tmp: &Path) -> PathBuf {
+    let root = tmp.join("mlperf_logging");
+    copy_dir(&package().rcp_dir(), &root.join("rcp_checker"));
+    std::fs::create_dir_all(root.join("compliance_checker")).unwrap();
+    root
+}
+
+fn table(tables: &RcpTables, benchmark: &str) -> RcpTable {
+    let recs = tables
+        .records(benchmark)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("{} {benchmark}: no file", tables.ruleset));
+    let runs = tables
+        .submission_runs(benchmark)
+        .unwrap_or_else(|| panic!("{benchmark}: no run count"));
+    RcpTable::from_records(&tables.ruleset, benchmark, &recs.records, runs, false)
+}
+
+/// For every built-in ruleset, the tables read from the installed package are the built-in
+/// ones: the same benchmarks, records, statistics, pruned sets and run counts. A package that
+/// moved on fails here.
+#[test]
+fn package_tables_equal_the_built_in_ones() {
+    let src = package();
+    for rs in BUILT_IN {
+        let ours = RcpTables::built_in(rs).unwrap();
+        let read = RcpTables::open(&src.rcp_dir(), "training", rs, src.version.clone()).unwrap();
+        let benchmarks = ours.benchmarks().unwrap();
+        assert_eq!(benchmarks, read.benchmarks().unwrap(), "{rs}");
+        assert!(!benchmarks.is_empty(), "{rs}");
+        for b in &benchmarks {
+            assert_eq!(table(&ours, b), table(&read, b), "{rs} {b}");
+            assert_eq!(ours.submission_runs(b), read.submission_runs(b), "{rs} {b}");
+        }
+    }
+}
+
+/// Every `<usage>_<ruleset>` RCP folder of the package loads, and every record's statistics and
+/// every pruned set are the official `RCP_Checker`'s.
+#[test]
+fn every_rcp_folder_of_the_package_loads_with_the_official_statistics() {
+    let code = r#"
+import glob, json, os, logging
+logging.disable(logging.CRITICAL)
+from mlperf_logging.rcp_checker import rcp_checker as rc
+base = os.path.dirname(rc.__file__)
+out = {}
+for d in sorted(glob.glob(os.path.join(base, "*_*.*.*"))):
+    usage, rs = os.path.basename(d).split("_", 1)
+    for f in sorted(glob.glob(os.path.join(d, "rcps_*.json"))):
+        b = os.path.basename(f)[5:-5]
+        try:
+            c = rc.RCP_Checker(usage, rs, b, False)
+        except KeyError:
+            # A benchmark of an older round without a run count: the checker stops.
+            out[usage + "/" + rs + "/" + b] = None
+            continue
+        out[usage + "/" + rs + "/" + b] = {
+            "records": [[k, float(v["BS"]), float(v["RCP Mean"]), float(v["RCP Stdev"]), float(v["Min Epochs"])] for k, v in c.rcp_data.items()],
+            "pruned": list(c.pruned_rcp_data.keys()),
+        }
+print(json.dumps(out))
+"#;
+    let Value::Object(official) = python(code, &[]) else {
+        panic!("not an object")
+    };
+    let src = package();
+    let folders = rcp_folders(&src.rcp_dir());
+    assert!(folders.len() >= 15, "{folders:?}");
+    assert!(folders.iter().any(|f| f.starts_with("hpc_")), "{folders:?}");
+    let (mut seen, mut unknown) = (0, 0);
+    for f in &folders {
+        let (usage, rs) = f.split_once('_').unwrap();
+        let tables =
+            RcpTables::open(&src.rcp_dir(), usage, rs, None).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let benchmarks = tables.benchmarks().unwrap();
+        assert!(!benchmarks.is_empty(), "{f}");
+        for b in benchmarks {
+            let key = format!("{usage}/{rs}/{b}");
+            let o = &official[&key];
+            seen += 1;
+            if o.is_null() {
+                // The file loads; the check stops where the official one does.
+                let recs = tables.records(&b).unwrap_or_else(|e| panic!("{e}"));
+                assert!(recs.is_some_and(|r| !r.records.is_empty()), "{key}");
+                assert_eq!(tables.submission_runs(&b), None, "{key}");
+                unknown += 1;
+                continue;
+            }
+            let t = table(&tables, &b);
+            let recs = o["records"].as_array().unwrap();
+            assert_eq!(recs.len(), t.records.len(), "{key}");
+            for (o, p) in recs.iter().zip(&t.records) {
+                assert_eq!(o[0].as_str().unwrap(), p.name, "{key}");
+                assert_eq!(o[1].as_f64().unwrap(), p.bs, "{key}");
+                assert_eq!(o[2].as_f64().unwrap(), p.mean, "{key} {}", p.name);
+                assert_eq!(o[3].as_f64().unwrap(), p.stdev, "{key} {}", p.name);
+                assert_eq!(
+                    o[4].as_f64().unwrap(),
+                    p.min_acceptable_mean,
+                    "{key} {}",
+                    p.name
+                );
+            }
+            let pruned: Vec<&str> = o["pruned"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            let ours: Vec<&str> = t.pruned.iter().map(|p| p.name.as_str()).collect();
+            assert_eq!(pruned, ours, "{key}");
+        }
+    }
+    assert_eq!(seen, official.len());
+    assert!(unknown < seen / 4, "{unknown} of {seen}");
+}
+
+/// Writes the custom RCP files of each real folder and runs the official
+/// `rcp_checker.check_directory` with each (as its command line does with `--custom_rcps`):
+/// one JSON object per case.
+const CUSTOM: &str = r#"
+import glob, json, os, sys, logging, traceback
+logging.disable(logging.CRITICAL)
+from mlperf_logging.rcp_checker import rcp_checker as rc
+work = sys.argv[1]
+folders = json.loads(sys.argv[2])
+out = []
+for i, (folder, rs) in enumerate(folders):
+    files = glob.glob(folder + "/result_*.txt")
+    bs, _, bench = rc.get_submission_epochs(files, rs, False)
+    with open(os.path.join(os.path.dirname(rc.__file__), "training_" + rs, "rcps_%s.json" % bench)) as f:
+        own = json.load(f)
+    key = "samples to converge" if bench in ["llama2_70b_lora", "flux1"] else "Epochs to converge"
+    def scaled(k):
+        d = json.loads(json.dumps(own))
+        for r in d.values():
+            r[key] = [x * k for x in r[key]]
+        return d
+    first = next(iter(own.values()))
+    foreign = json.loads(json.dumps(first))
+    foreign["Benchmark"] = "bert" if bench != "bert" else "resnet"
+    foreign["Epochs to converge"] = [x * 1.5 for x in first[key]]
+    foreign["BS"] = bs * 3
+    mixed = dict(own)
+    mixed["zz_foreign"] = foreign
+    variants = {
+        "own": own,
+        "slower": scaled(1.3),
+        "faster": scaled(0.7),
+        "no_exact": {k: v for k, v in own.items() if v["BS"] != bs},
+        "mixed": mixed,
+    }
+    for name, data in variants.items():
+        path = os.path.join(work, "%d_%s.json" % (i, name))
+        with open(path, "w") as f:
+            json.dump(data, f)
+        case = dict(folder=folder, ruleset=rs, benchmark=bench, variant=name, file=path)
+        try:
+            with open(path) as f:
+                passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
+            case.update(passed=passed, msg=msg, norm=float(norm))
+        except Exception as e:
+            case.update(error=type(e).__name__)
+        out.append(case)
+print(json.dumps(out))
+"#;
+
+fn rcp_json(args: &[&std::ffi::OsStr]) -> (i32, Value, String) {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["rcp".as_ref(), "--format".as_ref(), "json".as_ref()];
+    all.extend_from_slice(args);
+    let (code, out, err) = mllog(all);
+    assert!(!err.contains("panicked"), "{err}");
+    let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    (code, doc, err)
+}
+
+/// With `--custom-rcps`, the verdict, message and factor of every real folder equal the
+/// official checker's with `--custom_rcps`, for each custom file; and a custom file for a
+/// benchmark whose package file is gone gives the same as with the file there.
+#[test]
+fn custom_rcps_verdicts_and_factors_equal_the_official_checker() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "--custom-rcps verdicts and factors of the real submission folders against rcp_checker",
+    ) else {
+        return;
+    };
+    let text = std::fs::read_to_string(c.join("MANIFEST.tsv")).unwrap();
+    let folders: Vec<(String, String)> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let r: Vec<&str> = l.split('\t').collect();
+            let dir = c
+                .join(r[0])
+                .join(r[2])
+                .join("results")
+                .join(r[3])
+                .join(r[4]);
+            (dir.display().to_string(), r[1].to_owned())
+        })
+        .collect();
+    assert_eq!(folders.len(), 15);
+    let tmp = tempfile::tempdir().unwrap();
+    // The official checker deletes scaling.json only with set_scaling; it reads the corpus
+    // folders as they are, and so do we.
+    let arg = serde_json::to_string(&folders).unwrap();
+    let Value::Array(cases) = python(CUSTOM, &[tmp.path().as_os_str(), arg.as_ref()]) else {
+        panic!("not a list")
+    };
+    assert_eq!(cases.len(), 15 * 5);
+    // The package without the RCP file of each folder's benchmark.
+    let stripped = package_copy(tmp.path());
+    let mut passed_and_failed = (0, 0);
+    for case in &cases {
+        let what = format!("{} {}", case["folder"], case["variant"]);
+        let folder = case["folder"].as_str().unwrap();
+        let file = case["file"].as_str().unwrap();
+        let rs = case["ruleset"].as_str().unwrap();
+        let (code, doc, err) = rcp_json(&[
+            "--ruleset".as_ref(),
+            rs.as_ref(),
+            "--custom-rcps".as_ref(),
+            file.as_ref(),
+            folder.as_ref(),
+        ]);
+        let r = &doc["benchmarks"][0];
+        assert!(
+            case.get("error").is_none(),
+            "{what}: the official checker stops with {}",
+            case["error"]
+        );
+        assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
+        assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
+        assert_eq!(r["official_message"], case["msg"], "{what}");
+        assert_eq!(r["norm_factor"].as_f64(), case["norm"].as_f64(), "{what}");
+        assert_eq!(doc["rcps"]["custom_rcps"].as_str(), Some(file), "{what}");
+        if case["passed"] == true {
+            passed_and_failed.0 += 1;
+        } else {
+            passed_and_failed.1 += 1;
+        }
+        if case["variant"] == "slower" {
+            // The final score's RCP step takes the same file.
+            let (_, out, err) = mllog([
+                "score",
+                "--ruleset",
+                rs,
+                "--custom-rcps",
+                file,
+                "--format",
+                "json",
+                folder,
+            ]);
+            let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}{err}"));
+            let fin = &doc["benchmarks"][0]["final"]["rcp"];
+            assert_eq!(fin["passed"], case["passed"], "{what}: score");
+            assert_eq!(
+                fin["norm_factor"].as_f64(),
+                case["norm"].as_f64(),
+                "{what}: score"
+            );
+        }
+        if case["variant"] == "own" {
+            let bench = case["benchmark"].as_str().unwrap();
+            let gone = stripped
+                .join("rcp_checker")
+                .join(format!("training_{rs}"))
+                .join(format!("rcps_{bench}.json"));
+            let _ = std::fs::remove_file(&gone);
+            let (_, without, _) = rcp_json(&[
+                "--ruleset".as_ref(),
+                rs.as_ref(),
+                "--rules".as_ref(),
+                stripped.as_os_str(),
+                folder.as_ref(),
+            ]);
+            let e = without["benchmarks"][0]["error"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(e.contains(&gone.display().to_string()), "{what}: {without}");
+            let (code2, with, _) = rcp_json(&[
+                "--ruleset".as_ref(),
+                rs.as_ref(),
+                "--rules".as_ref(),
+                stripped.as_os_str(),
+                "--custom-rcps".as_ref(),
+                file.as_ref(),
+                folder.as_ref(),
+            ]);
+            assert_eq!(code2, code, "{what}");
+            let w = &with["benchmarks"][0];
+            for k in ["passed", "official_message", "norm_factor", "scaling"] {
+                assert_eq!(w[k], r[k], "{what}: {k}");
+            }
+        }
+    }
+    // The changed figures move verdicts both ways.
+    assert!(
+        passed_and_failed.0 > 0 && passed_and_failed.1 > 0,
+        "{passed_and_failed:?}"
+    );
+}
+
+fn expect_error(args: &[&std::ffi::OsStr], names: &str) -> String {
+    let (code, out, err) = mllog(args);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains(names), "{names} not in: {err}");
+    err
+}
+
+/// Bad input: a clear error naming the folder or file, exit 2, never a panic; a broken RCP file
+/// of one benchmark stops only that benchmark's check, as in the official checker.
+#[test]
+fn bad_rules_and_custom_files_are_named_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // A folder with a result file, so that the commands reach the RCPs.
+    let bench = t.join("results/sys/llama2_70b_lora");
+    std::fs::create_dir_all(&bench).unwrap();
+    std::fs::write(bench.join("result_0.txt"), ":::MLLOG {\"key\": \"submission_benchmark\", \"value\": \"llama2_70b_lora\", \"metadata\": {}}\n").unwrap();
+    let arg = |s: &Path| s.as_os_str().to_owned();
+    let base = ["rcp", "--ruleset", "5.0.0"];
+    let with = |extra: &[std::ffi::OsString]| -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = base.iter().map(|s| s.into()).collect();
+        v.extend_from_slice(extra);
+        v.push(arg(&bench));
+        v
+    };
+    let run = |v: Vec<std::ffi::OsString>, names: &str| {
+        let refs: Vec<&std::ffi::OsStr> = v.iter().map(|s| s.as_os_str()).collect();
+        expect_error(&refs, names)
+    };
+    // Not a package folder.
+    let nowhere = t.join("nowhere");
+    run(
+        with(&["--rules".into(), arg(&nowhere)]),
+        &nowhere.display().to_string(),
+    );
+    // A Python that cannot be run.
+    run(
+        with(&["--rules".into(), "python:/nonexistent/python".into()]),
+        "/nonexistent/python",
+    );
+    // A package without the ruleset's folder.
+    let pkg = package_copy(t);
+    std::fs::remove_dir_all(pkg.join("rcp_checker/training_5.0.0")).unwrap();
+    let err = run(
+        with(&["--rules".into(), arg(&pkg.join("compliance_checker"))]),
+        "training_5.0.0: no such RCP folder",
+    );
+    assert!(err.contains("training_5.1.0"), "{err}");
+    // Custom files: missing, not JSON, not the official format (the official checker fails
+    // on the same files).
+    let missing = t.join("missing.json");
+    run(
+        with(&["--custom-rcps".into(), arg(&missing)]),
+        &missing.display().to_string(),
+    );
+    let cases = [
+        ("malformed.json", "{\"a\": {\"Benchmark\": ", "not JSON"),
+        ("list.json", "[1, 2]", "not an RCP file in the official format"),
+        (
+            "nohyper.json",
+            "{\"r\": {\"Benchmark\": \"llama2_70b_lora\", \"BS\": 8, \"samples to converge\": [1, 2, 3]}}",
+            "has no \"Hyperparams\"",
+        ),
+        (
+            "wrongkey.json",
+            "{\"r\": {\"Benchmark\": \"llama2_70b_lora\", \"BS\": 8, \"Hyperparams\": {}, \"Epochs to converge\": [1, 2, 3]}}",
+            "has no \"samples to converge\"",
+        ),
+    ];
+    let official = r#"
+import sys, logging
+logging.disable(logging.CRITICAL)
+from mlperf_logging.rcp_checker import rcp_checker as rc
+import json
+try:
+    with open(sys.argv[1]) as f:
+        rc.RCP_Checker("training", "5.0.0", "llama2_70b_lora", False, f)
+    print(json.dumps("accepted"))
+except Exception as e:
+    print(json.dumps(type(e).__name__))
+"#;
+    for (name, text, says) in cases {
+        let f = t.join(name);
+        std::fs::write(&f, text).unwrap();
+        let err = run(with(&["--custom-rcps".into(), arg(&f)]), says);
+        assert!(err.contains(&f.display().to_string()), "{err}");
+        let o = python(official, &[f.as_os_str()]);
+        assert_ne!(o, "accepted", "{name}: the official checker takes it");
+    }
+    // A malformed package file stops the check of its benchmark only.
+    let Some(c) = common::corpus("submissions", "a malformed package RCP file") else {
+        return;
+    };
+    let sub = t.join("sub");
+    copy_dir(&c.join("5.0/tinycorp"), &sub);
+    let pkg = t.join("p2");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let pkg = package_copy(&pkg);
+    let broken = pkg.join("rcp_checker/training_5.0.0/rcps_bert.json");
+    std::fs::write(&broken, "{\"bert_ref_1\": ").unwrap();
+    let (code, doc, _) = rcp_json(&[
+        "--ruleset".as_ref(),
+        "5.0.0".as_ref(),
+        "--rules".as_ref(),
+        pkg.as_os_str(),
+        sub.as_os_str(),
+    ]);
+    let items = doc["benchmarks"].as_array().unwrap();
+    let bert: Vec<&Value> = items.iter().filter(|b| b["benchmark"] == "bert").collect();
+    let others: Vec<&Value> = items.iter().filter(|b| b["benchmark"] != "bert").collect();
+    assert!(!bert.is_empty() && !others.is_empty(), "{doc}");
+    for b in bert {
+        let e = b["error"].as_str().unwrap();
+        assert!(
+            e.contains(&broken.display().to_string()) && e.contains("not JSON"),
+            "{e}"
+        );
+    }
+    assert!(
+        others
+            .iter()
+            .all(|b| b["error"].is_null() && b["passed"] == true),
+        "{doc}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// `value` without the keys that name where the RCPs come from (the source, the file in the
+/// decisions, the ruleset lines).
+fn without_source(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "rcps" | "decisions" | "ruleset_evidence"))
+                .map(|(k, v)| (k.clone(), without_source(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_source).collect()),
+        v => v.clone(),
+    }
+}
+
+/// `mllog rcp`, `score` and `verify` compute the same from the installed package's RCPs
+/// (`--rules` with its compliance_checker folder, and `MLLOG_RULES=python`) as from the
+/// built-in ones, on every real submitter folder, and say which they used.
+#[test]
+fn rcp_score_and_verify_compute_the_same_from_the_package() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "rcp, score and verify from the package's RCPs against the built-in ones",
+    ) else {
+        return;
+    };
+    let src = package();
+    let dir = src.root.join("compliance_checker");
+    let text = std::fs::read_to_string(c.join("MANIFEST.tsv")).unwrap();
+    let mut subs: Vec<(String, String)> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let r: Vec<&str> = l.split('\t').collect();
+            (
+                c.join(r[0]).join(r[2]).display().to_string(),
+                r[1].to_owned(),
+            )
+        })
+        .collect();
+    subs.sort();
+    subs.dedup();
+    assert!(subs.len() >= 8, "{subs:?}");
+    let py = common::python().display().to_string();
+    for (sub, rs) in &subs {
+        for cmd in ["rcp", "score", "verify"] {
+            let run = |extra: &[&str], env: Option<&str>| {
+                let exe = env!("CARGO_BIN_EXE_mllog");
+                let mut c = Command::new(exe);
+                c.args([cmd, "--ruleset", rs, "--format", "json"])
+                    .args(extra)
+                    .arg(sub)
+                    .env_remove("MLLOG_RULES")
+                    .env("MLLOG_PYTHON", &py);
+                if let Some(e) = env {
+                    c.env("MLLOG_RULES", e);
+                }
+                let o = c.output().unwrap();
+                let err = String::from_utf8_lossy(&o.stderr).into_owned();
+                assert!(!err.contains("panicked"), "{err}");
+                let doc: Value = serde_json::from_slice(&o.stdout)
+                    .unwrap_or_else(|e| panic!("{cmd} {sub}: {e}: {err}"));
+                (o.status.code(), doc)
+            };
+            let (code, built_in) = run(&[], None);
+            let (code2, read) = run(&["--rules", dir.to_str().unwrap()], None);
+            let (code3, env) = run(&[], Some("python"));
+            assert_eq!(built_in["rcps"]["kind"], "built_in", "{cmd} {sub}");
+            for (c, doc) in [(code2, &read), (code3, &env)] {
+                assert_eq!(c, code, "{cmd} {sub}");
+                assert_eq!(
+                    without_source(doc),
+                    without_source(&built_in),
+                    "{cmd} {sub}"
+                );
+                assert_eq!(doc["rcps"]["kind"], "folder", "{cmd} {sub}");
+                assert_eq!(
+                    doc["rcps"]["package_version"].as_str(),
+                    src.version.as_deref()
+                );
+                let rcps = src.rcp_dir().join(format!("training_{rs}"));
+                assert_eq!(doc["rcps"]["dir"].as_str(), rcps.to_str(), "{cmd} {sub}");
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Shared by `mllog-cli`'s oracle tests: the official tools run as Python snippets, and copies
+//! of folders (the official tools write into the folders they check, so they run on copies).
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs `code` with `args` in the interpreter of `common::python`; its last stdout line, as
+/// JSON. Fails the test when Python fails, with what it printed.
+pub fn python(py: &Path, code: &str, args: &[&std::ffi::OsStr]) -> Value {
+    let o = Command::new(py)
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .expect("run python");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "python failed:\n{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(out.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Copies the folder `from` to `to`, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
