@@ -848,8 +848,7 @@ fn build_fails(log: &Path) {
         .live_check(LivePolicy::Off)
         .from_env()
         .build::<tracing_subscriber::Registry>()
-        .err()
-        .expect("the build should fail");
+        .expect_err("the build should fail");
     println!("build failed: {err}");
 }
 

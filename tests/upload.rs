@@ -1572,8 +1572,7 @@ fn a_given_uploader_starts_with_the_layers_file_on_the_writing_rank() {
         .stdout()
         .sink(UploadSink::new(UploadConfig::new(&url).unwrap()))
         .build::<tracing_subscriber::Registry>()
-        .err()
-        .expect("no file to upload");
+        .expect_err("no file to upload");
     let message = err.to_string();
     assert!(
         message.starts_with("cannot start the sink `object-store-upload`"),

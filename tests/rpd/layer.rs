@@ -281,8 +281,7 @@ fn a_given_rpd_sink_opens_its_file_on_the_writing_rank_only() {
         .output_file(&log)
         .sink(RpdSink::new(RpdConfig::new(&not_sqlite)))
         .build::<tracing_subscriber::Registry>()
-        .err()
-        .expect("a file that is not SQLite");
+        .expect_err("a file that is not SQLite");
     let message = err.to_string();
     assert!(
         message.starts_with("cannot start the sink `rpd`"),

@@ -409,8 +409,7 @@ fn a_file_locked_at_start_names_the_lock() {
     let err = RpdConfig::new(&path)
         .busy_timeout(Duration::from_millis(200))
         .open()
-        .err()
-        .expect("the file is locked");
+        .expect_err("the file is locked");
     assert!(started.elapsed() >= Duration::from_millis(200));
     let msg = err.to_string();
     assert!(msg.contains("database is locked"), "{msg}");

@@ -545,8 +545,7 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
         .preset(&p)
         .no_output()
         .build::<tracing_subscriber::Registry>()
-        .err()
-        .expect("closed without org/platform");
+        .expect_err("closed without org/platform");
     assert!(err.to_string().contains("submission_org") || err.to_string().contains("org"));
     // ... and an open one logs none of them.
     let p = Preset::for_benchmark(
