@@ -19,6 +19,9 @@
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.
 
 mod checker;
+#[cfg(feature = "rules")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rules")))]
+pub mod engine;
 mod example;
 mod model;
 mod py;
