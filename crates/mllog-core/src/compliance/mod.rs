@@ -27,6 +27,7 @@ mod model;
 mod py;
 mod report;
 mod rulesets;
+pub mod source;
 mod submission;
 
 pub use checker::{

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
+mod check_rules;
 mod completions;
 mod diag;
 mod dry_run;
