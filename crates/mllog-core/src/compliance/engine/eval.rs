@@ -536,7 +536,7 @@ fn math(m: MathFn, args: &[Obj], rel_tol: Option<&Obj>, abs_tol: Option<&Obj>) -
             }
             match base {
                 None => Ok(Obj::Float(x.ln())),
-                Some(b) if b == 1.0 => raise("ZeroDivisionError", "float division by zero"),
+                Some(1.0) => raise("ZeroDivisionError", "float division by zero"),
                 Some(b) => Ok(Obj::Float(x.ln() / b.ln())),
             }
         }
