@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mllog_core::compliance::engine::RuleEngine;
+use mllog_core::compliance::engine::{rulesets, RuleEngine};
 use mllog_core::compliance::source::RulesSource;
 use mllog_core::compliance::{check_text, example_log, rules, Division, Ruleset};
 
@@ -289,11 +289,27 @@ fn rounds_and_their_mutations_get_the_official_verdicts() {
         recorded.push(cases.len());
         cases.push(Case {
             path: path.clone(),
-            usage,
+            usage: usage.clone(),
             ruleset,
             what: path.display().to_string(),
         });
         let _ = (rc, rcw);
+        // The same log under two other rulesets of its usage, spread over all of them (the
+        // 0.6.0 text-line parser, the named tuples up to 3.0.0, other rule files).
+        let others: Vec<String> = rulesets(&src.compliance_dir())
+            .into_iter()
+            .filter(|(u, _)| *u == usage)
+            .map(|(_, r)| r)
+            .collect();
+        for k in [n, n + 7] {
+            let r = others[k % others.len()].clone();
+            cases.push(Case {
+                path: path.clone(),
+                usage: usage.clone(),
+                ruleset: r.clone(),
+                what: format!("{} under {r}", path.display()),
+            });
+        }
     }
     let want = official(tmp.path(), &cases);
     let mut engines = HashMap::new();
