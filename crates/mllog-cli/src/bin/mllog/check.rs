@@ -142,6 +142,23 @@ fn check_one(
     }
 }
 
+/// An input that could not be read: said on stderr, and an item of the JSON outputs; false
+/// when standard output is closed.
+pub(crate) fn unreadable(
+    format: Format,
+    items: &mut Vec<serde_json::Value>,
+    shown: &str,
+    e: &std::io::Error,
+) -> bool {
+    eprintln!("mllog: cannot read {shown}: {e}");
+    match format {
+        Format::Json => items.push(machine::unreadable(shown, e)),
+        Format::Jsonl => return crate::emit(&machine::line(machine::unreadable(shown, e))),
+        Format::Text => {}
+    }
+    true
+}
+
 pub fn run(a: Args) -> u8 {
     if let Some(spec) = crate::check_rules::spec(&a) {
         return crate::check_rules::run(&a, &spec);
@@ -168,16 +185,9 @@ pub fn run(a: Args) -> u8 {
         let (report, choice) = match check_one(path, ruleset, &progress) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("mllog: cannot read {shown}: {e}");
                 worst = crate::USAGE_OR_IO;
-                match a.format {
-                    Format::Json => items.push(machine::unreadable(&shown, &e)),
-                    Format::Jsonl => {
-                        if !crate::emit(&machine::line(machine::unreadable(&shown, &e))) {
-                            return crate::USAGE_OR_IO;
-                        }
-                    }
-                    Format::Text => {}
+                if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
                 }
                 continue;
             }

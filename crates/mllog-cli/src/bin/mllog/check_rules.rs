@@ -135,16 +135,9 @@ pub(crate) fn run(a: &Args, spec: &str) -> u8 {
         let report = match read_input(path) {
             Ok(bytes) => engine.check_bytes(&bytes, a.werror),
             Err(e) => {
-                eprintln!("mllog: cannot read {shown}: {e}");
                 worst = crate::USAGE_OR_IO;
-                match a.format {
-                    Format::Json => items.push(machine::unreadable(&shown, &e)),
-                    Format::Jsonl => {
-                        if !crate::emit(&machine::line(machine::unreadable(&shown, &e))) {
-                            return crate::USAGE_OR_IO;
-                        }
-                    }
-                    Format::Text => {}
+                if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
                 }
                 continue;
             }

@@ -652,6 +652,14 @@ fn convert(t: PyType, args: Vec<Obj>) -> PyResult<Obj> {
     }
 }
 
+/// A numeral without its `_` separators, which Python allows only singly between digits.
+fn without_underscores(s: &str) -> Option<String> {
+    if s.is_empty() || s.starts_with('_') || s.ends_with('_') || s.contains("__") {
+        return None;
+    }
+    Some(s.chars().filter(|&c| c != '_').collect())
+}
+
 /// Python's `int(str)`: surrounding whitespace, a sign, digits with single `_` between them.
 fn parse_int(s: &str) -> Option<i128> {
     let t = s.trim();
@@ -659,14 +667,7 @@ fn parse_int(s: &str) -> Option<i128> {
         Some(d) => (true, d),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-    {
-        return None;
-    }
-    let clean: String = digits.chars().filter(|&c| c != '_').collect();
+    let clean = without_underscores(digits)?;
     if !clean.chars().all(|c| c.is_ascii_digit()) {
         return None;
     }
@@ -688,14 +689,7 @@ pub(crate) fn py_float(s: &str) -> Option<f64> {
         "inf" | "infinity" => f64::INFINITY,
         "nan" => f64::NAN,
         _ => {
-            if body.is_empty()
-                || body.contains("__")
-                || body.starts_with('_')
-                || body.ends_with('_')
-            {
-                return None;
-            }
-            let clean: String = body.chars().filter(|&c| c != '_').collect();
+            let clean = without_underscores(body)?;
             if !clean
                 .chars()
                 .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))

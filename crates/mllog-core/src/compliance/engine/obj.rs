@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
+use crate::compliance::py::float_is_int;
 use crate::record::Value;
 
 /// A raised Python exception: its class and message (`KeyError: 'x'`).
@@ -458,13 +459,6 @@ pub(crate) fn eq(a: &Obj, b: &Obj) -> bool {
             (None, None) => matches!((a, b), (Obj::Float(x), Obj::Float(y)) if x == y),
         },
     }
-}
-
-/// Python's exact `float == int`.
-fn float_is_int(f: f64, i: i128) -> bool {
-    // 2^127: beyond it no i128 is equal (and `as` would saturate).
-    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
-    f.fract() == 0.0 && (-LIMIT..LIMIT).contains(&f) && f as i128 == i
 }
 
 /// How Python compares elements inside containers and in `list.count`: identity first, then

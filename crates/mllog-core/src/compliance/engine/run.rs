@@ -96,28 +96,41 @@ fn finding(
     }
 }
 
-/// A log line's fields the run reads.
+/// A log line's fields the run reads (the text ones only for messages).
 struct LineView {
     obj: Obj,
     key: Obj,
     value: Obj,
-    full: String,
-    lineno: String,
     phys: usize,
 }
 
-fn view(obj: &Obj) -> LineView {
-    let Obj::Line(l) = obj else {
-        unreachable!("the log lines are LogLine objects")
-    };
-    let l = l.borrow();
-    LineView {
-        obj: obj.clone(),
-        key: l.key.clone(),
-        value: l.value.clone(),
-        full: l.full_string.to_str(),
-        lineno: l.lineno.to_str(),
-        phys: l.phys,
+impl LineView {
+    fn of(obj: &Obj) -> LineView {
+        let Obj::Line(l) = obj else {
+            unreachable!("the log lines are LogLine objects")
+        };
+        let b = l.borrow();
+        LineView {
+            obj: obj.clone(),
+            key: b.key.clone(),
+            value: b.value.clone(),
+            phys: b.phys,
+        }
+    }
+
+    fn field(&self, f: fn(&super::obj::LogLine) -> &Obj) -> String {
+        match &self.obj {
+            Obj::Line(l) => f(&l.borrow()).to_str(),
+            _ => String::new(),
+        }
+    }
+
+    fn full(&self) -> String {
+        self.field(|l| &l.full_string)
+    }
+
+    fn lineno(&self) -> String {
+        self.field(|l| &l.lineno)
     }
 }
 
@@ -243,7 +256,7 @@ impl Run<'_> {
             }) else {
                 break;
             };
-            let line = view(&obj);
+            let line = LineView::of(&obj);
             let Obj::Str(key) = &line.key else { continue };
             let Some(&ki) = index.get(&**key) else {
                 continue;
@@ -405,7 +418,7 @@ impl Run<'_> {
                     key: Some(key.clone()),
                     message: format!(
                         "Failed executing code {action} code triggered by line :\n{}\n({e})",
-                        line.full
+                        line.full()
                     ),
                     rule: format!("{action} {}", code.text.trim()),
                     source: name.to_string(),
@@ -426,14 +439,18 @@ impl Run<'_> {
         label: &str,
     ) -> Result<(), Crash> {
         let r = self.eval_line(line, &test.code, state, queue);
+        if matches!(&r, Ok(v) if v.truthy()) {
+            return Ok(());
+        }
         let key = line.key.to_str();
         let s = Self::pretty_s(state);
         let failed = match &r {
-            Ok(v) if v.truthy() => return Ok(()),
             Ok(_) => match (&s, pretty_json(&line.value)) {
                 (Some(s), Some(v)) => Some(format!(
                     "CHECK for '{key}' failed in line {}:\n{}\nfailed test: {}\ncurrent context[s]={s}\ncurrent line[v]={v}",
-                    line.lineno, line.full, test.text
+                    line.lineno(),
+                    line.full(),
+                    test.text
                 )),
                 // Building the message raised: the checker's `except` reports it instead.
                 _ => None,
@@ -454,7 +471,8 @@ impl Run<'_> {
                     FindingKind::Exec,
                     format!(
                         "Failed executing CHECK code:\n{}\ntriggered by line:\n{}\ncurrent context[s]={s}{why}",
-                        test.text, line.full
+                        test.text,
+                        line.full()
                     ),
                 )
             }
