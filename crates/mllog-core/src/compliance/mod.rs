@@ -16,6 +16,9 @@
 //! assert!(report.findings[0].message.contains("`lora_rank` must be 16 in the closed division"));
 //! ```
 //!
+//! The official rule files themselves, of any ruleset an installed `mlperf-logging` ships, are
+//! run by the rule engine (`engine`, feature `rules`), from the package [`source`] locates.
+//!
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.
 
 mod checker;
