@@ -226,7 +226,7 @@ fn json_line(s: &str, token_len: usize) -> Result<(f64, Obj, Obj), Fail> {
             .ok_or_else(|| Fail::Crash(format!("KeyError: '{name}'")))
     };
     let ts = match field("time_ms")? {
-        Value::Str(t) => super::eval::py_float(t)
+        Value::Str(t) => super::builtins::py_float(t)
             .ok_or_else(|| Fail::Value(format!("could not convert string to float: '{t}'")))?,
         Value::Bool(b) => f64::from(u8::from(*b)),
         n => match n.as_f64() {

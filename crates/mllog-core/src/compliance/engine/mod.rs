@@ -19,10 +19,13 @@
 //! println!("{}", if report.passed() { "SUCCESS" } else { "FAILED" });
 //! ```
 
+mod builtins;
 mod eval;
 mod ir;
 mod log;
+mod methods;
 mod obj;
+mod ops;
 mod python;
 mod rules;
 mod run;

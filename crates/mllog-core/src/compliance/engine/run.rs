@@ -7,9 +7,10 @@
 
 use std::collections::HashMap;
 
-use super::eval::{get_item, Env, Names};
+use super::eval::{Env, Names};
 use super::ir::Code;
 use super::obj::{pretty_json, Dict, Func, Obj, Raise};
+use super::ops::get_item;
 use super::rules::{RuleFile, Snippet};
 use super::Library;
 use crate::compliance::report::{Finding, FindingKind, Severity};
