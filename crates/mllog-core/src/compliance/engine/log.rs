@@ -100,17 +100,26 @@ fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
     })
 }
 
-fn latin1(bytes: &[u8]) -> String {
-    bytes.iter().map(|&b| b as char).collect()
+/// Latin-1 text: every byte one character (ASCII, the usual case, as it is).
+fn latin1(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if bytes.is_ascii() {
+        // ASCII is valid UTF-8.
+        return std::borrow::Cow::Borrowed(std::str::from_utf8(bytes).unwrap_or_default());
+    }
+    std::borrow::Cow::Owned(bytes.iter().map(|&b| b as char).collect())
 }
 
+/// Where `needle` last occurs in `hay`.
 fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if hay.len() < needle.len() {
-        return None;
+    let (&first, rest) = needle.split_first()?;
+    let mut end = hay.len().checked_sub(needle.len())? + 1;
+    while let Some(i) = hay[..end].iter().rposition(|&b| b == first) {
+        if hay[i + 1..].starts_with(rest) {
+            return Some(i);
+        }
+        end = i;
     }
-    (0..=hay.len() - needle.len())
-        .rev()
-        .find(|&i| &hay[i..i + needle.len()] == needle)
+    None
 }
 
 /// Parses a whole log as the official parser of `format` does.

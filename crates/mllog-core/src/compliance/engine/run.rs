@@ -250,6 +250,7 @@ impl Run<'_> {
             Obj::List(l) => l.borrow().len(),
             _ => 0,
         };
+        let value_key = Obj::str("value");
         for i in 0..total {
             let Some(obj) = (match lines {
                 Obj::List(l) => l.borrow().get(i).cloned(),
@@ -262,7 +263,7 @@ impl Run<'_> {
             let Some(&ki) = index.get(&**key) else {
                 continue;
             };
-            let Ok(value) = get_item(&line.value, &Obj::str("value")) else {
+            let Ok(value) = get_item(&line.value, &value_key) else {
                 continue;
             };
             reported[ki].push(value);
