@@ -78,16 +78,7 @@ impl Env<'_> {
             }
             Func::Abs => {
                 nargs(1, "abs")?;
-                match &args[0] {
-                    Obj::Float(f) => Ok(Obj::Float(f.abs())),
-                    x => match x.as_int() {
-                        Some(i) => i.checked_abs().map(Obj::Int).ok_or_else(overflow),
-                        None => raise(
-                            "TypeError",
-                            format!("bad operand type for abs(): '{}'", x.type_name()),
-                        ),
-                    },
-                }
+                unary_abs(&args[0])
             }
             Func::Isinstance => {
                 nargs(2, "isinstance")?;
