@@ -142,6 +142,17 @@ fn check_one(
     }
 }
 
+/// Options that only mean something with `--rules`.
+fn needs_rules(a: &Args) -> Option<&'static str> {
+    if a.config.is_some() {
+        Some("--config")
+    } else if a.usage != "training" {
+        Some("--usage")
+    } else {
+        None
+    }
+}
+
 /// An input that could not be read: said on stderr, and an item of the JSON outputs; false
 /// when standard output is closed.
 pub(crate) fn unreadable(
@@ -159,11 +170,9 @@ pub(crate) fn unreadable(
     true
 }
 
+/// `mllog check` with the built-in rules (`check_rules` runs it with `--rules`).
 pub fn run(a: Args) -> u8 {
-    if let Some(spec) = crate::check_rules::spec(&a) {
-        return crate::check_rules::run(&a, &spec);
-    }
-    if let Some(opt) = crate::check_rules::needs_rules(&a) {
+    if let Some(opt) = needs_rules(&a) {
         eprintln!("mllog: {opt} needs --rules (or MLLOG_RULES): the built-in rules have no other");
         return crate::USAGE_OR_IO;
     }

@@ -201,14 +201,3 @@ pub(crate) fn run(a: &Args, spec: &str) -> u8 {
     }
     worst
 }
-
-/// Options that only mean something with `--rules`.
-pub(crate) fn needs_rules(a: &Args) -> Option<&'static str> {
-    if a.config.is_some() {
-        Some("--config")
-    } else if a.usage != "training" {
-        Some("--usage")
-    } else {
-        None
-    }
-}

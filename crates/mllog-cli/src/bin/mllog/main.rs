@@ -110,7 +110,10 @@ fn main() -> ExitCode {
         Color::Never => anstream::ColorChoice::Never,
     });
     let code = match cli.command {
-        Command::Check(a) => check::run(a),
+        Command::Check(a) => match check_rules::spec(&a) {
+            Some(spec) => check_rules::run(&a, &spec),
+            None => check::run(a),
+        },
         Command::DryRun(a) => dry_run::run(a),
         Command::Summary(a) => summary::run(a),
         Command::Score(a) => score::run(a),
