@@ -75,3 +75,72 @@ fn the_one_malformed_file_of_the_package_is_reported_with_its_line() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A rules folder of our own: `training_9.9.9/common.yaml` with `text`.
+fn folder_with(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("training_9.9.9")).unwrap();
+    std::fs::write(dir.path().join("training_9.9.9/common.yaml"), text).unwrap();
+    dir
+}
+
+#[test]
+fn an_unsupported_construct_is_a_load_error_naming_file_line_and_construct() {
+    let dir = folder_with(
+        "- KEY:\n    NAME: a\n    REQ: EXACTLY_ONE\n\n- KEY:\n    NAME: b\n    POST: |\n        s['x'] = 1\n        s['y'] = [k for k in s]\n",
+    );
+    match RuleEngine::load(dir.path(), "training", "9.9.9") {
+        Err(LoadError::Unsupported {
+            path,
+            line,
+            construct,
+        }) => {
+            assert!(path.ends_with("training_9.9.9/common.yaml"));
+            assert_eq!(line, 9);
+            assert!(construct.contains("list comprehension"), "{construct}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let dir = folder_with("- KEY:\n    NAME: a\n    CHECK: \"zip(v, v)\"\n");
+    let err = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: unsupported Python construct: the builtin `zip`",
+            dir.path().join("training_9.9.9/common.yaml:3").display()
+        )
+    );
+    let err = RuleEngine::load(dir.path(), "training", "1.0.0").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no rules for training 1.0.0 (this folder has: training 9.9.9)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_snippet_that_raises_is_the_official_failed_executing_message() {
+    let dir = folder_with(
+        "- KEY:\n    NAME: a\n    REQ: EXACTLY_ONE\n    CHECK: \" v['value'] > 3 \"\n- KEY:\n    NAME: b\n    POST: \" s['x'] = nothing \"\n",
+    );
+    let engine = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap();
+    let log = ":::MLLOG {\"time_ms\": 1, \"key\": \"a\", \"value\": \"four\", \"metadata\": {}}\n:::MLLOG {\"time_ms\": 2, \"key\": \"b\", \"value\": 1, \"metadata\": {}}\n";
+    let report = engine.check_bytes(log.as_bytes(), false);
+    assert!(!report.passed());
+    let msgs: Vec<&str> = report.findings.iter().map(|f| f.message.as_str()).collect();
+    assert!(
+        msgs[0].starts_with(
+            "Failed executing CHECK code:\n v['value'] > 3 \ntriggered by line:\n:::MLLOG"
+        ),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs[0].contains("TypeError: '>' not supported between instances of 'str' and 'int'"),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs[1].starts_with("Failed executing code POST code triggered by line :"),
+        "{msgs:?}"
+    );
+    assert_eq!(report.findings[1].line, Some(2));
+}

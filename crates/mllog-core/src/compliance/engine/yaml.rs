@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use yaml_rust2::scanner::Marker;
 
 /// A YAML node and the line (1-based) it starts on.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,15 +84,8 @@ impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let line = mark.line();
         match ev {
-            Event::Scalar(text, style, anchor, _) => {
-                // A block scalar's text starts on the line after its `|` or `>`.
-                let line = if matches!(style, TScalarStyle::Literal | TScalarStyle::Folded) {
-                    line + 1
-                } else {
-                    line
-                };
-                self.finish(Node::Str(text, line), anchor);
-            }
+            // A block scalar's mark is its first line of text, past its `|` or `>`.
+            Event::Scalar(text, _, anchor, _) => self.finish(Node::Str(text, line), anchor),
             Event::SequenceStart(anchor, _) => {
                 self.stack.push((Open::Seq(Vec::new(), line), anchor))
             }
