@@ -524,3 +524,87 @@ fn mllog_check_rules_names_its_source_and_follows_the_official_cli() {
     assert_eq!(code, 2);
     assert!(err.contains("--usage needs --rules"), "{err}");
 }
+
+/// Custom rule files (`--config`) that exercise the checker's algorithm beyond the official
+/// files: BEGIN and END code, PRE/POST state, `FIRST_CHECK`, `ATLEAST_ONE_CHECK`, `AT_LEAST(n)`,
+/// `AT_LEAST_ONE_OR`, `OPTIONAL`, snippets that raise (in a `try` of the checker and outside
+/// one), a syntax error, `enqueue_config` of an official file and of a missing one.
+const CONFIGS: &[&str] = &[
+    "- BEGIN:\n    CODE: |\n        s.update({'count': 0, 'keys': []})\n        from math import ceil\n\
+     - KEY:\n    NAME: submission_benchmark\n    REQ: EXACTLY_ONE\n    CHECK: \" v['value'] in ['llama2_70b_lora', 'bert'] and isinstance(v['value'], str) \"\n    POST: |\n        s['count'] += 1\n        s['keys'].extend([v['value']])\n\
+     - KEY:\n    NAME: run_start\n    REQ: EXACTLY_ONE\n    CHECK: \" ll.timestamp >= 0 and math.isclose(1.0, 1.0) and (1 if True else 2) == math.ceil(0.5) \"\n\
+     - END:\n    PRE: \" total = len(s['keys']) \"\n    CHECK: \" total == s['count'] == 1 \"\n",
+    "- KEY:\n    NAME: submission_org\n    REQ: EXACTLY_ONE\n    CHECK:\n      - \" v['value'] != '' \"\n      - \" v['value'] > 3 \"\n\
+     - KEY:\n    NAME: run_stop\n    REQ: EXACTLY_ONE\n    POST: \" s['x'] = undefined_name \"\n\
+     - KEY:\n    NAME: nowhere\n    REQ: OPTIONAL\n\
+     - KEY:\n    NAME: also_nowhere\n    REQ: AT_LEAST_ONE_OR(nowhere)\n\
+     - END:\n    CHECK:\n      - \" s == {} \"\n      - \" s['missing'] \"\n",
+    "- KEY:\n    NAME: eval_accuracy\n    REQ: AT_LEAST(2)\n    FIRST_CHECK: \" ll.lineno >= 0 and v['metadata']['epoch_num'] > 1e9 \"\n    ATLEAST_ONE_CHECK: \" v['value'] >= 0.0 \"\n\
+     - KEY:\n    NAME: submission_platform\n    REQ: EXACTLY_ONE\n    CHECK: \" v['value'] == \"\n",
+    "- KEY:\n    NAME: run_start\n    REQ: EXACTLY_ONE\n    ATLEAST_ONE_CHECK: \" v['value']['x'] \"\n",
+    "- BEGIN:\n    CODE: \" s['a'] = 1 / 0 \"\n",
+    "- KEY:\n    NAME: submission_division\n    REQ: EXACTLY_ONE\n    POST: \" enqueue_config('training_6.1.0/closed_common.yaml') \"\n\
+     - KEY:\n    NAME: submission_org\n    REQ: AT_LEAST(3)\n",
+    "- KEY:\n    NAME: submission_division\n    REQ: EXACTLY_ONE\n    POST: \" enqueue_config('training_6.1.0/not_there.yaml') \"\n",
+];
+
+#[test]
+fn custom_rule_files_get_the_official_verdicts() {
+    let src = source();
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(
+        Ruleset::V6_1_0,
+        mllog_core::Benchmark::Llama2_70bLora,
+        Division::Closed,
+    )
+    .unwrap();
+    let line = good
+        .lines()
+        .find(|l| l.contains("\"submission_org\""))
+        .unwrap();
+    let twice = format!("{good}{line}\n");
+    let mut wrong = Vec::new();
+    let mut passed = 0;
+    for (i, config) in CONFIGS.iter().enumerate() {
+        let cfg = tmp.path().join(format!("custom_{i}.yaml"));
+        std::fs::write(&cfg, config).unwrap();
+        let engine = RuleEngine::load(&src.compliance_dir(), "training", "6.1.0")
+            .unwrap()
+            .with_config(&cfg)
+            .unwrap_or_else(|e| panic!("config {i}: {e}"));
+        for (j, log) in [&good, &twice].iter().enumerate() {
+            let path = tmp.path().join(format!("log_{i}_{j}.txt"));
+            std::fs::write(&path, log).unwrap();
+            for werror in [false, true] {
+                let mut cmd = Command::new(common::python());
+                cmd.args([
+                    "-m",
+                    "mlperf_logging.compliance_checker",
+                    "--usage",
+                    "training",
+                    "--ruleset",
+                    "6.1.0",
+                    "--config",
+                ])
+                .arg(&cfg)
+                .arg("--log_output")
+                .arg(tmp.path().join("out.log"))
+                .arg(&path)
+                .current_dir(tmp.path());
+                if werror {
+                    cmd.arg("--werror");
+                }
+                let official = cmd.output().unwrap().status.success();
+                let report = engine.check_bytes(log.as_bytes(), werror);
+                passed += usize::from(official);
+                if report.passed() != official {
+                    let msgs: Vec<&str> =
+                        report.findings.iter().map(|f| f.message.as_str()).collect();
+                    wrong.push(format!("config {i}, log {j}, werror {werror}: official {official}, ours {}: {msgs:?}", report.passed()));
+                }
+            }
+        }
+    }
+    assert!(passed > 0 && passed < CONFIGS.len() * 4, "{passed} passed");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
