@@ -38,7 +38,7 @@ pub struct Args {
     /// With --rules: the rules' usage, `training` or `hpc`.
     #[arg(long, value_name = "USAGE", default_value = "training")]
     pub(crate) usage: String,
-    /// With --rules: start from this rule file instead of <usage>_<ruleset>/common.yaml, as the
+    /// With --rules: start from this rule file instead of `<usage>_<ruleset>/common.yaml`, as the
     /// official --config (a relative path is looked up in the compliance_checker folder, then
     /// in the current directory).
     #[arg(long, value_name = "FILE")]
