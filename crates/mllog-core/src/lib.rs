@@ -7,7 +7,8 @@
 //! `tracing-mllog` re-exports every module at the same path (`tracing_mllog::compliance`, ...).
 //! Nothing here reads the process environment, and nothing starts a thread except
 //! `results::verify` (feature `review`), whose scoped workers read a submission's files and end
-//! before it returns.
+//! before it returns; the one child process is the Python interpreter
+//! `compliance::source::RulesSource::from_python` asks where its `mlperf_logging` is.
 //!
 //! ```
 //! use mllog_core::compliance::{check_text, example_log, Division, Ruleset};

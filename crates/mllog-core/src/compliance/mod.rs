@@ -16,14 +16,21 @@
 //! assert!(report.findings[0].message.contains("`lora_rank` must be 16 in the closed division"));
 //! ```
 //!
+//! The official rule files themselves, of any ruleset an installed `mlperf-logging` ships, are
+//! run by the rule engine (`engine`, feature `rules`), from the package [`source`] locates.
+//!
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.
 
 mod checker;
+#[cfg(feature = "rules")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rules")))]
+pub mod engine;
 mod example;
 mod model;
 mod py;
 mod report;
 mod rulesets;
+pub mod source;
 mod submission;
 
 pub use checker::{

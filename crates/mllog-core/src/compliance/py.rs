@@ -246,7 +246,7 @@ fn py_int_of(v: &Value) -> Option<i128> {
 }
 
 /// Python's exact `float == int`.
-fn float_is_int(f: f64, i: i128) -> bool {
+pub(crate) fn float_is_int(f: f64, i: i128) -> bool {
     // 2^127: beyond it no i128 is equal (and `as` would saturate).
     const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
     f.fract() == 0.0 && (-LIMIT..LIMIT).contains(&f) && f as i128 == i

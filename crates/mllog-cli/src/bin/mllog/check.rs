@@ -24,22 +24,37 @@ pub enum Format {
 /// Options of `mllog check`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The ruleset to check against: 5.0.0, 5.1.0, 6.0.0 or 6.1.0 [default: detected from the
-    /// log's submission_benchmark when 6.1.0 does not allow it, else 6.1.0]
+    /// The ruleset to check against: 5.0.0, 5.1.0, 6.0.0 or 6.1.0 built in [default: detected
+    /// from the log's submission_benchmark when 6.1.0 does not allow it, else 6.1.0]; with
+    /// --rules, any ruleset the package has [default: its newest for --usage]
     #[arg(long, value_name = "X.Y.Z")]
-    ruleset: Option<Ruleset>,
+    pub(crate) ruleset: Option<String>,
+    /// Check against the official rule files of an installed mlperf-logging package, read now:
+    /// `python` (the package $MLLOG_PYTHON or python3 imports), `python:PATH` (the one that
+    /// interpreter imports), or a folder (the mlperf_logging package or its
+    /// compliance_checker) [env: MLLOG_RULES]
+    #[arg(long, value_name = "SOURCE")]
+    pub(crate) rules: Option<String>,
+    /// With --rules: the rules' usage, `training` or `hpc`.
+    #[arg(long, value_name = "USAGE", default_value = "training")]
+    pub(crate) usage: String,
+    /// With --rules: start from this rule file instead of `<usage>_<ruleset>/common.yaml`, as the
+    /// official --config (a relative path is looked up in the compliance_checker folder, then
+    /// in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Treat warnings (e.g. a repeated EXACTLY_ONE key) as errors, like the official --werror.
     #[arg(long)]
-    werror: bool,
+    pub(crate) werror: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    pub(crate) format: Format,
     /// Text format: print only the verdict line of each file.
     #[arg(short, long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// The logs to check (`-` reads standard input).
     #[arg(required = true, value_name = "FILE")]
-    files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
 /// Why the ruleset of a log checked without `--ruleset` is the one used, and the older
@@ -127,26 +142,61 @@ fn check_one(
     }
 }
 
+/// Options that only mean something with `--rules`.
+fn needs_rules(a: &Args) -> Option<&'static str> {
+    if a.config.is_some() {
+        Some("--config")
+    } else if a.usage != "training" {
+        Some("--usage")
+    } else {
+        None
+    }
+}
+
+/// An input that could not be read: said on stderr, and an item of the JSON outputs; false
+/// when standard output is closed.
+pub(crate) fn unreadable(
+    format: Format,
+    items: &mut Vec<serde_json::Value>,
+    shown: &str,
+    e: &std::io::Error,
+) -> bool {
+    eprintln!("mllog: cannot read {shown}: {e}");
+    match format {
+        Format::Json => items.push(machine::unreadable(shown, e)),
+        Format::Jsonl => return crate::emit(&machine::line(machine::unreadable(shown, e))),
+        Format::Text => {}
+    }
+    true
+}
+
+/// `mllog check` with the built-in rules (`check_rules` runs it with `--rules`).
 pub fn run(a: Args) -> u8 {
+    if let Some(opt) = needs_rules(&a) {
+        eprintln!("mllog: {opt} needs --rules (or MLLOG_RULES): the built-in rules have no other");
+        return crate::USAGE_OR_IO;
+    }
+    let ruleset = match a.ruleset.as_deref().map(str::parse::<Ruleset>).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "mllog: {e}; --rules reads the other rulesets from an installed mlperf-logging"
+            );
+            return crate::USAGE_OR_IO;
+        }
+    };
     let mut worst = crate::OK;
     let progress = Progress::new(&a.files);
     let mut items = Vec::new();
     let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
     for path in &a.files {
         let shown = crate::shown(path);
-        let (report, choice) = match check_one(path, a.ruleset, &progress) {
+        let (report, choice) = match check_one(path, ruleset, &progress) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("mllog: cannot read {shown}: {e}");
                 worst = crate::USAGE_OR_IO;
-                match a.format {
-                    Format::Json => items.push(machine::unreadable(&shown, &e)),
-                    Format::Jsonl => {
-                        if !crate::emit(&machine::line(machine::unreadable(&shown, &e))) {
-                            return crate::USAGE_OR_IO;
-                        }
-                    }
-                    Format::Text => {}
+                if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
                 }
                 continue;
             }

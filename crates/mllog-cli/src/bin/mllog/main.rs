@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
+mod check_rules;
 mod completions;
 mod diag;
 mod dry_run;
@@ -110,7 +111,10 @@ fn main() -> ExitCode {
         Color::Never => anstream::ColorChoice::Never,
     });
     let code = match cli.command {
-        Command::Check(a) => check::run(a),
+        Command::Check(a) => match check_rules::spec(&a) {
+            Some(spec) => check_rules::run(&a, &spec),
+            None => check::run(a),
+        },
         Command::DryRun(a) => dry_run::run(a),
         Command::Summary(a) => summary::run(a),
         Command::Score(a) => score::run(a),

@@ -1,0 +1,203 @@
+//! `mllog check --rules SOURCE`: the official rule files of an installed mlperf-logging
+//! package, read at run time and run by the rule engine, with the output naming the source
+//! and the package version.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::check::{Args, Format};
+use crate::{diag, machine};
+use mllog_core::compliance::engine::{rulesets, EngineReport, RuleEngine};
+use mllog_core::compliance::source::{Origin, RulesSource};
+use mllog_core::compliance::Severity;
+
+/// The interpreter `--rules python` runs: `MLLOG_PYTHON`, else `python3`.
+fn default_python() -> String {
+    std::env::var("MLLOG_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// The rules source of `--rules` or, without it, `MLLOG_RULES` (unset or empty: none).
+pub(crate) fn spec(a: &Args) -> Option<String> {
+    a.rules
+        .clone()
+        .or_else(|| std::env::var("MLLOG_RULES").ok())
+        .filter(|s| !s.is_empty())
+}
+
+fn source_json(src: &RulesSource) -> serde_json::Value {
+    let (origin, python) = match &src.origin {
+        Origin::Folder => ("folder", None),
+        Origin::Python(p) => ("python", Some(p.clone())),
+    };
+    serde_json::json!({
+        "root": src.root.display().to_string(),
+        "origin": origin,
+        "python": python,
+        "package": "mlperf-logging",
+        "version": src.version,
+    })
+}
+
+fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin().lock().read_to_end(&mut buf)?;
+        Ok(buf)
+    } else {
+        std::fs::read(path)
+    }
+}
+
+/// The rule engine for the options: the source, the usage, the ruleset (default: the newest
+/// the package has for the usage), the custom config.
+fn engine(a: &Args, spec: &str) -> Result<(RulesSource, RuleEngine), String> {
+    let src = RulesSource::resolve(spec, &default_python())
+        .map_err(|e| format!("--rules {spec}: {e}"))?;
+    let dir = src.compliance_dir();
+    let ruleset = match &a.ruleset {
+        Some(r) => r.clone(),
+        None => rulesets(&dir)
+            .into_iter()
+            .filter(|(u, _)| *u == a.usage)
+            .map(|(_, r)| r)
+            .next_back()
+            .ok_or_else(|| format!("{}: no {} rulesets", dir.display(), a.usage))?,
+    };
+    let mut engine = RuleEngine::load(&dir, &a.usage, &ruleset).map_err(|e| e.to_string())?;
+    if let Some(c) = &a.config {
+        engine = engine.with_config(c).map_err(|e| e.to_string())?;
+    }
+    Ok((src, engine))
+}
+
+fn render_text(report: &EngineReport, src: &RulesSource, shown: &str) -> String {
+    let mut out = String::new();
+    for f in &report.findings {
+        let sev = if f.severity == Severity::Error || report.werror {
+            "error"
+        } else {
+            f.severity.as_str()
+        };
+        let mut lines = f.message.lines();
+        out.push_str(&format!("{sev}: {}\n", lines.next().unwrap_or_default()));
+        match f.line {
+            Some(l) => out.push_str(&format!("  --> {shown}:{l}\n")),
+            None => out.push_str(&format!("  --> {shown}\n")),
+        }
+        for l in lines {
+            out.push_str(&format!("   | {l}\n"));
+        }
+        if !f.rule.is_empty() || !f.source.is_empty() {
+            out.push_str(&format!("   = rule: {} ({})\n", f.rule, f.source));
+        }
+        out.push('\n');
+    }
+    out.push_str(&verdict(report, src, shown));
+    out
+}
+
+fn verdict(report: &EngineReport, src: &RulesSource, shown: &str) -> String {
+    let errors = report.errors().count();
+    let warnings = report.warnings().count();
+    let passed = report.passed();
+    let line = format!(
+        "{shown}: {} ({errors} error{}, {warnings} warning{}{}) — {} {} rules of {}, {} records, checks: {}",
+        if passed { "COMPLIANT" } else { "NOT COMPLIANT" },
+        if errors == 1 { "" } else { "s" },
+        if warnings == 1 { "" } else { "s" },
+        if report.werror { ", warnings are errors" } else { "" },
+        report.usage,
+        report.ruleset,
+        src.describe(),
+        report.records,
+        if report.rule_files.is_empty() { "-".to_string() } else { report.rule_files.join(", ") },
+    );
+    diag::verdict_line(&line, passed) + "\n"
+}
+
+/// `mllog check` with rules read at run time.
+pub(crate) fn run(a: &Args, spec: &str) -> u8 {
+    let (src, engine) = match engine(a, spec) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("mllog: {e}");
+            return crate::USAGE_OR_IO;
+        }
+    };
+    let mut worst = crate::OK;
+    let mut items = Vec::new();
+    let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
+    for path in &a.files {
+        let shown = crate::shown(path);
+        let report = match read_input(path) {
+            Ok(bytes) => engine.check_bytes(&bytes, a.werror),
+            Err(e) => {
+                worst = crate::USAGE_OR_IO;
+                if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
+                }
+                continue;
+            }
+        };
+        let json = || {
+            let mut v = machine::value(&report);
+            if let serde_json::Value::Object(m) = &mut v {
+                let mut head = serde_json::Map::new();
+                head.insert("file".into(), shown.clone().into());
+                head.insert("passed".into(), report.passed().into());
+                head.insert("rules".into(), source_json(&src));
+                head.insert("errors".into(), report.errors().count().into());
+                head.insert("warnings".into(), report.warnings().count().into());
+                head.extend(std::mem::take(m));
+                *m = head;
+            }
+            v
+        };
+        let out = match a.format {
+            Format::Json => {
+                items.push(json());
+                String::new()
+            }
+            Format::Jsonl => machine::line(json()),
+            Format::Text if a.quiet => verdict(&report, &src, &shown),
+            Format::Text => render_text(&report, &src, &shown),
+        };
+        if !out.is_empty() && !crate::emit(&out) {
+            return crate::USAGE_OR_IO;
+        }
+        checked += 1;
+        errors += report.errors().count();
+        warnings += report.warnings().count();
+        if !report.passed() {
+            failed += 1;
+            if worst == crate::OK {
+                worst = crate::FAILED;
+            }
+        }
+    }
+    if a.format == Format::Text && a.files.len() > 1 {
+        let unreadable = a.files.len() - checked;
+        if !crate::emit(&diag::closing_line(
+            a.files.len(),
+            failed,
+            unreadable,
+            errors,
+            warnings,
+        )) {
+            return crate::USAGE_OR_IO;
+        }
+    }
+    if a.format == Format::Json {
+        let doc = machine::Document::new("check", "files", items)
+            .with("passed", (worst == crate::OK).into())
+            .with("werror", a.werror.into())
+            .with("rules", source_json(&src));
+        if !crate::emit(&doc.render()) {
+            return crate::USAGE_OR_IO;
+        }
+    }
+    worst
+}

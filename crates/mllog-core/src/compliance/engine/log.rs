@@ -1,0 +1,292 @@
+//! The official checker's log parsers (`mlp_parser/ruleset_*.py`), one of three forms:
+//! the 0.6.0 text line (`:::MLL <time> <key>: <json>`), and the JSON line (`:::MLLOG {...}`)
+//! whose records are named tuples up to 3.0.0 and dataclasses (attributes can be set) since.
+//!
+//! As the official parsers do: the file is read as Latin-1 with universal newlines, only lines
+//! holding the token count (`lineno` numbers those, from 0), everything before the token's
+//! last occurrence is dropped, and the line is stripped. A line that fails with a ValueError
+//! is a parse error; a record without `time_ms`, `key`, `value` or `metadata`, or that is not
+//! an object, crashes the official parser (a KeyError or TypeError), and here ends the check.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+use super::obj::{Dict, LogLine, Obj};
+use crate::record::{parse_json, Value};
+
+/// Which parser a ruleset uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// 0.6.0: `:::MLL <time> <key>: <json value>`; records are named tuples.
+    TextLine,
+    /// 0.7.0 to 3.0.0: `:::MLLOG {json}`; records are named tuples.
+    JsonTuple,
+    /// Since 3.1.0: `:::MLLOG {json}`; records are dataclasses.
+    JsonDataclass,
+}
+
+impl LogFormat {
+    /// The parser the package in `compliance_dir` has for `ruleset`, read from its
+    /// `mlp_parser/ruleset_<digits>.py` (the token it looks for, and whether its `LogLine`
+    /// is a dataclass); `None` when the package has no parser for it (the official checker
+    /// raises `Ruleset "X" is not supported`). A folder without `mlp_parser` gets the forms
+    /// of the published packages by version.
+    pub fn of(compliance_dir: &Path, ruleset: &str) -> Option<LogFormat> {
+        let parsers = compliance_dir.join("mlp_parser");
+        if !parsers.is_dir() {
+            return Some(match ruleset {
+                "0.6.0" => LogFormat::TextLine,
+                "0.7.0" | "1.0.0" | "1.1.0" | "2.0.0" | "2.1.0" | "3.0.0" => LogFormat::JsonTuple,
+                _ => LogFormat::JsonDataclass,
+            });
+        }
+        let file = parsers.join(format!("ruleset_{}.py", ruleset.replace('.', "")));
+        let src = std::fs::read_to_string(file).ok()?;
+        Some(if src.contains("TOKEN = ':::MLL'") {
+            LogFormat::TextLine
+        } else if src.contains("@dataclass") {
+            LogFormat::JsonDataclass
+        } else {
+            LogFormat::JsonTuple
+        })
+    }
+
+    fn token(self) -> &'static str {
+        match self {
+            LogFormat::TextLine => ":::MLL",
+            _ => ":::MLLOG ",
+        }
+    }
+}
+
+/// A line the parser refused: its physical line, its text and why.
+#[derive(Clone, Debug)]
+pub(crate) struct BadLine {
+    pub(crate) phys: usize,
+    pub(crate) message: String,
+}
+
+/// The parsed log.
+pub(crate) struct Parsed {
+    pub(crate) lines: Vec<Obj>,
+    pub(crate) errors: Vec<BadLine>,
+    /// Where and why the official parser raises (the check ends there).
+    pub(crate) crash: Option<(usize, String)>,
+}
+
+/// Python's `str.strip()` whitespace.
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
+}
+
+/// Splits Latin-1 text on universal newlines: `(physical line number, line)`.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut start = 0;
+    let mut n = 0;
+    std::iter::from_fn(move || {
+        if start >= bytes.len() {
+            return None;
+        }
+        let rest = &bytes[start..];
+        let (line, adv) = match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (&rest[..i], i + 2),
+            Some(i) => (&rest[..i], i + 1),
+            None => (rest, rest.len()),
+        };
+        start += adv;
+        n += 1;
+        Some((n, line))
+    })
+}
+
+/// Latin-1 text: every byte one character (ASCII, the usual case, as it is).
+fn latin1(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if bytes.is_ascii() {
+        // ASCII is valid UTF-8.
+        return std::borrow::Cow::Borrowed(std::str::from_utf8(bytes).unwrap_or_default());
+    }
+    std::borrow::Cow::Owned(bytes.iter().map(|&b| b as char).collect())
+}
+
+/// Where `needle` last occurs in `hay`.
+fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let mut end = hay.len().checked_sub(needle.len())? + 1;
+    while let Some(i) = hay[..end].iter().rposition(|&b| b == first) {
+        if hay[i + 1..].starts_with(rest) {
+            return Some(i);
+        }
+        end = i;
+    }
+    None
+}
+
+/// Parses a whole log as the official parser of `format` does.
+pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
+    let token = format.token().as_bytes();
+    let mut out = Parsed {
+        lines: Vec::new(),
+        errors: Vec::new(),
+        crash: None,
+    };
+    let mut lineno: i128 = 0;
+    for (phys, raw) in lines(bytes) {
+        let Some(at) = find_last(raw, token) else {
+            continue;
+        };
+        let text = latin1(&raw[at..]);
+        let text = text.trim_matches(py_space);
+        let r = match format {
+            LogFormat::TextLine => text_line(text),
+            _ => json_line(text, format.token().len()),
+        };
+        match r {
+            Ok((ts, key, value)) => out.lines.push(Obj::Line(Rc::new(RefCell::new(LogLine {
+                full_string: Obj::str(text),
+                timestamp: Obj::Float(ts),
+                key,
+                value,
+                lineno: Obj::Int(lineno),
+                phys,
+                mutable: format == LogFormat::JsonDataclass,
+            })))),
+            Err(Fail::Value(message)) => out.errors.push(BadLine { phys, message }),
+            Err(Fail::Crash(message)) => {
+                out.crash = Some((phys, message));
+                return out;
+            }
+        }
+        lineno += 1;
+    }
+    out
+}
+
+enum Fail {
+    /// A ValueError: the line is a parse error.
+    Value(String),
+    /// Any other exception: the official parser stops with a traceback.
+    Crash(String),
+}
+
+/// `:::MLL <time> <key>[ ]:<whitespace><json>` (0.6.0).
+fn text_line(s: &str) -> Result<(f64, Obj, Obj), Fail> {
+    let no = || Fail::Value("does not match regex".into());
+    let rest = s.strip_prefix(":::MLL ").ok_or_else(no)?;
+    let ts_len = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    if ts_len == 0 {
+        return Err(no());
+    }
+    let (ts, rest) = rest.split_at(ts_len);
+    let rest = rest.strip_prefix(' ').ok_or_else(no)?;
+    let key_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    if key_len == 0 {
+        return Err(no());
+    }
+    let (key, rest) = rest.split_at(key_len);
+    let rest = rest.strip_prefix(' ').unwrap_or(rest);
+    let rest = rest.strip_prefix(':').ok_or_else(no)?;
+    let value = rest.trim_start_matches(py_space);
+    if value.len() == rest.len() || value.is_empty() {
+        return Err(no());
+    }
+    let ts: f64 = ts
+        .parse()
+        .map_err(|_| Fail::Value(format!("could not convert string to float: '{ts}'")))?;
+    let v = parse_json(value).map_err(Fail::Value)?;
+    Ok((ts, Obj::str(key), Obj::from_value(&v)))
+}
+
+/// `:::MLLOG {json}` (since 0.7.0): `LogLine(string, float(m['time_ms']), m['key'],
+/// {'value': m['value'], 'metadata': m['metadata']}, lineno)`.
+fn json_line(s: &str, token_len: usize) -> Result<(f64, Obj, Obj), Fail> {
+    let v = parse_json(&s[token_len..]).map_err(Fail::Value)?;
+    let fields = match &v {
+        Value::Null => return Err(Fail::Value("does not match regex".into())),
+        Value::Object(o) => o,
+        Value::Str(_) => {
+            return Err(Fail::Crash(
+                "TypeError: string indices must be integers".into(),
+            ))
+        }
+        Value::Array(_) => {
+            return Err(Fail::Crash(
+                "TypeError: list indices must be integers or slices, not str".into(),
+            ))
+        }
+        other => {
+            return Err(Fail::Crash(format!(
+                "TypeError: '{}' object is not subscriptable",
+                Obj::from_value(other).type_name()
+            )))
+        }
+    };
+    // Duplicate keys: the last one, as Python's dict keeps it.
+    let field = |name: &str| {
+        fields
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == name)
+            .map(|(_, v)| v)
+            .ok_or_else(|| Fail::Crash(format!("KeyError: '{name}'")))
+    };
+    let ts = match field("time_ms")? {
+        Value::Str(t) => super::builtins::py_float(t)
+            .ok_or_else(|| Fail::Value(format!("could not convert string to float: '{t}'")))?,
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        n => match n.as_f64() {
+            Some(f) => f,
+            None => {
+                return Err(Fail::Crash(format!(
+                    "TypeError: float() argument must be a string or a real number, not '{}'",
+                    Obj::from_value(n).type_name()
+                )))
+            }
+        },
+    };
+    let key = Obj::from_value(field("key")?);
+    let mut d = Dict::default();
+    d.entries
+        .push((Obj::str("value"), Obj::from_value(field("value")?)));
+    d.entries
+        .push((Obj::str("metadata"), Obj::from_value(field("metadata")?)));
+    Ok((ts, key, Obj::dict(d)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(line: &Obj) -> std::cell::Ref<'_, LogLine> {
+        match line {
+            Obj::Line(l) => l.borrow(),
+            _ => panic!("not a line"),
+        }
+    }
+
+    #[test]
+    fn parses_as_the_official_parsers() {
+        let log = b"junk\r\nx :::MLLOG {\"key\": \"a\", \"value\": 1, \"time_ms\": 5, \"metadata\": {}}\r:::MLLOG {bad\n:::MLLOG null\n";
+        let p = parse(log, LogFormat::JsonDataclass);
+        assert_eq!(p.lines.len(), 1);
+        assert_eq!(get(&p.lines[0]).phys, 2);
+        assert_eq!(p.errors.len(), 2);
+        assert_eq!(p.errors[0].phys, 3);
+        let p = parse(
+            b":::MLLOG {\"key\": \"a\", \"value\": 1, \"time_ms\": 5}\n",
+            LogFormat::JsonTuple,
+        );
+        assert!(p.crash.unwrap().1.contains("KeyError: 'metadata'"));
+        let p = parse(
+            b":::MLL 1558767599.999 run_start: {\"value\": null}\n:::MLL 1.2.3 x: 1\n",
+            LogFormat::TextLine,
+        );
+        assert_eq!(p.lines.len(), 1);
+        assert_eq!(p.errors.len(), 1);
+        assert!(!get(&p.lines[0]).mutable);
+    }
+}

@@ -1,0 +1,314 @@
+//! The rule engine: the official checker's rule files, read at run time from an installed
+//! `mlperf_logging` package (or any folder laid out as its `compliance_checker`), run as the
+//! official checker runs them.
+//!
+//! The YAML is read as PyYAML's `BaseLoader` reads it (every scalar a string), the Python
+//! snippets are parsed by `rustpython-parser` and lowered at load to the forms the rule files
+//! use; anything else is a [`LoadError::Unsupported`] naming the file, the line and the
+//! construct, never a silent pass. The log is parsed by the form of the official parser the
+//! package has for the ruleset, and the checker's algorithm is followed step for step (see
+//! `docs/compliance.md`, "The rule engine").
+//!
+//! ```no_run
+//! use mllog_core::compliance::engine::RuleEngine;
+//! use std::path::Path;
+//!
+//! let dir = Path::new("venv/lib/python3.11/site-packages/mlperf_logging/compliance_checker");
+//! let engine = RuleEngine::load(dir, "training", "4.1.0").unwrap();
+//! let report = engine.check_bytes(&std::fs::read("result_0.txt").unwrap(), false);
+//! println!("{}", if report.passed() { "SUCCESS" } else { "FAILED" });
+//! ```
+
+mod builtins;
+mod eval;
+mod ir;
+mod log;
+mod methods;
+mod obj;
+mod ops;
+mod python;
+mod rules;
+mod run;
+mod yaml;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+pub use log::LogFormat;
+pub use rules::LoadError;
+
+use super::report::{Finding, Severity};
+use obj::Obj;
+use rules::RuleFile;
+
+/// The rule files of a compliance checker folder, loaded once each (by the name the checker
+/// enqueues them under, e.g. `training_4.1.0/closed_bert.yaml`).
+pub(crate) struct Library {
+    pub(crate) dir: PathBuf,
+    files: RefCell<HashMap<String, Rc<RuleFile>>>,
+}
+
+impl Library {
+    /// The rule file `name` (joined to the folder as the checker joins it); `None` when there
+    /// is no such file.
+    pub(crate) fn file(&self, name: &str) -> Result<Option<Rc<RuleFile>>, LoadError> {
+        if let Some(f) = self.files.borrow().get(name) {
+            return Ok(Some(f.clone()));
+        }
+        let path = self.dir.join(name);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let f = Rc::new(RuleFile::load(&path)?);
+        self.files.borrow_mut().insert(name.to_string(), f.clone());
+        Ok(Some(f))
+    }
+}
+
+/// The `(usage, ruleset)` pairs a compliance checker folder has rules for: its folders named
+/// `<usage>_<X.Y.Z>` (as the official CLI lists its choices), sorted.
+pub fn rulesets(compliance_dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(compliance_dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        if !e.path().is_dir() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().to_string();
+        if let Some((usage, ruleset)) = name.split_once('_') {
+            let parts: Vec<&str> = ruleset.split('.').collect();
+            let is_version = parts.len() == 3
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+            if is_version && !usage.is_empty() && usage.chars().all(|c| c.is_alphanumeric()) {
+                out.push((usage.to_string(), ruleset.to_string()));
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.0, version_key(&a.1)).cmp(&(&b.0, version_key(&b.1))));
+    out
+}
+
+fn version_key(v: &str) -> Vec<u32> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// The official rules of one usage and ruleset, loaded and compiled, ready to check logs.
+pub struct RuleEngine {
+    lib: Library,
+    usage: String,
+    ruleset: String,
+    format: LogFormat,
+    start: String,
+}
+
+impl std::fmt::Debug for RuleEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleEngine")
+            .field("dir", &self.lib.dir)
+            .field("usage", &self.usage)
+            .field("ruleset", &self.ruleset)
+            .field("start", &self.start)
+            .finish()
+    }
+}
+
+impl RuleEngine {
+    /// Loads every rule file of `<compliance_dir>/<usage>_<ruleset>/` (an error in any of
+    /// them is an error here, naming the file and line) and picks the log parser the package
+    /// has for the ruleset. Checks start from `<usage>_<ruleset>/common.yaml`, as the
+    /// official CLI's default `--config`.
+    pub fn load(
+        compliance_dir: &Path,
+        usage: &str,
+        ruleset: &str,
+    ) -> Result<RuleEngine, LoadError> {
+        let folder = format!("{usage}_{ruleset}");
+        let dir = compliance_dir.join(&folder);
+        if !dir.is_dir() {
+            let have: Vec<String> = rulesets(compliance_dir)
+                .into_iter()
+                .map(|(u, r)| format!("{u} {r}"))
+                .collect();
+            return Err(LoadError::NoRuleset {
+                dir: compliance_dir.into(),
+                usage: usage.into(),
+                ruleset: ruleset.into(),
+                have: if have.is_empty() {
+                    "no rulesets".into()
+                } else {
+                    have.join(", ")
+                },
+            });
+        }
+        let format = LogFormat::of(compliance_dir, ruleset).ok_or_else(|| LoadError::NoParser {
+            dir: compliance_dir.into(),
+            ruleset: ruleset.into(),
+            digits: ruleset.replace('.', ""),
+        })?;
+        let lib = Library {
+            dir: compliance_dir.into(),
+            files: RefCell::new(HashMap::new()),
+        };
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|source| LoadError::Io {
+                path: dir.clone(),
+                source,
+            })?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.ends_with(".yaml"))
+            .collect();
+        names.sort();
+        for n in names {
+            lib.file(&format!("{folder}/{n}"))?;
+        }
+        Ok(RuleEngine {
+            lib,
+            usage: usage.into(),
+            ruleset: ruleset.into(),
+            format,
+            start: format!("{folder}/common.yaml"),
+        })
+    }
+
+    /// Starts checks from one custom rule file instead (the official `--config FILE`): a
+    /// relative path is joined to the compliance folder as the official checker joins it,
+    /// and, when no such file is there, taken from the current directory. A file found in
+    /// neither place is the official "Could not find config file" when a log is checked.
+    pub fn with_config(mut self, config: &Path) -> Result<RuleEngine, LoadError> {
+        let joined = self.lib.dir.join(config);
+        let name = if joined.exists() || !config.exists() {
+            config.to_string_lossy().to_string()
+        } else {
+            std::path::absolute(config)
+                .unwrap_or_else(|_| config.into())
+                .to_string_lossy()
+                .to_string()
+        };
+        self.lib.file(&name)?;
+        self.start = name;
+        Ok(self)
+    }
+
+    /// The usage (`training`, `hpc`).
+    pub fn usage(&self) -> &str {
+        &self.usage
+    }
+
+    /// The ruleset, e.g. `4.1.0`.
+    pub fn ruleset(&self) -> &str {
+        &self.ruleset
+    }
+
+    /// The compliance checker folder the rules come from.
+    pub fn dir(&self) -> &Path {
+        &self.lib.dir
+    }
+
+    /// The parser the logs are read with.
+    pub fn log_format(&self) -> LogFormat {
+        self.format
+    }
+
+    /// The rule files loaded so far, by the names the checker enqueues them under.
+    pub fn rule_files(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.lib.files.borrow().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Checks a whole log as the official checker does (with `werror`, as its `--werror`).
+    pub fn check_bytes(&self, log: &[u8], werror: bool) -> EngineReport {
+        let parsed = log::parse(log, self.format);
+        let mut msgs = run::Messages::new(werror);
+        let mut report = EngineReport {
+            usage: self.usage.clone(),
+            ruleset: self.ruleset.clone(),
+            werror,
+            rule_files: Vec::new(),
+            records: parsed.lines.len(),
+            findings: Vec::new(),
+            crashed: false,
+        };
+        if let Some((phys, why)) = parsed.crash {
+            report.crashed = true;
+            let mut f = run::crash_finding(&run::Crash(why));
+            f.line = Some(phys);
+            f.source = "mlp_parser".into();
+            report.findings.push(f);
+            return report;
+        }
+        run::parse_findings(&mut msgs, &parsed.errors);
+        let lines = Obj::list(parsed.lines);
+        let mut r = run::Run {
+            lib: &self.lib,
+            msgs,
+            applied: Vec::new(),
+        };
+        let crash = r.check_loglines(&lines, &self.start).err();
+        report.rule_files = r.applied;
+        report.findings = r.msgs.into_findings();
+        if let Some(c) = crash {
+            report.crashed = true;
+            report.findings.push(run::crash_finding(&c));
+        }
+        report
+    }
+
+    /// [`RuleEngine::check_bytes`] of a file.
+    pub fn check_file(&self, path: &Path, werror: bool) -> std::io::Result<EngineReport> {
+        Ok(self.check_bytes(&std::fs::read(path)?, werror))
+    }
+}
+
+/// The verdict of the official rules on a log, with the checker's messages as findings.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct EngineReport {
+    /// `training` or `hpc`.
+    pub usage: String,
+    /// The ruleset.
+    pub ruleset: String,
+    /// Whether warnings were errors (the official `--werror`).
+    pub werror: bool,
+    /// The rule files applied, in order.
+    pub rule_files: Vec<String>,
+    /// Records parsed.
+    pub records: usize,
+    /// The checker's messages, in the order it logs them (warnings, messages about keys,
+    /// the others), and a `fatal` finding where it raises.
+    pub findings: Vec<Finding>,
+    /// Whether the official checker raises on this log (a traceback; it fails the log).
+    pub crashed: bool,
+}
+
+impl EngineReport {
+    /// The official verdict: `SUCCESS` (true) or `FAILED` (a message, a warning under
+    /// `werror`, or a crash).
+    pub fn passed(&self) -> bool {
+        !self.crashed
+            && !self.findings.iter().any(|f| {
+                f.severity == Severity::Error || (self.werror && f.severity == Severity::Warning)
+            })
+    }
+
+    /// The errors (warnings included under `werror`).
+    pub fn errors(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| {
+            f.severity == Severity::Error || (self.werror && f.severity == Severity::Warning)
+        })
+    }
+
+    /// The warnings (none under `werror`: they are errors there).
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| !self.werror && f.severity == Severity::Warning)
+    }
+}

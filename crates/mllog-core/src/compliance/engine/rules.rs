@@ -1,0 +1,269 @@
+//! One rule file as the checker reads it: the `BEGIN` code, the `KEY` records by name (a
+//! later record of the same name replaces an earlier one in its place), the `END` block, each
+//! snippet compiled at load.
+
+use std::path::{Path, PathBuf};
+
+use super::ir::Code;
+use super::python::{compile, Unsupported};
+use super::yaml::{self, Node};
+
+/// Why rules could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A file or folder could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The reason.
+        source: std::io::Error,
+    },
+    /// The YAML is malformed (the official checker crashes reading it).
+    #[error("{path}:{line}: malformed YAML: {message}")]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// The YAML parser's words.
+        message: String,
+    },
+    /// The file is not laid out as the checker's rule files are.
+    #[error("{path}:{line}: {what}")]
+    Layout {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// What is wrong.
+        what: String,
+    },
+    /// A snippet uses Python the engine does not run.
+    #[error("{path}:{line}: unsupported Python construct: {construct}")]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// The line in the file.
+        line: usize,
+        /// The construct.
+        construct: String,
+    },
+    /// The rules folder has no rules for the usage and ruleset asked for.
+    #[error("{dir}: no rules for {usage} {ruleset} (this folder has: {have})")]
+    NoRuleset {
+        /// The compliance checker folder.
+        dir: PathBuf,
+        /// `training` or `hpc`.
+        usage: String,
+        /// The ruleset asked for.
+        ruleset: String,
+        /// What it has, e.g. `training 5.0.0, hpc 3.0.0`.
+        have: String,
+    },
+    /// The package has no log parser for the ruleset (`mlp_parser/ruleset_<digits>.py`).
+    #[error("{dir}: no log parser for ruleset {ruleset} (mlp_parser/ruleset_{digits}.py)")]
+    NoParser {
+        /// The compliance checker folder.
+        dir: PathBuf,
+        /// The ruleset.
+        ruleset: String,
+        /// The ruleset without dots.
+        digits: String,
+    },
+}
+
+/// A snippet: its text as the file has it (messages quote it) and its compiled form.
+#[derive(Clone, Debug)]
+pub(crate) struct Snippet {
+    pub(crate) text: String,
+    pub(crate) code: Code,
+}
+
+/// A `KEY` record.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyRule {
+    pub(crate) name: String,
+    pub(crate) req: Option<String>,
+    pub(crate) pre: Option<Snippet>,
+    pub(crate) check: Vec<Snippet>,
+    pub(crate) post: Option<Snippet>,
+    pub(crate) first_check: Vec<Snippet>,
+    pub(crate) atleast_one: Option<Snippet>,
+}
+
+/// The `END` block.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct End {
+    pub(crate) pre: Option<Snippet>,
+    pub(crate) check: Vec<Snippet>,
+}
+
+/// A rule file.
+#[derive(Clone, Debug)]
+pub(crate) struct RuleFile {
+    /// `None` for an empty file (the checker does nothing with it).
+    pub(crate) begin: Option<Snippet>,
+    pub(crate) keys: Vec<KeyRule>,
+    pub(crate) end: Option<End>,
+}
+
+impl RuleFile {
+    /// Reads and compiles `path`.
+    pub(crate) fn load(path: &Path) -> Result<RuleFile, LoadError> {
+        let text = std::fs::read(path).map_err(|source| LoadError::Io {
+            path: path.into(),
+            source,
+        })?;
+        // PyYAML reads the file as text in the locale's encoding (UTF-8 here).
+        let text = String::from_utf8_lossy(&text);
+        let doc = yaml::parse(&text).map_err(|e| LoadError::Yaml {
+            path: path.into(),
+            line: e.line,
+            message: e.message,
+        })?;
+        Loader { path }.file(doc)
+    }
+}
+
+struct Loader<'a> {
+    path: &'a Path,
+}
+
+impl Loader<'_> {
+    fn layout(&self, line: usize, what: impl Into<String>) -> LoadError {
+        LoadError::Layout {
+            path: self.path.into(),
+            line,
+            what: what.into(),
+        }
+    }
+
+    fn file(&self, doc: Option<Node>) -> Result<RuleFile, LoadError> {
+        let mut file = RuleFile {
+            begin: None,
+            keys: Vec::new(),
+            end: None,
+        };
+        let Some(doc) = doc else {
+            return Ok(file);
+        };
+        let Node::Seq(items, _) = doc else {
+            return Err(self.layout(
+                doc.line(),
+                "a rule file is a list of BEGIN, KEY and END entries",
+            ));
+        };
+        let mut begins = 0;
+        let mut ends = 0;
+        for item in &items {
+            let Node::Map(entries, line) = item else {
+                return Err(self.layout(
+                    item.line(),
+                    "each entry of a rule file is a mapping (BEGIN, KEY or END)",
+                ));
+            };
+            // The checker looks at an entry's first key only.
+            let Some((kind, body)) = entries.first() else {
+                return Err(self.layout(*line, "an empty entry"));
+            };
+            match kind.as_str() {
+                "BEGIN" => {
+                    begins += 1;
+                    if begins > 1 {
+                        return Err(self.layout(
+                            *line,
+                            "more than one BEGIN block (the official checker asserts at most one)",
+                        ));
+                    }
+                    let code = body
+                        .get("CODE")
+                        .ok_or_else(|| self.layout(body.line(), "a BEGIN block without CODE"))?;
+                    file.begin = Some(self.snippet(code, true)?);
+                }
+                "END" => {
+                    ends += 1;
+                    if ends > 1 {
+                        return Err(self.layout(
+                            *line,
+                            "more than one END block (the official checker asserts at most one)",
+                        ));
+                    }
+                    file.end = Some(End {
+                        pre: body.get("PRE").map(|n| self.snippet(n, true)).transpose()?,
+                        check: self.checks(body.get("CHECK"))?,
+                    });
+                }
+                "KEY" => {
+                    let rule = self.key(body)?;
+                    match file.keys.iter_mut().find(|k| k.name == rule.name) {
+                        Some(slot) => *slot = rule,
+                        None => file.keys.push(rule),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(file)
+    }
+
+    fn key(&self, body: &Node) -> Result<KeyRule, LoadError> {
+        let Some(Node::Str(name, _)) = body.get("NAME") else {
+            return Err(self.layout(body.line(), "a KEY record without a NAME"));
+        };
+        let req = match body.get("REQ") {
+            None => None,
+            Some(Node::Str(r, _)) => Some(r.clone()),
+            Some(other) => return Err(self.layout(other.line(), "REQ is not a string")),
+        };
+        Ok(KeyRule {
+            name: name.clone(),
+            req,
+            pre: body.get("PRE").map(|n| self.snippet(n, true)).transpose()?,
+            check: self.checks(body.get("CHECK"))?,
+            post: body
+                .get("POST")
+                .map(|n| self.snippet(n, true))
+                .transpose()?,
+            first_check: self.checks(body.get("FIRST_CHECK"))?,
+            atleast_one: body
+                .get("ATLEAST_ONE_CHECK")
+                .map(|n| self.snippet(n, false))
+                .transpose()?,
+        })
+    }
+
+    /// A CHECK: one expression or a list of them.
+    fn checks(&self, node: Option<&Node>) -> Result<Vec<Snippet>, LoadError> {
+        match node {
+            None => Ok(Vec::new()),
+            Some(Node::Seq(items, _)) => items.iter().map(|n| self.snippet(n, false)).collect(),
+            Some(n) => Ok(vec![self.snippet(n, false)?]),
+        }
+    }
+
+    fn snippet(&self, node: &Node, exec: bool) -> Result<Snippet, LoadError> {
+        let Node::Str(text, line) = node else {
+            return Err(self.layout(node.line(), "code that is not a string"));
+        };
+        let code = compile(text, exec).map_err(
+            |Unsupported {
+                 line: at,
+                 construct,
+             }| {
+                // Lines of the stripped snippet, counted from the scalar's first line.
+                let lead = text.len() - text.trim_start().len();
+                let skipped = text[..lead].matches('\n').count();
+                LoadError::Unsupported {
+                    path: self.path.into(),
+                    line: line + skipped + at - 1,
+                    construct,
+                }
+            },
+        )?;
+        Ok(Snippet {
+            text: text.clone(),
+            code,
+        })
+    }
+}
