@@ -753,6 +753,7 @@ impl Builder {
             );
         }
         self.overlay_env(&env)?;
+        self.ranks.check()?;
         crate::registry::check_features(&env)?;
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
@@ -838,6 +839,9 @@ impl Builder {
                 self.ranks.cache_clear = mode;
             }
             None => {}
+        }
+        if let Some(v) = env.flag("MLLOG_RUN_STOP_BARRIER")? {
+            self.ranks.barrier_at_stop = v;
         }
         if let Some(ms) = env.number(
             "MLLOG_CLOCK_STEP_MS",
@@ -1087,7 +1091,8 @@ impl Settings {
             root_dir: b.root_dir,
             cache_clear: b.cache_clear,
             cache_cleared,
-            barrier: b.ranks.barrier_of(),
+            barrier: b.ranks.barrier_of(crate::barrier::At::RunStart),
+            stop_barrier: b.ranks.barrier_of(crate::barrier::At::RunStop),
             clock: crate::clock_step::ClockWatch::new(b.ranks.clock_step),
             after_init_start: {
                 let mut records = b.submission.records();
@@ -1118,6 +1123,8 @@ struct RankOptions {
     barrier: Option<Arc<dyn Fn() -> BarrierResult + Send + Sync>>,
     barrier_timeout: Option<Duration>,
     barrier_failure: BarrierFailure,
+    /// The barrier is called again when `run` closes (`MLLOG_RUN_STOP_BARRIER`).
+    barrier_at_stop: bool,
     cache_clear: CacheClear,
     clock_step: Duration,
 }
@@ -1128,6 +1135,7 @@ impl Default for RankOptions {
             barrier: None,
             barrier_timeout: Some(crate::barrier::DEFAULT_TIMEOUT),
             barrier_failure: BarrierFailure::default(),
+            barrier_at_stop: false,
             cache_clear: CacheClear::default(),
             clock_step: crate::clock_step::DEFAULT_THRESHOLD,
         }
@@ -1135,13 +1143,30 @@ impl Default for RankOptions {
 }
 
 impl RankOptions {
-    fn barrier_of(&self) -> Option<crate::barrier::Barrier> {
+    fn barrier_of(&self, at: crate::barrier::At) -> Option<crate::barrier::Barrier> {
+        if at == crate::barrier::At::RunStop && !self.barrier_at_stop {
+            return None;
+        }
         let call = self.barrier.clone()?;
         Some(crate::barrier::Barrier::new(
             call,
             self.barrier_timeout,
             self.barrier_failure,
+            at,
         ))
+    }
+
+    /// A barrier before `run_stop` needs the collective to call.
+    fn check(&self) -> Result<(), Error> {
+        if self.barrier_at_stop && self.barrier.is_none() {
+            return Err(Error::Config(
+                "a barrier before run_stop was asked for (Builder::barrier_at_run_stop, \
+                 MLLOG_RUN_STOP_BARRIER), but no barrier was given (Builder::barrier, \
+                 Builder::try_barrier)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -1190,6 +1215,18 @@ impl Builder {
     /// `MPI_THREAD_MULTIPLE`).
     pub fn barrier_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.ranks.barrier_timeout = timeout;
+        self
+    }
+
+    /// Calls the barrier a second time on every rank, when `run` closes and before `run_stop`
+    /// is stamped, so the clock stops on rank 0 only once every rank has finished its run, as
+    /// NVIDIA's mlperf-common does (default off, `MLLOG_RUN_STOP_BARRIER`; needs
+    /// [`Builder::barrier`]). The same timeout applies; a rank that never arrives (it crashed,
+    /// or it is still training at the timeout) is reported and `run_stop` is written without
+    /// it. Off by default because every rank must then close `run` exactly once, or the
+    /// others wait out the timeout: docs/ranks.md.
+    pub fn barrier_at_run_stop(mut self, on: bool) -> Self {
+        self.ranks.barrier_at_stop = on;
         self
     }
 

@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) cache_cleared: crate::cache_clear::CacheCleared,
     /// Passed by every rank when `run` opens, before `run_start` is stamped.
     pub(crate) barrier: Option<crate::barrier::Barrier>,
+    /// Passed by every rank when `run` closes, before `run_stop` is stamped (on request).
+    pub(crate) stop_barrier: Option<crate::barrier::Barrier>,
     /// Wall-clock steps, looked for at each interval's end.
     pub(crate) clock: crate::clock_step::ClockWatch,
     /// Records written right after `init_start` (submission metadata, `config_filename`).
@@ -621,8 +623,12 @@ impl Core {
             if let Some(barrier) = &self.shared.barrier {
                 barrier.pass_reported(|w| self.shared.pipeline.warn(w));
             }
-            // A rank that writes nothing sees `run` only to pass the barrier.
+            // A rank that writes nothing sees `run` only to pass the barriers: counted in its
+            // bucket when there is one at its close, so that its close reaches the layer.
             if !self.shared.active {
+                if self.shared.stop_barrier.is_some() {
+                    self.shared.bucket(id).fetch_add(1, Ordering::Relaxed);
+                }
                 return;
             }
         }
@@ -720,6 +726,9 @@ impl Core {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let shared = &*self.shared;
+        if shared.stop_barrier.is_some() && shared.before_end(&id) {
+            return;
+        }
         let order = shared.order();
         let (open, inside) = {
             let mut list = shared.open_intervals();
@@ -770,6 +779,28 @@ impl Core {
 }
 
 impl Shared {
+    /// What must happen before an interval's end is stamped: every rank at the end of its run
+    /// (the barrier before `run_stop`). Not while unwinding: a rank that fails is one the
+    /// others are told of by their timeout, and its communicator may be in no state to be
+    /// called. True when the close is done with: a rank that writes nothing sees only its
+    /// `run`, for the barrier.
+    fn before_end(&self, id: &Id) -> bool {
+        if !self.active {
+            self.bucket(id).fetch_sub(1, Ordering::Relaxed);
+        }
+        let is_run = !self.active
+            || self
+                .open_intervals()
+                .iter()
+                .any(|o| o.span == id.into_u64() && self.intervals[o.spec].kind == Interval::Run);
+        if is_run && !std::thread::panicking() {
+            if let Some(barrier) = &self.stop_barrier {
+                barrier.pass_reported(|w| self.pipeline.warn(w));
+            }
+        }
+        !self.active
+    }
+
     /// Writes the end record of an interval taken out of the open list (and, for a block or
     /// the run, the throughput figures that go with it).
     fn end_interval(&self, open: OpenInterval, ending: Ending) {
