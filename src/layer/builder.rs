@@ -13,6 +13,7 @@ use super::{IntervalSpec, MllogLayer, Shared};
 use crate::barrier::{BarrierFailure, BarrierResult};
 use crate::cache_clear::CacheClear;
 use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, Ruleset};
+use crate::device_sync::{DeviceSyncs, SyncAt};
 use crate::env::Env;
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline, RecordFeed, Start};
@@ -216,6 +217,10 @@ pub struct Builder {
     handle_signals: bool,
     /// The many-ranks settings: barrier, cache clearing, clock steps (`crate::barrier`, ...).
     ranks: RankOptions,
+    /// The program's device synchronisation, and where it is called (`crate::device_sync`;
+    /// `None`: the default place).
+    device_sync: Option<crate::device_sync::Sync>,
+    device_sync_at: Option<SyncAt>,
     /// The segment profiler given in code (`Builder::profiler`).
     #[cfg(feature = "profiling")]
     profiler: Option<crate::profile::SegmentProfiler>,
@@ -257,6 +262,8 @@ impl Default for Builder {
             eval_schedule: None,
             handle_signals: false,
             ranks: RankOptions::default(),
+            device_sync: None,
+            device_sync_at: None,
             #[cfg(feature = "profiling")]
             profiler: None,
         }
@@ -754,6 +761,13 @@ impl Builder {
         }
         self.overlay_env(&env)?;
         self.ranks.check()?;
+        if self.device_sync.is_none() && self.device_sync_at.is_some_and(|at| at != SyncAt::Off) {
+            return Err(Error::Config(
+                "Builder::device_sync_at asks for device synchronisation, but none was given \
+                 (Builder::device_sync)"
+                    .into(),
+            ));
+        }
         crate::registry::check_features(&env)?;
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
@@ -839,6 +853,17 @@ impl Builder {
                 self.ranks.cache_clear = mode;
             }
             None => {}
+        }
+        if let Some(at) = crate::device_sync::from_env(env)? {
+            if at != SyncAt::Off && self.device_sync.is_none() {
+                return Err(env
+                    .invalid(
+                        crate::device_sync::VARIABLE,
+                        "no device synchronisation was given in code (Builder::device_sync)",
+                    )
+                    .into());
+            }
+            self.device_sync_at = Some(at);
         }
         if let Some(v) = env.flag("MLLOG_RUN_STOP_BARRIER")? {
             self.ranks.barrier_at_stop = v;
@@ -1093,6 +1118,7 @@ impl Settings {
             cache_cleared,
             barrier: b.ranks.barrier_of(crate::barrier::At::RunStart),
             stop_barrier: b.ranks.barrier_of(crate::barrier::At::RunStop),
+            device: DeviceSyncs::new(b.device_sync, b.device_sync_at.unwrap_or_default()),
             clock: crate::clock_step::ClockWatch::new(b.ranks.clock_step),
             after_init_start: {
                 let mut records = b.submission.records();
@@ -1252,6 +1278,40 @@ impl Builder {
     /// the end record carries [`crate::WALL_CLOCK_STEP_MS`] and the report says so.
     pub fn clock_step_threshold(mut self, threshold: Duration) -> Self {
         self.ranks.clock_step = threshold;
+        self
+    }
+}
+
+/// GPUs: intervals that end when the device's work has (`crate::device_sync`).
+impl Builder {
+    /// Your device's synchronisation, which returns once the work queued on the device so far
+    /// has finished: candle's `device.synchronize()`, `tch::Cuda::synchronize`, burn's
+    /// `B::sync(&device)` (docs/devices.md). The layer calls it on the thread that closes
+    /// the span, before it stamps the end of every `block`, `eval` and `run` and, at
+    /// [`SyncAt::Steps`], of every counted `train_step`, so that those times are the
+    /// device's and not the host's enqueue. Not set: nothing is called. Not called while a
+    /// thread unwinds, nor by the exit paths (`process::exit`, a signal, a dropped guard);
+    /// a panic inside it is the program's, as if its own code had called it there.
+    ///
+    /// ```
+    /// use tracing_mllog::MllogLayer;
+    ///
+    /// let (_layer, _guard) = MllogLayer::builder()
+    ///     .no_output()
+    ///     .device_sync(|| { /* device.synchronize().unwrap() */ })
+    ///     .build::<tracing_subscriber::Registry>()?;
+    /// # Ok::<(), tracing_mllog::Error>(())
+    /// ```
+    pub fn device_sync(mut self, sync: impl Fn() + Send + Sync + 'static) -> Self {
+        self.device_sync = Some(Arc::new(sync));
+        self
+    }
+
+    /// Where the device synchronisation is called (default [`SyncAt::Intervals`];
+    /// `MLLOG_DEVICE_SYNC=off|intervals|steps`): [`SyncAt::Steps`] for step-exact
+    /// `train_step_time` and throughput.
+    pub fn device_sync_at(mut self, at: SyncAt) -> Self {
+        self.device_sync_at = Some(at);
         self
     }
 }

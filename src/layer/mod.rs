@@ -129,6 +129,8 @@ pub(crate) struct Shared {
     pub(crate) barrier: Option<crate::barrier::Barrier>,
     /// Passed by every rank when `run` closes, before `run_stop` is stamped (on request).
     pub(crate) stop_barrier: Option<crate::barrier::Barrier>,
+    /// The program's device synchronisation, at interval ends and step ends (on request).
+    pub(crate) device: crate::device_sync::DeviceSyncs,
     /// Wall-clock steps, looked for at each interval's end.
     pub(crate) clock: crate::clock_step::ClockWatch,
     /// Records written right after `init_start` (submission metadata, `config_filename`).
@@ -543,6 +545,9 @@ impl Core {
             // The step ended by unwinding: it trained nothing.
             return self.unwound_step(frame);
         }
+        if let Some(sync) = &shared.device.steps {
+            sync();
+        }
         let end_mono = Timestamp::mono_now();
         let f = &frame.fields;
         let samples = f.samples().or(shared.samples_per_step).unwrap_or(0);
@@ -726,7 +731,9 @@ impl Core {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let shared = &*self.shared;
-        if shared.stop_barrier.is_some() && shared.before_end(&id) {
+        if (shared.stop_barrier.is_some() || shared.device.intervals.is_some())
+            && shared.before_end(&id)
+        {
             return;
         }
         let order = shared.order();
@@ -779,24 +786,33 @@ impl Core {
 }
 
 impl Shared {
-    /// What must happen before an interval's end is stamped: every rank at the end of its run
-    /// (the barrier before `run_stop`). Not while unwinding: a rank that fails is one the
-    /// others are told of by their timeout, and its communicator may be in no state to be
-    /// called. True when the close is done with: a rank that writes nothing sees only its
-    /// `run`, for the barrier.
+    /// What must happen before an interval's end is stamped: the device's work done (a block,
+    /// an eval, the run) and every rank at the end of its run (the barrier before `run_stop`).
+    /// Neither while unwinding: a rank that fails is one the others are told of by their
+    /// timeout, and its device or communicator may be in no state to be called. True when the
+    /// close is done with: a rank that writes nothing sees only its `run`, for the barrier.
+    #[cold]
     fn before_end(&self, id: &Id) -> bool {
-        if !self.active {
-            self.bucket(id).fetch_sub(1, Ordering::Relaxed);
-        }
-        let is_run = !self.active
-            || self
-                .open_intervals()
+        let kind = if self.active {
+            self.open_intervals()
                 .iter()
-                .any(|o| o.span == id.into_u64() && self.intervals[o.spec].kind == Interval::Run);
-        if is_run && !std::thread::panicking() {
-            if let Some(barrier) = &self.stop_barrier {
-                barrier.pass_reported(|w| self.pipeline.warn(w));
-            }
+                .rfind(|o| o.span == id.into_u64())
+                .map(|o| self.intervals[o.spec].kind)
+        } else {
+            self.bucket(id).fetch_sub(1, Ordering::Relaxed);
+            Some(Interval::Run)
+        };
+        if std::thread::panicking() {
+            return !self.active;
+        }
+        if let (Some(sync), true) = (
+            &self.device.intervals,
+            self.active && matches!(kind, Some(Interval::Block | Interval::Eval | Interval::Run)),
+        ) {
+            sync();
+        }
+        if let (Some(barrier), Some(Interval::Run)) = (&self.stop_barrier, kind) {
+            barrier.pass_reported(|w| self.pipeline.warn(w));
         }
         !self.active
     }
