@@ -86,6 +86,13 @@ fn spawn_rank(rank: usize, dir: &Path, port: u16, launcher: &[(String, String)])
         .expect("start a rank")
 }
 
+/// Starts every rank, each with the variables `vars` gives it.
+fn spawn_ranks(dir: &Path, port: u16, vars: impl Fn(usize) -> Vec<(String, String)>) -> Vec<Child> {
+    (0..RANKS)
+        .map(|rank| spawn_rank(rank, dir, port, &vars(rank)))
+        .collect()
+}
+
 /// torchrun's variables for `rank` of [`RANKS`] on one node.
 fn torchrun(rank: usize) -> Vec<(String, String)> {
     [
@@ -138,6 +145,14 @@ fn one<'a>(records: &'a [Record], key: &str) -> &'a Record {
     let found: Vec<_> = records.iter().filter(|r| r.key == key).collect();
     assert_eq!(found.len(), 1, "{key} once: {found:?}");
     found[0]
+}
+
+/// The time of rank 0's last `eval_stop`: where its own run ended.
+fn last_eval_stop(log: &[Record]) -> i64 {
+    log.iter()
+        .rfind(|r| r.key == keys::EVAL_STOP)
+        .expect("an eval_stop")
+        .time_ms()
 }
 
 fn millis_in(path: &Path) -> i64 {
@@ -205,19 +220,17 @@ fn every_rank_leaves_the_readme_loop_at_the_same_evaluation() {
 fn rank_0_starts_the_clock_after_every_rank_finished_init() {
     let dir = tempfile::tempdir().unwrap();
     let port = coordinator(RANKS);
-    let children: Vec<Child> = (0..RANKS)
-        .map(|rank| {
-            let mut vars = torchrun(rank);
-            vars.push(("MLLOG_CACHE_CLEAR".into(), "launcher".into()));
-            // Every divergence of the wall clock from the log's is said: the log carries the
-            // clock-step metadata, which the official checker must accept.
-            vars.push(("MLLOG_CLOCK_STEP_MS".into(), "0".into()));
-            if rank == 2 {
-                vars.push((ROLE.into(), "sleep_in_init".into()));
-            }
-            spawn_rank(rank, dir.path(), port, &vars)
-        })
-        .collect();
+    let children = spawn_ranks(dir.path(), port, |rank| {
+        let mut vars = torchrun(rank);
+        vars.push(("MLLOG_CACHE_CLEAR".into(), "launcher".into()));
+        // Every divergence of the wall clock from the log's is said: the log carries the
+        // clock-step metadata, which the official checker must accept.
+        vars.push(("MLLOG_CLOCK_STEP_MS".into(), "0".into()));
+        if rank == 2 {
+            vars.push((ROLE.into(), "sleep_in_init".into()));
+        }
+        vars
+    });
     for (rank, child) in children.into_iter().enumerate() {
         let (status, stderr) = wait(child, rank, dir.path());
         assert!(status.success(), "rank {rank}: {status:?}\n{stderr}");
@@ -327,16 +340,14 @@ fn crashed_ranks_do_not_damage_rank_0s_log() {
 fn rank_0_stops_the_clock_after_every_rank_finished_its_run() {
     let dir = tempfile::tempdir().unwrap();
     let port = coordinator(RANKS);
-    let children: Vec<Child> = (0..RANKS)
-        .map(|rank| {
-            let mut vars = torchrun(rank);
-            vars.push(("MLLOG_RUN_STOP_BARRIER".into(), "1".into()));
-            if rank == 2 {
-                vars.push((ROLE.into(), "sleep_in_run".into()));
-            }
-            spawn_rank(rank, dir.path(), port, &vars)
-        })
-        .collect();
+    let children = spawn_ranks(dir.path(), port, |rank| {
+        let mut vars = torchrun(rank);
+        vars.push(("MLLOG_RUN_STOP_BARRIER".into(), "1".into()));
+        if rank == 2 {
+            vars.push((ROLE.into(), "sleep_in_run".into()));
+        }
+        vars
+    });
     for (rank, child) in children.into_iter().enumerate() {
         let (status, stderr) = wait(child, rank, dir.path());
         assert!(status.success(), "rank {rank}: {status:?}\n{stderr}");
@@ -345,11 +356,7 @@ fn rank_0_stops_the_clock_after_every_rank_finished_its_run() {
     let log = records(&dir.path().join("result_0.txt"));
     assert_rank_0_alone_wrote(dir.path(), &log);
     let slept_until = millis_in(&dir.path().join("run_end_2"));
-    let last_eval = log
-        .iter()
-        .rfind(|r| r.key == keys::EVAL_STOP)
-        .expect("an eval_stop")
-        .time_ms();
+    let last_eval = last_eval_stop(&log);
     let run_stop = one(&log, keys::RUN_STOP);
     assert!(
         last_eval + 1000 < slept_until,
@@ -372,18 +379,16 @@ fn a_rank_lost_in_its_run_leaves_rank_0_its_run_stop_within_the_timeout() {
     let port = coordinator(RANKS);
     // Nobody is killed here: rank 0 trains as soon as its run opens.
     fs::write(dir.path().join("killed"), "").unwrap();
-    let children: Vec<Child> = (0..RANKS)
-        .map(|rank| {
-            let mut vars = open_mpi(rank);
-            vars.push((TIMEOUT_MS.into(), "3000".into()));
-            vars.push(("MLLOG_RUN_STOP_BARRIER".into(), "1".into()));
-            if rank == 3 {
-                // Gone after the barrier before run_start, before the one before run_stop.
-                vars.push((ROLE.into(), "abort_in_run".into()));
-            }
-            spawn_rank(rank, dir.path(), port, &vars)
-        })
-        .collect();
+    let children = spawn_ranks(dir.path(), port, |rank| {
+        let mut vars = open_mpi(rank);
+        vars.push((TIMEOUT_MS.into(), "3000".into()));
+        vars.push(("MLLOG_RUN_STOP_BARRIER".into(), "1".into()));
+        if rank == 3 {
+            // Gone after the barrier before run_start, before the one before run_stop.
+            vars.push((ROLE.into(), "abort_in_run".into()));
+        }
+        vars
+    });
     for (rank, child) in children.into_iter().enumerate() {
         let (status, stderr) = wait(child, rank, dir.path());
         if rank == 3 {
@@ -405,11 +410,7 @@ fn a_rank_lost_in_its_run_leaves_rank_0_its_run_stop_within_the_timeout() {
     }
     let log = records(&dir.path().join("result_0.txt"));
     assert_rank_0_alone_wrote(dir.path(), &log);
-    let last_eval = log
-        .iter()
-        .rfind(|r| r.key == keys::EVAL_STOP)
-        .expect("an eval_stop")
-        .time_ms();
+    let last_eval = last_eval_stop(&log);
     let run_stop = one(&log, keys::RUN_STOP);
     let waited = run_stop.time_ms() - last_eval;
     assert!(
@@ -420,6 +421,15 @@ fn a_rank_lost_in_its_run_leaves_rank_0_its_run_stop_within_the_timeout() {
         run_stop.metadata.get("status").and_then(Value::as_str),
         Some("success")
     );
+}
+
+/// Writes the wall-clock time now, in milliseconds, to `path` (read by [`millis_in`]).
+fn mark_time(path: &Path) {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    fs::write(path, now_ms.to_string()).unwrap();
 }
 
 /// One rank: the converging `llama2_70b_lora` run of tests/exit_paths.rs, with the barrier.
@@ -474,11 +484,7 @@ fn rank() {
     let rank = std::env::var("RANK")
         .or_else(|_| std::env::var("OMPI_COMM_WORLD_RANK"))
         .unwrap();
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    fs::write(dir.join(format!("init_end_{rank}")), now_ms.to_string()).unwrap();
+    mark_time(&dir.join(format!("init_end_{rank}")));
     drop(init);
 
     let run = info_span!("run").entered();
@@ -524,10 +530,6 @@ fn rank() {
         "abort_in_run" => std::process::abort(),
         _ => {}
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    fs::write(dir.join(format!("run_end_{rank}")), now_ms.to_string()).unwrap();
+    mark_time(&dir.join(format!("run_end_{rank}")));
     drop(run);
 }
