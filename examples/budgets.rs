@@ -77,8 +77,12 @@ enum Budget {
 /// - `event_eval_accuracy` (with `epoch_num` and `samples_count`) and `event_custom_key` (a
 ///   key that is no MLLOG constant, a short string value, one numeric field): the same 1,000.
 ///   An `eval_accuracy` also feeds the run's convergence, looks once at its progress fields
-///   and wakes the worker; a key of the program's own is copied into a kept buffer, like a
-///   string value;
+///   and wakes the worker; a key of the program's own is kept once per key and process, so
+///   its callsite's next events compare it instead of looking it up and copying it;
+/// - `event_str_*`, strings as programs write them across the class the budget holds for
+///   (`k<key bytes>_v<value bytes>`, keys up to 32 bytes, string values up to 64): the same
+///   1,000. A string costs its copy into a kept buffer (a `memcpy`), whatever its length in
+///   that range;
 /// - anything on a rank that does not write: 1.1x a bare Registry on the same workload, with
 ///   a barrier (`Builder::barrier`) as without one;
 /// - the barrier, once per rank when `run` opens: a thread for it and a channel to wait on
@@ -91,9 +95,21 @@ const BUDGETS: &[(&str, Budget)] = &[
     ("event_small_list", Budget::Ir(1_000)),
     ("event_eval_accuracy", Budget::Ir(1_000)),
     ("event_custom_key", Budget::Ir(1_000)),
+    ("event_str_k1_v1", Budget::Ir(1_000)),
+    ("event_str_k14_v18", Budget::Ir(1_000)),
+    ("event_str_k24_v45", Budget::Ir(1_000)),
+    ("event_str_k32_v64", Budget::Ir(1_000)),
     ("train_step_span", Budget::Ir(1_500)),
     ("train_step_child", Budget::TimesRegistry(2.0)),
     ("train_step_async", Budget::TimesRegistry(2.0)),
+];
+/// Measured and shown, with no budget: events past the class the event budget holds for,
+/// three metadata fields beside a 32-byte key and a 64-byte string value (each metadata field
+/// costs tracing's visit of it and our capture, a string one its copy as well).
+const REPORTED: &[&str] = &[
+    "event_str_k32_v64_n3",
+    "event_str_k32_v64_s1n2",
+    "event_str_k32_v64_s2n1",
 ];
 const RANK_RATIO: f64 = 1.1;
 /// What passing a barrier that returns at once adds to opening the first `run` on one rank:
@@ -194,6 +210,16 @@ fn main() {
             "{workload:<24} {got:>8.0} {base:>9.0} {floor:>12.0} {:>8.2} {shown:>8} {}",
             got / base,
             verdict(ok)
+        );
+    }
+    for &workload in REPORTED {
+        let got = measure("mllog", workload);
+        let base = measure("registry", workload);
+        let floor = measure("empty_layer", workload);
+        println!(
+            "{workload:<24} {got:>8.0} {base:>9.0} {floor:>12.0} {:>8.2} {:>8}",
+            got / base,
+            "(shown)"
         );
     }
     for workload in [
@@ -478,6 +504,55 @@ fn run(stack_name: &str, workload: &str, n: u64) {
         }),
         // A key of the program's own, no MLLOG constant, with a short string value.
         "event_custom_key" => events(&keep, n, |i| mllog!("data_shard", "shard-07", step = i)),
+        // Strings as programs write them, across the class the budget holds for: keys up to
+        // 32 bytes, string values (the record's and its metadata's) up to 64, up to three
+        // metadata fields.
+        "event_str_k14_v18" => events(&keep, n, |i| {
+            mllog!("my_custom_note", "checkpoint written", step = i)
+        }),
+        "event_str_k1_v1" => events(&keep, n, |i| mllog!("k", "v", step = i)),
+        "event_str_k24_v45" => events(&keep, n, |i| {
+            mllog!(
+                "checkpoint_shard_written",
+                "/scratch/checkpoints/step-000123/shard-07.bin",
+                step = i,
+                samples_count = i
+            )
+        }),
+        "event_str_k32_v64" => events(&keep, n, |i| {
+            mllog!(
+                "data_loader_worker_restart_notes",
+                "worker 3 restarted after a read timeout on shard 0007 of the set",
+                step = i
+            )
+        }),
+        "event_str_k32_v64_n3" => events(&keep, n, |i| {
+            mllog!(
+                "data_loader_worker_restart_notes",
+                "worker 3 restarted after a read timeout on shard 0007 of the set",
+                step = i,
+                samples_count = i,
+                epoch_num = 2
+            )
+        }),
+        "event_str_k32_v64_s1n2" => events(&keep, n, |i| {
+            mllog!(
+                "data_loader_worker_restart_notes",
+                "worker 3 restarted after a read timeout on shard 0007 of the set",
+                reason = "read timeout on /datasets/c4/en/train/shard-00007-of-01024",
+                step = i,
+                samples_count = i
+            )
+        }),
+        "event_str_k32_v64_s2n1" => events(&keep, n, |i| {
+            mllog!(
+                "data_loader_worker_restart_notes",
+                "worker 3 restarted after a read timeout on shard 0007 of the set",
+                host = "node-017.cluster.example.org",
+                reason = "read timeout on /datasets/c4/en/train/shard-00007-of-01024",
+                step = i
+            )
+        }),
         "train_step_span" => {
             // Inside the run: steps are counted (throughput, samples), the real case; a root
             // span, as `train_step!` opens it.

@@ -1,13 +1,17 @@
-//! The barrier before the clock starts: a collective the program hands in
+//! The barriers at the ends of the clock: a collective the program hands in
 //! ([`crate::Builder::barrier`], [`crate::Builder::try_barrier`]), which the layer calls on
 //! every rank, writing or not, when `run` opens and before `run_start` is stamped. So rank 0's
 //! `run_start` is never earlier than the end of any rank's `init`, as the peers' `sync=True`
-//! (NVIDIA's mlperf-common, composer) make sure.
+//! (NVIDIA's mlperf-common, composer) make sure. On request
+//! ([`crate::Builder::barrier_at_run_stop`], `MLLOG_RUN_STOP_BARRIER`) the same collective is
+//! called again when `run` closes, before `run_stop` is stamped, so the clock stops when the
+//! slowest rank has finished.
 //!
 //! The call runs on a thread of its own and the rank waits for it up to a timeout (default
 //! [`DEFAULT_TIMEOUT`]); a barrier that fails, panics or times out is reported (stderr, the
 //! guard's [`crate::Report::warnings`]) and the run starts, unless the program asked for
-//! [`BarrierFailure::Panic`]. With no timeout (`barrier_timeout(None)`) it runs on the thread
+//! [`BarrierFailure::Panic`] (before `run_start` only: at `run_stop` the run is timed
+//! already, and the hook that writes it runs as a span drops). With no timeout (`barrier_timeout(None)`) it runs on the thread
 //! that opens `run`, for communicators that must be called from one thread.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -46,15 +50,49 @@ pub enum BarrierFailure {
     #[default]
     Continue,
     /// Panic on the thread that opens `run`, before `run_start` is written: a run whose ranks
-    /// were not all ready is not timed at all.
+    /// were not all ready is not timed at all. The barrier before `run_stop` never panics:
+    /// the run is timed by then, and `run_stop` is written after the report.
     Panic,
 }
 
-/// The barrier of one layer, passed once.
+/// Which end of the clock a barrier guards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum At {
+    /// Before `run_start`: every rank finished `init`.
+    RunStart,
+    /// Before `run_stop`: every rank finished its run.
+    RunStop,
+}
+
+impl At {
+    fn record(self) -> &'static str {
+        match self {
+            At::RunStart => "run_start",
+            At::RunStop => "run_stop",
+        }
+    }
+
+    /// What the rank does without the barrier, and which ranks it may be waiting for.
+    fn without(self) -> (&'static str, &'static str) {
+        match self {
+            At::RunStart => (
+                "the run starts without knowing that every rank finished init",
+                "a rank still in init, or one that is gone",
+            ),
+            At::RunStop => (
+                "run_stop is written without knowing that every rank finished its run",
+                "a rank still training, or one that is gone",
+            ),
+        }
+    }
+}
+
+/// A barrier of one layer at one end of the clock, passed once.
 pub(crate) struct Barrier {
     call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
     timeout: Option<Duration>,
     pub(crate) on_failure: BarrierFailure,
+    at: At,
     passed: AtomicBool,
 }
 
@@ -63,6 +101,7 @@ impl std::fmt::Debug for Barrier {
         f.debug_struct("Barrier")
             .field("timeout", &self.timeout)
             .field("on_failure", &self.on_failure)
+            .field("at", &self.at)
             .finish_non_exhaustive()
     }
 }
@@ -71,15 +110,22 @@ impl std::fmt::Debug for Barrier {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum BarrierError {
     #[error(
-        "the barrier before run_start failed after {waited:.3?}: {reason}; the run starts \
-         without knowing that every rank finished init"
+        "the barrier before {} failed after {waited:.3?}: {reason}; {}",
+        at.record(),
+        at.without().0
     )]
-    Failed { waited: Duration, reason: String },
+    Failed {
+        at: At,
+        waited: Duration,
+        reason: String,
+    },
     #[error(
-        "the barrier before run_start did not complete within {timeout:?} (a rank still in \
-         init, or one that is gone); the run starts without it"
+        "the barrier before {} did not complete within {timeout:?} ({}); {}",
+        at.record(),
+        at.without().1,
+        at.without().0
     )]
-    TimedOut { timeout: Duration },
+    TimedOut { at: At, timeout: Duration },
 }
 
 impl Barrier {
@@ -87,17 +133,19 @@ impl Barrier {
         call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
         timeout: Option<Duration>,
         on_failure: BarrierFailure,
+        at: At,
     ) -> Barrier {
         Barrier {
             call,
             timeout,
             on_failure,
+            at,
             passed: AtomicBool::new(false),
         }
     }
 
-    /// Calls the barrier, the first time only (`None` afterwards): every rank opens `run`
-    /// once, so each calls the collective the same number of times.
+    /// Calls the barrier, the first time only (`None` afterwards): every rank opens and closes
+    /// `run` once, so each calls the collective the same number of times.
     pub(crate) fn pass(&self) -> Option<Result<Duration, BarrierError>> {
         if self.passed.swap(true, Ordering::AcqRel) {
             return None;
@@ -117,7 +165,12 @@ impl Barrier {
                     // A barrier that never returns keeps its thread; the process exits anyway.
                     Ok(_) => match rx.recv_timeout(timeout) {
                         Ok(outcome) => outcome,
-                        Err(_) => return Some(Err(BarrierError::TimedOut { timeout })),
+                        Err(_) => {
+                            return Some(Err(BarrierError::TimedOut {
+                                at: self.at,
+                                timeout,
+                            }))
+                        }
                     },
                     Err(_) => run(&*self.call),
                 }
@@ -126,14 +179,18 @@ impl Barrier {
         let waited = started.elapsed();
         Some(match outcome {
             Ok(()) => Ok(waited),
-            Err(reason) => Err(BarrierError::Failed { waited, reason }),
+            Err(reason) => Err(BarrierError::Failed {
+                at: self.at,
+                waited,
+                reason,
+            }),
         })
     }
 }
 
 impl Barrier {
     /// Passes the barrier (the first time), saying on stderr and through `report` why it did
-    /// not complete; panics then under [`BarrierFailure::Panic`].
+    /// not complete; panics then under [`BarrierFailure::Panic`], before `run_start` only.
     pub(crate) fn pass_reported(&self, report: impl FnOnce(String)) {
         let Some(Err(e)) = self.pass() else {
             return;
@@ -141,7 +198,7 @@ impl Barrier {
         let text = e.to_string();
         stderr_line!("tracing-mllog: warning: {text}");
         report(text.clone());
-        if self.on_failure == BarrierFailure::Panic {
+        if self.on_failure == BarrierFailure::Panic && self.at == At::RunStart {
             panic!("tracing-mllog: {text} (BarrierFailure::Panic)");
         }
     }
@@ -171,7 +228,7 @@ mod tests {
         f: impl Fn() -> BarrierResult + Send + Sync + 'static,
         timeout: Option<Duration>,
     ) -> Barrier {
-        Barrier::new(Arc::new(f), timeout, BarrierFailure::Continue)
+        Barrier::new(Arc::new(f), timeout, BarrierFailure::Continue, At::RunStart)
     }
 
     #[test]
@@ -220,9 +277,29 @@ mod tests {
         assert_eq!(
             err,
             BarrierError::TimedOut {
+                at: At::RunStart,
                 timeout: Duration::from_millis(100)
             }
         );
         assert!(err.to_string().contains("did not complete within 100ms"));
+    }
+
+    #[test]
+    fn the_barrier_before_run_stop_says_so_and_never_panics() {
+        let b = Barrier::new(
+            Arc::new(|| Err("peer 2 is gone".into())),
+            None,
+            BarrierFailure::Panic,
+            At::RunStop,
+        );
+        let mut said = Vec::new();
+        b.pass_reported(|w| said.push(w));
+        assert_eq!(said.len(), 1);
+        assert!(
+            said[0].starts_with("the barrier before run_stop failed after"),
+            "{said:?}"
+        );
+        assert!(said[0].contains("peer 2 is gone"), "{said:?}");
+        assert!(said[0].contains("every rank finished its run"), "{said:?}");
     }
 }

@@ -59,6 +59,17 @@ fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
                 mllog!(keys::SUBMISSION_PLATFORM, "8xH100 SXM5", host = "node-017");
                 mllog!(keys::OPT_ADAMW_WEIGHT_DECAY, 0.1f32, betas = [0.9f32, 0.95]);
                 mllog!(keys::TRACKED_STATS, [0.5, 0.25], step = i);
+                // Keys of the program's own and string values, short to the longest of the
+                // class the event budget holds for (32-byte keys, 64-byte strings).
+                mllog!("k", "v", step = i);
+                mllog!("my_custom_note", "checkpoint written", step = i);
+                mllog!(
+                    "data_loader_worker_restart_notes",
+                    "worker 3 restarted after a read timeout on shard 0007 of the set",
+                    host = "node-017.cluster.example.org",
+                    reason = "read timeout on /datasets/c4/en/train/shard-00007-of-01024",
+                    step = i
+                );
             }
         };
         // Warm up: callsites registered, thread-locals and the record pool in use.
@@ -75,7 +86,7 @@ fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
     assert!(report.is_clean(), "{report}");
     assert_eq!(
         report.records,
-        3 + 2 * 20_000 * 5,
+        3 + 2 * 20_000 * 8,
         "run_start, the run's tracked_stats, run_stop and every event"
     );
 }

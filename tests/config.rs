@@ -553,3 +553,62 @@ fn the_order_of_the_submission_setters_loses_nothing() {
         assert_eq!(value(keys::SUBMISSION_DIVISION).as_deref(), Some("open"));
     }
 }
+
+/// The barrier before `run_stop` calls the same collective a second time, when `run` closes
+/// and before `run_stop` is stamped, on a rank that writes nothing too; asked for without a
+/// barrier it is an error naming the variable.
+#[test]
+fn the_barrier_before_run_stop_is_called_once_more_when_run_closes() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    for rank in ["0", "3"] {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let (sink, records) = MemorySink::new();
+        let (layer, mut guard) = MllogLayer::builder()
+            .no_output()
+            .sink_with(sink, tracing_mllog::sink::Delivery::Inline)
+            .cache_clear(false)
+            .barrier(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+            })
+            .environment(env(&[("RANK", rank), ("MLLOG_RUN_STOP_BARRIER", "yes")]))
+            .build()
+            .unwrap();
+        let seen = Arc::new(AtomicU32::new(u32::MAX));
+        let (calls_in, seen_in) = (calls.clone(), seen.clone());
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let run = tracing::info_span!("run").entered();
+            drop(tracing::info_span!("train_step").entered());
+            seen_in.store(calls_in.load(Ordering::Relaxed), Ordering::Relaxed);
+            drop(run);
+        });
+        guard.shutdown();
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            1,
+            "rank {rank}: once at run_start"
+        );
+        assert_eq!(
+            calls.load(Ordering::Relaxed),
+            2,
+            "rank {rank}: again at run_stop"
+        );
+        if rank == "0" {
+            assert_eq!(records.keys(), ["run_start", "run_stop"]);
+        }
+    }
+
+    let Err(err) = MllogLayer::builder()
+        .no_output()
+        .environment(env(&[("MLLOG_RUN_STOP_BARRIER", "1")]))
+        .build::<tracing_subscriber::Registry>()
+    else {
+        panic!("a barrier before run_stop without a barrier builds");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("MLLOG_RUN_STOP_BARRIER") && err.contains("no barrier was given"),
+        "{err}"
+    );
+}

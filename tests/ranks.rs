@@ -2,7 +2,8 @@
 //! binary's ignored `rank` test) with the variables torchrun or Open MPI sets, a barrier the
 //! test implements over loopback TCP, one rank that sleeps in `init`, ranks that crash, every
 //! rank in the README's `while !run.converged()` loop. Rank 0 alone writes, its clock starts
-//! only after every rank finished `init`, and its log passes the official checker whatever the
+//! only after every rank finished `init` (and, with the barrier before `run_stop`, stops only
+//! once every rank finished its run), and its log passes the official checker whatever the
 //! other ranks do.
 
 mod common;
@@ -28,14 +29,16 @@ const RANKS: usize = 4;
 const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What each child is told: where the log and the markers go, the barrier's port, and what
-/// to do (`sleep_in_init`, `panic_in_init`, `hang_in_run`, or nothing).
+/// to do (`sleep_in_init`, `panic_in_init`, `hang_in_run`, `sleep_in_run`, `abort_in_run`, or
+/// nothing).
 const DIR: &str = "MLLOG_TEST_RANKS_DIR";
 const PORT: &str = "MLLOG_TEST_RANKS_PORT";
 const ROLE: &str = "MLLOG_TEST_RANKS_ROLE";
 const TIMEOUT_MS: &str = "MLLOG_TEST_RANKS_BARRIER_MS";
 
 /// The barrier's coordinator: once `ranks` processes have connected, it answers each with
-/// one byte. A rank that never connects leaves the others to their barrier's timeout.
+/// one byte, and the next round begins. A rank that never connects leaves the others to their
+/// barrier's timeout.
 fn coordinator(ranks: usize) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
     let port = listener.local_addr().unwrap().port();
@@ -81,6 +84,13 @@ fn spawn_rank(rank: usize, dir: &Path, port: u16, launcher: &[(String, String)])
         .stderr(err)
         .spawn()
         .expect("start a rank")
+}
+
+/// Starts every rank, each with the variables `vars` gives it.
+fn spawn_ranks(dir: &Path, port: u16, vars: impl Fn(usize) -> Vec<(String, String)>) -> Vec<Child> {
+    (0..RANKS)
+        .map(|rank| spawn_rank(rank, dir, port, &vars(rank)))
+        .collect()
 }
 
 /// torchrun's variables for `rank` of [`RANKS`] on one node.
@@ -135,6 +145,14 @@ fn one<'a>(records: &'a [Record], key: &str) -> &'a Record {
     let found: Vec<_> = records.iter().filter(|r| r.key == key).collect();
     assert_eq!(found.len(), 1, "{key} once: {found:?}");
     found[0]
+}
+
+/// The time of rank 0's last `eval_stop`: where its own run ended.
+fn last_eval_stop(log: &[Record]) -> i64 {
+    log.iter()
+        .rfind(|r| r.key == keys::EVAL_STOP)
+        .expect("an eval_stop")
+        .time_ms()
 }
 
 fn millis_in(path: &Path) -> i64 {
@@ -202,19 +220,17 @@ fn every_rank_leaves_the_readme_loop_at_the_same_evaluation() {
 fn rank_0_starts_the_clock_after_every_rank_finished_init() {
     let dir = tempfile::tempdir().unwrap();
     let port = coordinator(RANKS);
-    let children: Vec<Child> = (0..RANKS)
-        .map(|rank| {
-            let mut vars = torchrun(rank);
-            vars.push(("MLLOG_CACHE_CLEAR".into(), "launcher".into()));
-            // Every divergence of the wall clock from the log's is said: the log carries the
-            // clock-step metadata, which the official checker must accept.
-            vars.push(("MLLOG_CLOCK_STEP_MS".into(), "0".into()));
-            if rank == 2 {
-                vars.push((ROLE.into(), "sleep_in_init".into()));
-            }
-            spawn_rank(rank, dir.path(), port, &vars)
-        })
-        .collect();
+    let children = spawn_ranks(dir.path(), port, |rank| {
+        let mut vars = torchrun(rank);
+        vars.push(("MLLOG_CACHE_CLEAR".into(), "launcher".into()));
+        // Every divergence of the wall clock from the log's is said: the log carries the
+        // clock-step metadata, which the official checker must accept.
+        vars.push(("MLLOG_CLOCK_STEP_MS".into(), "0".into()));
+        if rank == 2 {
+            vars.push((ROLE.into(), "sleep_in_init".into()));
+        }
+        vars
+    });
     for (rank, child) in children.into_iter().enumerate() {
         let (status, stderr) = wait(child, rank, dir.path());
         assert!(status.success(), "rank {rank}: {status:?}\n{stderr}");
@@ -320,6 +336,102 @@ fn crashed_ranks_do_not_damage_rank_0s_log() {
     );
 }
 
+#[test]
+fn rank_0_stops_the_clock_after_every_rank_finished_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = coordinator(RANKS);
+    let children = spawn_ranks(dir.path(), port, |rank| {
+        let mut vars = torchrun(rank);
+        vars.push(("MLLOG_RUN_STOP_BARRIER".into(), "1".into()));
+        if rank == 2 {
+            vars.push((ROLE.into(), "sleep_in_run".into()));
+        }
+        vars
+    });
+    for (rank, child) in children.into_iter().enumerate() {
+        let (status, stderr) = wait(child, rank, dir.path());
+        assert!(status.success(), "rank {rank}: {status:?}\n{stderr}");
+        assert!(!stderr.contains("barrier"), "rank {rank}:\n{stderr}");
+    }
+    let log = records(&dir.path().join("result_0.txt"));
+    assert_rank_0_alone_wrote(dir.path(), &log);
+    let slept_until = millis_in(&dir.path().join("run_end_2"));
+    let last_eval = last_eval_stop(&log);
+    let run_stop = one(&log, keys::RUN_STOP);
+    assert!(
+        last_eval + 1000 < slept_until,
+        "rank 0 ended its run ({last_eval}) well before rank 2 did ({slept_until})"
+    );
+    assert!(
+        run_stop.time_ms() >= slept_until,
+        "run_stop ({}) is before rank 2's end of its run ({slept_until})",
+        run_stop.time_ms()
+    );
+    assert_eq!(
+        run_stop.metadata.get("status").and_then(Value::as_str),
+        Some("success")
+    );
+}
+
+#[test]
+fn a_rank_lost_in_its_run_leaves_rank_0_its_run_stop_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = coordinator(RANKS);
+    // Nobody is killed here: rank 0 trains as soon as its run opens.
+    fs::write(dir.path().join("killed"), "").unwrap();
+    let children = spawn_ranks(dir.path(), port, |rank| {
+        let mut vars = open_mpi(rank);
+        vars.push((TIMEOUT_MS.into(), "3000".into()));
+        vars.push(("MLLOG_RUN_STOP_BARRIER".into(), "1".into()));
+        if rank == 3 {
+            // Gone after the barrier before run_start, before the one before run_stop.
+            vars.push((ROLE.into(), "abort_in_run".into()));
+        }
+        vars
+    });
+    for (rank, child) in children.into_iter().enumerate() {
+        let (status, stderr) = wait(child, rank, dir.path());
+        if rank == 3 {
+            assert!(!status.success(), "rank 3 aborts:\n{stderr}");
+            continue;
+        }
+        assert!(status.success(), "rank {rank}: {status:?}\n{stderr}");
+        assert!(
+            !stderr.contains("the barrier before run_start"),
+            "rank {rank}:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "the barrier before run_stop did not complete within 3s (a rank still \
+                 training, or one that is gone)"
+            ),
+            "rank {rank} reports the timeout of the barrier before run_stop:\n{stderr}"
+        );
+    }
+    let log = records(&dir.path().join("result_0.txt"));
+    assert_rank_0_alone_wrote(dir.path(), &log);
+    let last_eval = last_eval_stop(&log);
+    let run_stop = one(&log, keys::RUN_STOP);
+    let waited = run_stop.time_ms() - last_eval;
+    assert!(
+        (2_900..5_000).contains(&waited),
+        "run_stop comes {waited} ms after the last eval_stop, not the 3 s timeout"
+    );
+    assert_eq!(
+        run_stop.metadata.get("status").and_then(Value::as_str),
+        Some("success")
+    );
+}
+
+/// Writes the wall-clock time now, in milliseconds, to `path` (read by [`millis_in`]).
+fn mark_time(path: &Path) {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    fs::write(path, now_ms.to_string()).unwrap();
+}
+
 /// One rank: the converging `llama2_70b_lora` run of tests/exit_paths.rs, with the barrier.
 #[test]
 #[ignore = "a rank process started by the tests above"]
@@ -372,14 +484,10 @@ fn rank() {
     let rank = std::env::var("RANK")
         .or_else(|_| std::env::var("OMPI_COMM_WORLD_RANK"))
         .unwrap();
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    fs::write(dir.join(format!("init_end_{rank}")), now_ms.to_string()).unwrap();
+    mark_time(&dir.join(format!("init_end_{rank}")));
     drop(init);
 
-    let _run = info_span!("run").entered();
+    let run = info_span!("run").entered();
     if role == "hang_in_run" {
         fs::write(dir.join("in_run_1"), "").unwrap();
         std::thread::sleep(CHILD_TIMEOUT);
@@ -417,4 +525,11 @@ fn rank() {
     assert!(!writes || handle.converged(), "rank 0's run converges");
     let seen = (n, handle.evals(), handle.converged(), handle.diverged());
     fs::write(dir.join(format!("evals_{rank}")), format!("{seen:?}")).unwrap();
+    match role.as_str() {
+        "sleep_in_run" => std::thread::sleep(Duration::from_millis(1500)),
+        "abort_in_run" => std::process::abort(),
+        _ => {}
+    }
+    mark_time(&dir.join(format!("run_end_{rank}")));
+    drop(run);
 }

@@ -13,6 +13,7 @@ use super::{IntervalSpec, MllogLayer, Shared};
 use crate::barrier::{BarrierFailure, BarrierResult};
 use crate::cache_clear::CacheClear;
 use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, Ruleset};
+use crate::device_sync::{DeviceSyncs, SyncAt};
 use crate::env::Env;
 use crate::keys::{self, Benchmark};
 use crate::pipeline::{Guard, Overflow, Pipeline, RecordFeed, Start};
@@ -217,6 +218,10 @@ pub struct Builder {
     handle_signals: bool,
     /// The many-ranks settings: barrier, cache clearing, clock steps (`crate::barrier`, ...).
     ranks: RankOptions,
+    /// The program's device synchronisation, and where it is called (`crate::device_sync`;
+    /// `None`: the default place).
+    device_sync: Option<crate::device_sync::Sync>,
+    device_sync_at: Option<SyncAt>,
     /// The segment profiler given in code (`Builder::profiler`).
     #[cfg(feature = "profiling")]
     profiler: Option<crate::profile::SegmentProfiler>,
@@ -276,6 +281,8 @@ impl Default for Builder {
             eval_schedule: None,
             handle_signals: false,
             ranks: RankOptions::default(),
+            device_sync: None,
+            device_sync_at: None,
             #[cfg(feature = "profiling")]
             profiler: None,
         }
@@ -772,6 +779,14 @@ impl Builder {
             );
         }
         self.overlay_env(&env)?;
+        self.ranks.check()?;
+        if self.device_sync.is_none() && self.device_sync_at.is_some_and(|at| at != SyncAt::Off) {
+            return Err(Error::Config(
+                "Builder::device_sync_at asks for device synchronisation, but none was given \
+                 (Builder::device_sync)"
+                    .into(),
+            ));
+        }
         crate::registry::check_features(&env)?;
         if self.validate_submission {
             self.submission.validate(self.ruleset)?;
@@ -857,6 +872,20 @@ impl Builder {
                 self.ranks.cache_clear = mode;
             }
             None => {}
+        }
+        if let Some(at) = crate::device_sync::from_env(env)? {
+            if at != SyncAt::Off && self.device_sync.is_none() {
+                return Err(env
+                    .invalid(
+                        crate::device_sync::VARIABLE,
+                        "no device synchronisation was given in code (Builder::device_sync)",
+                    )
+                    .into());
+            }
+            self.device_sync_at = Some(at);
+        }
+        if let Some(v) = env.flag("MLLOG_RUN_STOP_BARRIER")? {
+            self.ranks.barrier_at_stop = v;
         }
         if let Some(ms) = env.number(
             "MLLOG_CLOCK_STEP_MS",
@@ -1106,7 +1135,9 @@ impl Settings {
             root_dir: b.root_dir,
             cache_clear: b.cache_clear,
             cache_cleared,
-            barrier: b.ranks.barrier_of(),
+            barrier: b.ranks.barrier_of(crate::barrier::At::RunStart),
+            stop_barrier: b.ranks.barrier_of(crate::barrier::At::RunStop),
+            device: DeviceSyncs::new(b.device_sync, b.device_sync_at.unwrap_or_default()),
             clock: crate::clock_step::ClockWatch::new(b.ranks.clock_step),
             after_init_start: {
                 let mut records = b.submission.records();
@@ -1137,6 +1168,8 @@ struct RankOptions {
     barrier: Option<Arc<dyn Fn() -> BarrierResult + Send + Sync>>,
     barrier_timeout: Option<Duration>,
     barrier_failure: BarrierFailure,
+    /// The barrier is called again when `run` closes (`MLLOG_RUN_STOP_BARRIER`).
+    barrier_at_stop: bool,
     cache_clear: CacheClear,
     clock_step: Duration,
 }
@@ -1147,6 +1180,7 @@ impl Default for RankOptions {
             barrier: None,
             barrier_timeout: Some(crate::barrier::DEFAULT_TIMEOUT),
             barrier_failure: BarrierFailure::default(),
+            barrier_at_stop: false,
             cache_clear: CacheClear::default(),
             clock_step: crate::clock_step::DEFAULT_THRESHOLD,
         }
@@ -1154,13 +1188,30 @@ impl Default for RankOptions {
 }
 
 impl RankOptions {
-    fn barrier_of(&self) -> Option<crate::barrier::Barrier> {
+    fn barrier_of(&self, at: crate::barrier::At) -> Option<crate::barrier::Barrier> {
+        if at == crate::barrier::At::RunStop && !self.barrier_at_stop {
+            return None;
+        }
         let call = self.barrier.clone()?;
         Some(crate::barrier::Barrier::new(
             call,
             self.barrier_timeout,
             self.barrier_failure,
+            at,
         ))
+    }
+
+    /// A barrier before `run_stop` needs the collective to call.
+    fn check(&self) -> Result<(), Error> {
+        if self.barrier_at_stop && self.barrier.is_none() {
+            return Err(Error::Config(
+                "a barrier before run_stop was asked for (Builder::barrier_at_run_stop, \
+                 MLLOG_RUN_STOP_BARRIER), but no barrier was given (Builder::barrier, \
+                 Builder::try_barrier)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -1212,6 +1263,18 @@ impl Builder {
         self
     }
 
+    /// Calls the barrier a second time on every rank, when `run` closes and before `run_stop`
+    /// is stamped, so the clock stops on rank 0 only once every rank has finished its run, as
+    /// NVIDIA's mlperf-common does (default off, `MLLOG_RUN_STOP_BARRIER`; needs
+    /// [`Builder::barrier`]). The same timeout applies; a rank that never arrives (it crashed,
+    /// or it is still training at the timeout) is reported and `run_stop` is written without
+    /// it. Off by default because every rank must then close `run` exactly once, or the
+    /// others wait out the timeout: docs/ranks.md.
+    pub fn barrier_at_run_stop(mut self, on: bool) -> Self {
+        self.ranks.barrier_at_stop = on;
+        self
+    }
+
     /// What a failed, panicking or timed-out barrier does (default
     /// [`BarrierFailure::Continue`]: reported on stderr and in the guard's report, and the
     /// run starts).
@@ -1234,6 +1297,40 @@ impl Builder {
     /// the end record carries [`crate::WALL_CLOCK_STEP_MS`] and the report says so.
     pub fn clock_step_threshold(mut self, threshold: Duration) -> Self {
         self.ranks.clock_step = threshold;
+        self
+    }
+}
+
+/// GPUs: intervals that end when the device's work has (`crate::device_sync`).
+impl Builder {
+    /// Your device's synchronisation, which returns once the work queued on the device so far
+    /// has finished: candle's `device.synchronize()`, `tch::Cuda::synchronize`, burn's
+    /// `B::sync(&device)` (docs/devices.md). The layer calls it on the thread that closes
+    /// the span, before it stamps the end of every `block`, `eval` and `run` and, at
+    /// [`SyncAt::Steps`], of every counted `train_step`, so that those times are the
+    /// device's and not the host's enqueue. Not set: nothing is called. Not called while a
+    /// thread unwinds, nor by the exit paths (`process::exit`, a signal, a dropped guard);
+    /// a panic inside it is the program's, as if its own code had called it there.
+    ///
+    /// ```
+    /// use tracing_mllog::MllogLayer;
+    ///
+    /// let (_layer, _guard) = MllogLayer::builder()
+    ///     .no_output()
+    ///     .device_sync(|| { /* device.synchronize().unwrap() */ })
+    ///     .build::<tracing_subscriber::Registry>()?;
+    /// # Ok::<(), tracing_mllog::Error>(())
+    /// ```
+    pub fn device_sync(mut self, sync: impl Fn() + Send + Sync + 'static) -> Self {
+        self.device_sync = Some(Arc::new(sync));
+        self
+    }
+
+    /// Where the device synchronisation is called (default [`SyncAt::Intervals`];
+    /// `MLLOG_DEVICE_SYNC=off|intervals|steps`): [`SyncAt::Steps`] for step-exact
+    /// `train_step_time` and throughput.
+    pub fn device_sync_at(mut self, at: SyncAt) -> Self {
+        self.device_sync_at = Some(at);
         self
     }
 }

@@ -83,8 +83,8 @@ fn intern_cached(s: &str) -> Option<&'static str> {
     })
 }
 
-/// `a == b`, without a `memcmp` call for the short strings keys are: up to 16 bytes are two
-/// overlapping 8-byte loads from each end.
+/// `a == b`, without a `memcmp` call for the short strings keys are: 8 to 16 bytes are two
+/// overlapping 8-byte loads from each end, 17 to 32 bytes four.
 #[inline(always)]
 fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -92,11 +92,44 @@ fn same(a: &str, b: &str) -> bool {
         return false;
     }
     let n = a.len();
-    if (8..=16).contains(&n) {
-        let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap());
-        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap());
+    let words = |at: &[usize]| at.iter().all(|&i| word(a, i) == word(b, i));
+    match n {
+        8..=16 => words(&[0, n - 8]),
+        17..=32 => words(&[0, 8, n - 16, n - 8]),
+        _ => a == b,
     }
-    a == b
+}
+
+/// The most bytes of keys of the program's own that are kept for good (see [`own_key`]).
+const OWN_KEY_BYTES_MAX: usize = 64 * 1024;
+/// The longest key of the program's own that is kept.
+const OWN_KEY_MAX_LEN: usize = 64;
+/// Bytes of keys kept so far, in the whole process.
+static OWN_KEY_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A key of the program's own (no MLLOG constant), kept for good, so that its callsite's next
+/// events compare their key with it instead of looking it up among the known keys and copying
+/// it: a program logs a few keys of its own over and over. Also put in the interned cache,
+/// so that another callsite logging the same key finds it there rather than keeping a copy of
+/// its own. Bounded: once [`OWN_KEY_BYTES_MAX`] is spent (a program that builds a new key per
+/// event with `format!`), keys are copied per event as before.
+#[cold]
+#[inline(never)]
+fn own_key(s: &str) -> Option<&'static str> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if s.is_empty() || s.len() > OWN_KEY_MAX_LEN {
+        return None;
+    }
+    if OWN_KEY_BYTES.fetch_add(s.len(), Relaxed) + s.len() > OWN_KEY_BYTES_MAX {
+        OWN_KEY_BYTES.store(OWN_KEY_BYTES_MAX, Relaxed);
+        return None;
+    }
+    let kept: &'static str = Box::leak(s.into());
+    let b = s.as_bytes();
+    let slot = (b.len() * 7 + b[0] as usize * 3 + b[b.len() - 1] as usize) % 32;
+    INTERNED.with(|cache| cache[slot].set(kept));
+    Some(kept)
 }
 
 /// Whether some known key has this length, first byte and last byte: most strings that are no
@@ -201,12 +234,12 @@ impl<'a> EventFields<'a> {
 
     #[inline(never)]
     fn new_key(&mut self, s: &str) -> Str {
-        match intern_cached(s) {
+        match intern_cached(s).or_else(|| own_key(s)) {
             Some(k) => {
                 self.learned_key = Some(k);
                 Cow::Borrowed(k)
             }
-            // A key of the program's own: copied like a string value, into a kept buffer.
+            // Past the bound on kept keys: copied like a string value, into a kept buffer.
             None => Cow::Owned(self.copied(s)),
         }
     }
@@ -428,5 +461,31 @@ mod tests {
         assert!(!same("run_start", "run_stop"));
         assert!(same("", ""));
         assert!(!same("a_very_long_key_name_x", "a_very_long_key_name_y"));
+        // Every length up to past 32, differing at every place.
+        let base = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH";
+        for n in 0..=base.len() {
+            let a = &base[..n];
+            assert!(same(a, a), "{a}");
+            for at in 0..n {
+                let mut b = a.as_bytes().to_vec();
+                b[at] = b'_';
+                let b = String::from_utf8(b).unwrap();
+                assert!(!same(a, &b), "{a} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn keys_of_the_program_own_are_kept_once() {
+        let key = "a_key_of_this_test_only";
+        let first = own_key(key).unwrap();
+        assert_eq!(first, key);
+        // Found in the interned cache from then on (for the same text elsewhere in memory),
+        // the same kept copy.
+        let elsewhere = String::from(key);
+        let found = intern_cached(elsewhere.as_str()).unwrap();
+        assert!(std::ptr::eq(found, first));
+        assert_eq!(own_key(""), None);
+        assert_eq!(own_key(&"k".repeat(OWN_KEY_MAX_LEN + 1)), None);
     }
 }

@@ -1,7 +1,8 @@
 //! The filter of a rank that writes nothing.
 //!
 //! Such a rank's layer must cost (almost) nothing, so every callsite is `never` to it, except
-//! the two it needs: the `run` span, when there is a barrier to pass when `run` opens, and
+//! the two it needs: the `run` span, when there is a barrier to pass when `run` opens (and,
+//! with the barrier before `run_stop`, when it closes), and
 //! `mllog!`'s `eval_accuracy` callsite ([`crate::EVAL_EVENT`]), so that its
 //! [`crate::RunHandle`] says `converged` and `diverged` at the same evaluation as rank 0's and
 //! a loop `while !run.converged()` ends on every rank. Evaluations are few; every other event

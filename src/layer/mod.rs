@@ -127,6 +127,10 @@ pub(crate) struct Shared {
     pub(crate) cache_cleared: crate::cache_clear::CacheCleared,
     /// Passed by every rank when `run` opens, before `run_start` is stamped.
     pub(crate) barrier: Option<crate::barrier::Barrier>,
+    /// Passed by every rank when `run` closes, before `run_stop` is stamped (on request).
+    pub(crate) stop_barrier: Option<crate::barrier::Barrier>,
+    /// The program's device synchronisation, at interval ends and step ends (on request).
+    pub(crate) device: crate::device_sync::DeviceSyncs,
     /// Wall-clock steps, looked for at each interval's end.
     pub(crate) clock: crate::clock_step::ClockWatch,
     /// Records written right after `init_start` (submission metadata, `config_filename`).
@@ -542,6 +546,9 @@ impl Core {
             // The step ended by unwinding: it trained nothing.
             return self.unwound_step(frame);
         }
+        if let Some(sync) = &shared.device.steps {
+            sync();
+        }
         let end_mono = Timestamp::mono_now();
         let f = &frame.fields;
         let samples = f.samples().or(shared.samples_per_step).unwrap_or(0);
@@ -622,8 +629,12 @@ impl Core {
             if let Some(barrier) = &self.shared.barrier {
                 barrier.pass_reported(|w| self.shared.pipeline.warn(w));
             }
-            // A rank that writes nothing sees `run` only to pass the barrier.
+            // A rank that writes nothing sees `run` only to pass the barriers: counted in its
+            // bucket when there is one at its close, so that its close reaches the layer.
             if !self.shared.active {
+                if self.shared.stop_barrier.is_some() {
+                    self.shared.bucket(id).fetch_add(1, Ordering::Relaxed);
+                }
                 return;
             }
         }
@@ -721,6 +732,11 @@ impl Core {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let shared = &*self.shared;
+        if (shared.stop_barrier.is_some() || shared.device.intervals.is_some())
+            && shared.before_end(&id)
+        {
+            return;
+        }
         let order = shared.order();
         let (open, inside) = {
             let mut list = shared.open_intervals();
@@ -771,6 +787,37 @@ impl Core {
 }
 
 impl Shared {
+    /// What must happen before an interval's end is stamped: the device's work done (a block,
+    /// an eval, the run) and every rank at the end of its run (the barrier before `run_stop`).
+    /// Neither while unwinding: a rank that fails is one the others are told of by their
+    /// timeout, and its device or communicator may be in no state to be called. True when the
+    /// close is done with: a rank that writes nothing sees only its `run`, for the barrier.
+    #[cold]
+    fn before_end(&self, id: &Id) -> bool {
+        let kind = if self.active {
+            self.open_intervals()
+                .iter()
+                .rfind(|o| o.span == id.into_u64())
+                .map(|o| self.intervals[o.spec].kind)
+        } else {
+            self.bucket(id).fetch_sub(1, Ordering::Relaxed);
+            Some(Interval::Run)
+        };
+        if std::thread::panicking() {
+            return !self.active;
+        }
+        if let (Some(sync), true) = (
+            &self.device.intervals,
+            self.active && matches!(kind, Some(Interval::Block | Interval::Eval | Interval::Run)),
+        ) {
+            sync();
+        }
+        if let (Some(barrier), Some(Interval::Run)) = (&self.stop_barrier, kind) {
+            barrier.pass_reported(|w| self.pipeline.warn(w));
+        }
+        !self.active
+    }
+
     /// Writes the end record of an interval taken out of the open list (and, for a block or
     /// the run, the throughput figures that go with it).
     fn end_interval(&self, open: OpenInterval, ending: Ending) {
