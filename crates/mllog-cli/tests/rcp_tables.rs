@@ -16,7 +16,7 @@ use std::process::Command;
 
 use mllog_core::results::rcp::RcpTable;
 use mllog_core::results::rcp_tables::{rcp_folders, RcpTables};
-use mllog_core::results::rules_source::RulesSource;
+use mllog_core::rules_source::RulesSource;
 use serde_json::Value;
 
 use common::mllog;

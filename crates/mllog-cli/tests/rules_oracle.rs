@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mllog_core::compliance::engine::{rulesets, RuleEngine};
-use mllog_core::compliance::source::RulesSource;
 use mllog_core::compliance::{check_text, example_log, rules, Division, Ruleset};
+use mllog_core::rules_source::RulesSource;
 
 /// Runs the official checker as its CLI does (`{usage}_{ruleset}/common.yaml`, a crash is a
 /// failure), per line `path\tusage\truleset`, printing `plain strict` (1 passed, 0 failed).

@@ -5,10 +5,10 @@
 //!
 //! The `tracing-mllog` layer and the `mllog` command-line tool both build on this crate;
 //! `tracing-mllog` re-exports every module at the same path (`tracing_mllog::compliance`, ...).
-//! Nothing here reads the process environment, and nothing starts a thread except
-//! `results::verify` (feature `review`), whose scoped workers read a submission's files and end
-//! before it returns; the one child process is the Python interpreter
-//! `compliance::source::RulesSource::from_python` asks where its `mlperf_logging` is.
+//! Nothing here reads the process environment but [`rules_source::RulesSource::from_env`], and
+//! nothing starts a thread except `results::verify` (feature `review`), whose scoped workers
+//! read a submission's files and end before it returns; the one child process is the Python
+//! interpreter [`rules_source::RulesSource::from_python`] asks where its `mlperf_logging` is.
 //!
 //! ```
 //! use mllog_core::compliance::{check_text, example_log, Division, Ruleset};
@@ -28,6 +28,7 @@ pub mod keys;
 pub mod presets;
 pub mod record;
 pub mod results;
+pub mod rules_source;
 pub mod run;
 pub mod submission;
 

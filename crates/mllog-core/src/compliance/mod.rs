@@ -17,7 +17,8 @@
 //! ```
 //!
 //! The official rule files themselves, of any ruleset an installed `mlperf-logging` ships, are
-//! run by the rule engine (`engine`, feature `rules`), from the package [`source`] locates.
+//! run by the rule engine (`engine`, feature `rules`), from the package
+//! [`crate::rules_source`] locates.
 //!
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.
 
@@ -30,7 +31,6 @@ mod model;
 mod py;
 mod report;
 mod rulesets;
-pub mod source;
 mod submission;
 
 pub use checker::{

@@ -47,9 +47,6 @@ mod rcp_runs;
 pub mod rcp_tables;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
-pub mod rules_source;
-#[cfg(feature = "review")]
-#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod ruleset;
 pub mod score;
 pub mod summary;

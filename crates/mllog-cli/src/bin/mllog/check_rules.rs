@@ -8,29 +8,23 @@ use std::path::Path;
 use crate::check::{Args, Format};
 use crate::{diag, machine};
 use mllog_core::compliance::engine::{rulesets, EngineReport, RuleEngine};
-use mllog_core::compliance::source::{Origin, RulesSource};
 use mllog_core::compliance::Severity;
+use mllog_core::rules_source::{RulesOrigin, RulesSource};
 
-/// The interpreter `--rules python` runs: `MLLOG_PYTHON`, else `python3`.
-fn default_python() -> String {
-    std::env::var("MLLOG_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "python3".into())
-}
-
-/// The rules source of `--rules` or, without it, `MLLOG_RULES` (unset or empty: none).
-pub(crate) fn spec(a: &Args) -> Option<String> {
-    a.rules
-        .clone()
-        .or_else(|| std::env::var("MLLOG_RULES").ok())
-        .filter(|s| !s.is_empty())
+/// The rules source of `--rules` or, without it, `MLLOG_RULES` (unset or empty: none), or
+/// why the one named cannot be used.
+pub(crate) fn source(a: &Args) -> Option<Result<RulesSource, String>> {
+    let named = match &a.rules {
+        Some(spec) => format!("--rules {spec}"),
+        None => mllog_core::rules_source::RULES_ENV.to_owned(),
+    };
+    RulesSource::from_env(a.rules.as_deref()).map(|r| r.map_err(|e| format!("{named}: {e}")))
 }
 
 fn source_json(src: &RulesSource) -> serde_json::Value {
     let (origin, python) = match &src.origin {
-        Origin::Folder => ("folder", None),
-        Origin::Python(p) => ("python", Some(p.clone())),
+        RulesOrigin::Folder => ("folder", None),
+        RulesOrigin::Python { python } => ("python", Some(python.clone())),
     };
     serde_json::json!({
         "root": src.root.display().to_string(),
@@ -53,9 +47,8 @@ fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// The rule engine for the options: the source, the usage, the ruleset (default: the newest
 /// the package has for the usage), the custom config.
-fn engine(a: &Args, spec: &str) -> Result<(RulesSource, RuleEngine), String> {
-    let src = RulesSource::resolve(spec, &default_python())
-        .map_err(|e| format!("--rules {spec}: {e}"))?;
+fn engine(a: &Args, src: Result<RulesSource, String>) -> Result<(RulesSource, RuleEngine), String> {
+    let src = src?;
     let dir = src.compliance_dir();
     let ruleset = match &a.ruleset {
         Some(r) => r.clone(),
@@ -119,8 +112,8 @@ fn verdict(report: &EngineReport, src: &RulesSource, shown: &str) -> String {
 }
 
 /// `mllog check` with rules read at run time.
-pub(crate) fn run(a: &Args, spec: &str) -> u8 {
-    let (src, engine) = match engine(a, spec) {
+pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
+    let (src, engine) = match engine(a, src) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("mllog: {e}");

@@ -111,8 +111,8 @@ fn main() -> ExitCode {
         Color::Never => anstream::ColorChoice::Never,
     });
     let code = match cli.command {
-        Command::Check(a) => match check_rules::spec(&a) {
-            Some(spec) => check_rules::run(&a, &spec),
+        Command::Check(a) => match check_rules::source(&a) {
+            Some(src) => check_rules::run(&a, src),
             None => check::run(a),
         },
         Command::DryRun(a) => dry_run::run(a),

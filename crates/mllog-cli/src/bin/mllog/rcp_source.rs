@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use mllog_core::compliance::Ruleset;
 use mllog_core::results::rcp_tables::RcpTables;
-use mllog_core::results::rules_source::{RulesSource, RULES_ENV};
+use mllog_core::rules_source::{RulesSource, RULES_ENV};
 
 /// Where the RCPs come from.
 #[derive(clap::Args, Debug)]
@@ -37,10 +37,13 @@ impl RcpSourceArgs {
 
     /// The tables of `<usage>_<ruleset>`, or the error naming the folder or file.
     pub fn open_named(&self, usage: &str, ruleset: &str) -> Result<Arc<RcpTables>, String> {
-        let source = match &self.rules {
-            Some(spec) => Some(RulesSource::resolve(spec).map_err(|e| format!("--rules: {e}"))),
-            None => RulesSource::from_env().map(|r| r.map_err(|e| format!("{RULES_ENV}: {e}"))),
+        let named = if self.rules.is_some() {
+            "--rules"
+        } else {
+            RULES_ENV
         };
+        let source = RulesSource::from_env(self.rules.as_deref())
+            .map(|r| r.map_err(|e| format!("{named}: {e}")));
         let tables = match source.transpose()? {
             Some(s) => RcpTables::open(&s.rcp_dir(), usage, ruleset, s.version),
             None if usage == "training" => RcpTables::built_in(ruleset),

@@ -1,10 +1,30 @@
 //! Where the official rules are read from at run time: an `mlperf_logging` package folder
-//! given as a path, or the one a Python interpreter has installed.
+//! given as a path, or the one a Python interpreter has installed. The compliance rules are
+//! read from [`RulesSource::compliance_dir`] (by the rule engine, feature `rules`), the RCP
+//! tables from [`RulesSource::rcp_dir`] (feature `review`).
 //!
 //! A spec is `DIR` (the package folder, or its `compliance_checker` or `rcp_checker` folder),
-//! `python` (the interpreter of `$MLLOG_PYTHON`, else `python3`) or `python:PATH`. The package
-//! version is the interpreter's `importlib.metadata`, or for a folder the
-//! `mlperf_logging-<version>.dist-info` installed beside it; unknown otherwise, and said so.
+//! `python` (the interpreter named by the caller: `$MLLOG_PYTHON`, else `python3`, for
+//! [`RulesSource::from_env`]) or `python:PATH`. The package version is the interpreter's
+//! `importlib.metadata`, or for a folder the `mlperf_logging-<version>.dist-info` installed
+//! beside it; unknown otherwise, and said so. Finding the package through Python starts that
+//! interpreter once, as a child process.
+//!
+//! ```
+//! use mllog_core::rules_source::{RulesOrigin, RulesSource};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let pkg = dir.path().join("mlperf_logging");
+//! std::fs::create_dir_all(pkg.join("compliance_checker")).unwrap();
+//! std::fs::create_dir_all(pkg.join("rcp_checker")).unwrap();
+//! std::fs::create_dir_all(dir.path().join("mlperf_logging-4.1.68.dist-info")).unwrap();
+//! let src = RulesSource::resolve(pkg.join("compliance_checker").to_str().unwrap(), "python3").unwrap();
+//! assert_eq!(src.root, pkg);
+//! assert_eq!(src.version.as_deref(), Some("4.1.68"));
+//! assert_eq!(src.origin, RulesOrigin::Folder);
+//! assert_eq!(src.rcp_dir(), pkg.join("rcp_checker"));
+//! assert!(RulesSource::resolve(dir.path().join("nothing").to_str().unwrap(), "python3").is_err());
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,9 +32,13 @@ use std::process::Command;
 /// The environment variable that names a spec when no `--rules` is given.
 pub const RULES_ENV: &str = "MLLOG_RULES";
 
+/// The environment variable naming the interpreter of the spec `python`.
+pub const PYTHON_ENV: &str = "MLLOG_PYTHON";
+
 /// How the package folder was found.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 pub enum RulesOrigin {
     /// A path given.
     Folder,
@@ -26,10 +50,11 @@ pub enum RulesOrigin {
 }
 
 /// An official package folder to read rules from.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RulesSource {
     /// The `mlperf_logging` package folder.
-    #[serde(serialize_with = "display_path")]
+    #[cfg_attr(feature = "serde", serde(serialize_with = "display_path"))]
     pub root: PathBuf,
     /// How it was found.
     pub origin: RulesOrigin,
@@ -61,6 +86,7 @@ pub enum RulesSourceError {
     },
 }
 
+#[cfg(feature = "serde")]
 fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&p.display())
 }
@@ -71,31 +97,39 @@ try:\n    import importlib.metadata as m; print(m.version('mlperf-logging'))\n\
 except Exception:\n    print('')\n";
 
 impl RulesSource {
-    /// The source a spec names (see the module's documentation).
-    pub fn resolve(spec: &str) -> Result<RulesSource, RulesSourceError> {
+    /// The source a spec names (see the module's documentation); `python` is the interpreter
+    /// of the spec `python`.
+    pub fn resolve(spec: &str, python: &str) -> Result<RulesSource, RulesSourceError> {
         match spec.strip_prefix("python") {
-            Some("") => Self::from_python(
-                &std::env::var("MLLOG_PYTHON").unwrap_or_else(|_| "python3".into()),
-            ),
+            Some("") => Self::from_python(python),
             Some(rest) if rest.starts_with(':') => Self::from_python(&rest[1..]),
             _ => Self::from_folder(Path::new(spec)),
         }
     }
 
-    /// The source named by `$MLLOG_RULES`, if set and not empty.
-    pub fn from_env() -> Option<Result<RulesSource, RulesSourceError>> {
-        let spec = std::env::var(RULES_ENV).ok().filter(|s| !s.is_empty())?;
-        Some(Self::resolve(&spec))
+    /// The source `spec` names, else the one `$MLLOG_RULES` names (`None`: neither, or
+    /// empty); the spec `python` means `$MLLOG_PYTHON`, else `python3`. The one place that
+    /// reads these variables.
+    pub fn from_env(spec: Option<&str>) -> Option<Result<RulesSource, RulesSourceError>> {
+        let from_env = std::env::var(RULES_ENV).ok();
+        let spec = spec.or(from_env.as_deref()).filter(|s| !s.is_empty())?;
+        let python = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".into());
+        Some(Self::resolve(spec, &python))
     }
 
-    /// The package folder `dir` is, or whose checker folder it is.
+    /// The package folder `dir` is, or whose checker folder (`compliance_checker`,
+    /// `rcp_checker`) it is.
     pub fn from_folder(dir: &Path) -> Result<RulesSource, RulesSourceError> {
-        let root = if dir.join("rcp_checker").is_dir() {
+        let is_package =
+            |d: &Path| d.join("compliance_checker").is_dir() || d.join("rcp_checker").is_dir();
+        let root = if is_package(dir) {
             dir.to_path_buf()
         } else {
             match dir.parent() {
-                Some(p) if p.join("rcp_checker").is_dir() && dir.is_dir() => p.to_path_buf(),
-                Some(p) if p.as_os_str().is_empty() && Path::new("rcp_checker").is_dir() => {
+                Some(p) if is_package(p) && dir.is_dir() => p.to_path_buf(),
+                Some(p)
+                    if p.as_os_str().is_empty() && is_package(Path::new(".")) && dir.is_dir() =>
+                {
                     PathBuf::from(".")
                 }
                 _ => return Err(RulesSourceError::NotAPackage(dir.to_path_buf())),
@@ -147,22 +181,25 @@ impl RulesSource {
         })
     }
 
-    /// The package's `rcp_checker` folder.
+    /// `<root>/compliance_checker`: the rule files, by `<usage>_<ruleset>/`.
+    pub fn compliance_dir(&self) -> PathBuf {
+        self.root.join("compliance_checker")
+    }
+
+    /// `<root>/rcp_checker`: the RCP tables, by `<usage>_<ruleset>/`.
     pub fn rcp_dir(&self) -> PathBuf {
         self.root.join("rcp_checker")
     }
 
-    /// Where the rules come from, in words.
+    /// Where the rules come from, in words: `mlperf-logging 4.1.68 at PATH (imported by
+    /// python3)`.
     pub fn describe(&self) -> String {
-        format!(
-            "{} (mlperf-logging {}{})",
-            self.root.display(),
-            self.version.as_deref().unwrap_or("of unknown version"),
-            match &self.origin {
-                RulesOrigin::Folder => String::new(),
-                RulesOrigin::Python { python } => format!(", found through {python}"),
-            }
-        )
+        let version = self.version.as_deref().unwrap_or("(version unknown)");
+        let how = match &self.origin {
+            RulesOrigin::Folder => String::new(),
+            RulesOrigin::Python { python } => format!(" (imported by {python})"),
+        };
+        format!("mlperf-logging {version} at {}{how}", self.root.display())
     }
 }
 
@@ -200,15 +237,15 @@ mod tests {
             pkg.join("compliance_checker"),
             pkg.join("rcp_checker"),
         ] {
-            let s = RulesSource::resolve(dir.to_str().unwrap()).unwrap();
+            let s = RulesSource::resolve(dir.to_str().unwrap(), "python3").unwrap();
             assert_eq!(s.root, pkg, "{}", dir.display());
             assert_eq!(s.rcp_dir(), pkg.join("rcp_checker"));
             assert_eq!(s.version.as_deref(), Some("9.9.1rc2"));
             assert_eq!(s.origin, RulesOrigin::Folder);
         }
-        let e = RulesSource::resolve(tmp.path().to_str().unwrap()).unwrap_err();
+        let e = RulesSource::resolve(tmp.path().to_str().unwrap(), "python3").unwrap_err();
         assert!(matches!(e, RulesSourceError::NotAPackage(_)), "{e}");
-        let e = RulesSource::resolve("python:/nonexistent/python3").unwrap_err();
+        let e = RulesSource::resolve("python:/nonexistent/python3", "python3").unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("/nonexistent/python3: cannot run it"),
