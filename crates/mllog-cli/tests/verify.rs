@@ -1548,3 +1548,164 @@ fn where_the_package_checker_passes_nothing_verify_does_not() {
         );
     });
 }
+
+/// What `repo_checker` logged: (kind, path) for every file it names, kinds `name`, `size`,
+/// `link`. Its messages list one path a line after the first.
+fn repo_checker_findings(log: &str) -> std::collections::BTreeSet<(&'static str, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut kind: Option<&'static str> = None;
+    for line in log.lines() {
+        let rest = if let Some(m) = line.strip_prefix("ERROR - ") {
+            kind = None;
+            if let Some(p) = m.strip_prefix("Files with git-unfriendly name: ") {
+                kind = Some("name");
+                p
+            } else if let Some(p) = m.strip_prefix("Files > 50MB: ") {
+                kind = Some("size");
+                p
+            } else if let Some((_, p)) = m.split_once(" contains broken symbolic links: ") {
+                kind = Some("link");
+                p
+            } else {
+                continue;
+            }
+        } else if line.starts_with("INFO - ") || line.starts_with("WARNING - ") {
+            kind = None;
+            continue;
+        } else {
+            line
+        };
+        if let Some(k) = kind {
+            // The name list ends with the message's trailing space.
+            out.insert((k, rest.trim_end_matches(' ').to_string()));
+        }
+    }
+    out
+}
+
+/// The repo_checker problems of a verify JSON document, as (kind, path).
+fn our_repo_findings(v: &Value) -> std::collections::BTreeSet<(&'static str, String)> {
+    v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["tool"] == "repo_checker")
+        .map(|p| {
+            assert_eq!(p["step"], "repo_checker", "{p}");
+            let m = p["message"].as_str().unwrap();
+            let kind = if m.starts_with("Files with git-unfriendly name: ") {
+                "name"
+            } else if m.starts_with("Files > 50MB: ") {
+                "size"
+            } else if m.contains(" contains broken symbolic links: ") {
+                "link"
+            } else {
+                panic!("unexpected repo_checker problem: {p}")
+            };
+            (kind, p["path"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_repo_checker_step_agrees_with_the_official_repo_checker() {
+    let Some((subs, python)) = oracle("mllog verify's repo_checker step against repo_checker")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("tinycorp");
+    copy_dir(&subs.join("5.0/tinycorp"), &copy);
+    let clean = ours(&copy, "5.0.0");
+    assert!(our_repo_findings(&clean.json).is_empty(), "{}", clean.text);
+
+    let bert = copy.join("results/tinybox_green/bert");
+    std::fs::write(bert.join("notes copy.txt"), "").unwrap();
+    std::fs::write(copy.join("systems/.DS_Store"), "").unwrap();
+    std::fs::create_dir_all(copy.join("results/.cache/sub dir")).unwrap();
+    std::fs::write(copy.join("results/.cache/sub dir/x"), "").unwrap();
+    // Sparse: the size is what counts. One byte over the limit, and exactly at it.
+    let big = std::fs::File::create(copy.join("big.bin")).unwrap();
+    big.set_len(50 * 1024 * 1024 + 1).unwrap();
+    let edge = std::fs::File::create(copy.join("edge.bin")).unwrap();
+    edge.set_len(50 * 1024 * 1024).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/mllog/target", copy.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("missing.txt", bert.join("bad_link")).unwrap();
+    std::os::unix::fs::symlink("loop", copy.join("loop")).unwrap();
+    // Links that work: to a file (from the folder the official tool runs in, so both agree)
+    // and to a folder (neither walked nor checked by either).
+    std::os::unix::fs::symlink("systems/tinybox_green.json", copy.join("desc_link")).unwrap();
+    std::os::unix::fs::symlink("systems", copy.join(".systems link")).unwrap();
+    // A relative link that works from its own folder; the official tool resolves it from the
+    // folder it runs in, and calls it broken.
+    std::os::unix::fs::symlink("result_0.txt", bert.join("first_run")).unwrap();
+
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let log_path = work.join("repo_checker.log");
+    let out = Command::new(&python)
+        .args(["-m", "mlperf_logging.repo_checker"])
+        .arg(&copy)
+        .args(["training", "5.0.0", "--log_output"])
+        .arg(&log_path)
+        .current_dir(&copy)
+        .output()
+        .unwrap();
+    // It exits 0 whatever it finds: the verdict is only in its log.
+    assert!(out.status.success(), "{out:?}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("CHECKS FAILED."), "{log}");
+    let mut official = repo_checker_findings(&log);
+    let misjudged = ("link", bert.join("first_run").display().to_string());
+    assert!(official.remove(&misjudged), "{log}");
+
+    let us = ours(&copy, "5.0.0");
+    let found = our_repo_findings(&us.json);
+    let p = |s: &str| copy.join(s).display().to_string();
+    let expected: std::collections::BTreeSet<_> = [
+        ("name", p("results/tinybox_green/bert/notes copy.txt")),
+        ("name", p("systems/.DS_Store")),
+        ("name", p("results/.cache")),
+        ("name", p("results/.cache/sub dir")),
+        ("size", p("big.bin")),
+        ("link", p("dangling")),
+        ("link", p("loop")),
+        ("link", p("results/tinybox_green/bert/bad_link")),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(official, expected, "{log}");
+    assert_eq!(found, expected, "{}", us.text);
+    assert_eq!(us.code, 1, "{}", us.text);
+    assert!(
+        us.text.contains(&format!(
+            "error: Files > 50MB: {} (52428801 bytes; Please remove or reduce the size of \
+             these files.)\n  --> {}\n   = step: repo_checker\n",
+            p("big.bin"),
+            p("big.bin")
+        )),
+        "{}",
+        us.text
+    );
+    // Every other problem names its step too: the package checker's, the summarizer's.
+    for prob in us.json["problems"].as_array().unwrap() {
+        let step = prob["step"].as_str().unwrap();
+        assert!(
+            ["package_checker", "result_summarizer", "repo_checker"].contains(&step),
+            "{prob}"
+        );
+    }
+    let steps: Vec<&str> = us.json["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["problems"].as_array().unwrap())
+        .map(|p| p["step"].as_str().unwrap())
+        .collect();
+    assert!(steps.contains(&"package_checker"), "{steps:?}");
+    assert!(
+        us.text.contains("   = step: package_checker (tool: "),
+        "{}",
+        us.text
+    );
+}

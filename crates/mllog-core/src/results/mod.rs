@@ -13,6 +13,7 @@
 //!   system descriptions, seeds, RCP, the summarizer's table with the final scores).
 //! - `rcp` (feature `review`): the RCP checker (reference convergence points, the minimum
 //!   acceptable mean, the scaling factor) and the forecast of a campaign in progress.
+//! - `repo_check` (feature `review`): the repository checker's names, sizes and links.
 //! - `ruleset` (feature `review`): which ruleset a results folder was made for, with the evidence.
 //!
 //! ```
@@ -37,6 +38,9 @@ pub mod rcp;
 #[cfg(feature = "review")]
 #[rustfmt::skip]
 mod rcp_data;
+#[cfg(feature = "review")]
+#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
+pub mod repo_check;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod ruleset;

@@ -53,6 +53,7 @@ use super::rcp::{
     check_benchmark, np_mean, package_bypass, py_float, write_scaling, RcpOptions, RcpResult,
     RcpStatus, Scaling,
 };
+use super::repo_check::{repo_check, RepoFinding};
 use super::score::olympic_mean;
 use super::summary::csv_field;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
@@ -157,8 +158,13 @@ pub struct Problem {
     /// The file or folder, as shown (lossy for a name that is not UTF-8).
     pub path: String,
     /// The official tool whose decision this is: `package_checker`, `system_desc_checker`,
-    /// `seed_checker`, `rcp_checker`, `compliance_checker`, `result_summarizer`, or `io`.
+    /// `seed_checker`, `rcp_checker`, `compliance_checker`, `result_summarizer`,
+    /// `repo_checker`, or `io`.
     pub tool: &'static str,
+    /// The step of the official review script (`verify_for_v<round>_training.sh`) it belongs
+    /// to: `package_checker` (which runs the compliance, seed, system description and RCP
+    /// checkers), `result_summarizer` or `repo_checker`. See [`STEPS`].
+    pub step: &'static str,
     /// What was found, in the official tool's words where it has some.
     pub message: String,
     /// Whether the file or folder could not be read (exit status 2 rather than 1).
@@ -176,6 +182,7 @@ impl Problem {
             severity,
             path: path.display().to_string(),
             tool,
+            step: step_of(tool),
             message: message.into(),
             io: false,
         }
@@ -191,6 +198,19 @@ impl Problem {
             io: true,
             ..Problem::new(Severity::Error, path, "io", format!("cannot {what}: {why}"))
         }
+    }
+}
+
+/// The steps of the official review script, in its order: `python3 -m mlperf_logging.<step>
+/// <folder> training <ruleset>`.
+pub const STEPS: [&str; 3] = ["package_checker", "result_summarizer", "repo_checker"];
+
+/// The review script's step that runs `tool`: the package checker runs every checker but the
+/// summarizer and the repository checker; an unreadable file is met first by it.
+fn step_of(tool: &'static str) -> &'static str {
+    match tool {
+        "result_summarizer" | "repo_checker" => tool,
+        _ => "package_checker",
     }
 }
 
@@ -427,7 +447,11 @@ impl Review {
         let block = |out: &mut String, p: &Problem| {
             let _ = writeln!(out, "{}: {}", p.severity.as_str(), p.message);
             let _ = writeln!(out, "  --> {}", p.path);
-            let _ = writeln!(out, "   = tool: {}\n", p.tool);
+            if p.tool == p.step {
+                let _ = writeln!(out, "   = step: {}\n", p.step);
+            } else {
+                let _ = writeln!(out, "   = step: {} (tool: {})\n", p.step, p.tool);
+            }
         };
         for p in &self.problems {
             block(&mut out, p);
@@ -556,7 +580,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         source,
     })?;
     let facts = facts(opts.ruleset).ok_or(VerifyError::Ruleset(opts.ruleset))?;
-    let mut problems = Vec::new();
+    let mut problems = repo_problems(dir);
 
     // system_desc_checker, on every systems/*.json (the package checker's glob).
     let systems_dir = dir.join("systems");
@@ -679,6 +703,20 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     let failed = review.problems().any(|p| p.severity == Severity::Error);
     review.passed = !failed;
     Ok(review)
+}
+
+/// The review script's last step, `repo_checker`, as problems.
+fn repo_problems(dir: &Path) -> Vec<Problem> {
+    repo_check(dir)
+        .into_iter()
+        .map(|f| {
+            let severity = match f {
+                RepoFinding::Unreadable { .. } => Severity::Warning,
+                _ => Severity::Error,
+            };
+            Problem::new(severity, f.path(), "repo_checker", f.message(dir))
+        })
+        .collect()
 }
 
 /// The error of a review that reviewed no benchmark folder (the official package checker says

@@ -1,5 +1,6 @@
 //! `mllog verify`: the whole review of a submitter folder, as MLCommons' package checker,
-//! system description checker, seed checker, RCP checker and result summarizer make it.
+//! system description checker, seed checker, RCP checker, result summarizer and repository
+//! checker make it.
 
 use std::path::PathBuf;
 
@@ -31,7 +32,7 @@ systems/<system>.json) as the official tools do, in one pass: the package checke
 (names, the result count per benchmark, unknown files, benchmarks the ruleset does not allow), \
 each file's compliance (one non-compliant run accepted under olympic scoring), the seed checker \
 (package_checker_params bypass), the system description checker, the RCP checker, then \
-result_summarizer's table with the final, RCP-scaled scores. A review of no benchmark folder \
+result_summarizer's table with the final, RCP-scaled scores, then repo_checker's (names with a space or starting with '.', files over 50 MB, broken symbolic links). Each problem names its step of the official review script. A review of no benchmark folder \
 (results/ empty, or every folder skipped by the ruleset) does not pass. Nothing is written \
 unless --set-scaling.\n\
 Without --ruleset, the ruleset is inferred once for the whole folder and the evidence printed; \
