@@ -847,11 +847,16 @@ fn where_the_package_checker_crashes_verify_says_why() {
         let us = ours(&sub, "5.1.0");
         assert_eq!(us.code, 1, "{name}: {}", us.text);
         assert!(us.text.contains(&json_path), "{name}: {}", us.text);
-        // The review went on: both benchmark folders have a verdict and a score.
+        // The review went on: both benchmark folders have a verdict, and no score (the
+        // summarizer gives none without a readable description), with why.
         let b = us.json["benchmarks"].as_array().unwrap();
         assert_eq!(b.len(), 2, "{name}");
         assert!(
-            b.iter().all(|b| b["score"].is_number()),
+            b.iter().all(|b| b["score"].is_null()
+                && b["olympic_mean"].is_number()
+                && b["no_score"]
+                    .as_str()
+                    .is_some_and(|w| w.contains(&json_path))),
             "{name}: {}",
             us.text
         );
@@ -1420,11 +1425,13 @@ fn the_verdict_line_says_why_the_rcp_step_did_not_decide() {
             .unwrap_or_else(|| panic!("{line}"));
         assert!(rcp.trim_start_matches([' ', ':']).len() > 10, "{line}");
     }
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("a/flux1: DOES NOT PASS REVIEW — no score: "))
+        .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        text.contains(
-            "a/flux1: DOES NOT PASS REVIEW — no score; RCP check stopped before a decision"
-        ),
-        "{text}"
+        line.contains("; RCP check stopped before a decision"),
+        "{line}"
     );
 }
 
@@ -1708,4 +1715,99 @@ fn the_repo_checker_step_agrees_with_the_official_repo_checker() {
         "{}",
         us.text
     );
+}
+
+#[test]
+fn no_score_where_the_official_summarizer_gives_none() {
+    let Some((subs, python)) = oracle("mllog verify's missing scores against result_summarizer")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let edit = |copy: &Path, f: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+        let p = system_json(copy);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        f(v.as_object_mut().unwrap());
+        std::fs::write(&p, v.to_string()).unwrap();
+    };
+    // (case, mutation, what the summarizer prints, what verify says)
+    type Mutation = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Mutation, &str, &str)> = vec![
+        ("as published", Box::new(|_| {}), "", ""),
+        (
+            "missing",
+            Box::new(|c| std::fs::remove_file(system_json(c)).unwrap()),
+            "ERROR: Missing ",
+            "no system description: the division is unknown",
+        ),
+        (
+            "not JSON",
+            Box::new(|c| std::fs::write(system_json(c), "{\"division\": ").unwrap()),
+            "TypeError",
+            "cannot be read as a JSON object: the division is unknown",
+        ),
+        (
+            "no division",
+            Box::new(move |c| edit(c, &|m| drop(m.remove("division")))),
+            "NameError",
+            "`division` missing from ",
+        ),
+        (
+            "no framework",
+            Box::new(move |c| edit(c, &|m| drop(m.remove("framework")))),
+            "NameError",
+            "`framework` missing from ",
+        ),
+    ];
+    for (case, mutate, official_says, we_say) in &cases {
+        let copy = tmp.path().join(case.replace(' ', "_")).join("tinycorp");
+        copy_dir(&subs.join("5.0/tinycorp"), &copy);
+        mutate(&copy);
+        let us = ours(&copy, "5.0.0");
+        // The summarizer rewrites scaling.json: it runs after verify, on the same copy.
+        let work = copy.parent().unwrap().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let (out, err) = py(
+            &python,
+            &[
+                "-m",
+                "mlperf_logging.result_summarizer",
+                copy.to_str().unwrap(),
+                "training",
+                "5.0.0",
+                "--csv",
+                "out.csv",
+            ],
+            &work,
+        );
+        let said = out + &err;
+        let table = std::fs::read_to_string(work.join("out_detailed.csv"))
+            .map(|t| read_csv(&t))
+            .unwrap_or_default();
+        // One system in the folder: a row is its row.
+        let official_scored = !table.is_empty();
+        let b = benchmark(&us.json, "tinybox_green");
+        assert_eq!(
+            official_scored,
+            !b["score"].is_null(),
+            "{case}: {said}\n{}",
+            us.text
+        );
+        assert_eq!(official_scored, !us.table.is_empty(), "{case}: {said}");
+        if official_scored {
+            assert!(b["no_score"].is_null(), "{case}: {b}");
+            continue;
+        }
+        assert!(said.contains(official_says), "{case}: {said}");
+        for b in us.json["benchmarks"].as_array().unwrap() {
+            assert!(b["score"].is_null(), "{case}: {b}");
+            let why = b["no_score"].as_str().unwrap_or_default();
+            assert!(why.contains(we_say), "{case}: {why}");
+            assert!(
+                us.text.contains(&format!("— no score: {why}")),
+                "{case}: {}",
+                us.text
+            );
+        }
+    }
 }

@@ -319,8 +319,13 @@ pub struct BenchmarkReview {
     /// The factor of the final score: the RCP checker's for the closed division, else the
     /// committed one.
     pub scaling_factor: f64,
-    /// The final score in minutes (`olympic_mean × scaling_factor`); `None` when invalid.
+    /// The final score in minutes (`olympic_mean × scaling_factor`); `None` where the official
+    /// summarizer gives none, [`BenchmarkReview::no_score`] says why.
     pub score: Option<f64>,
+    /// Why there is no score (a reviewed folder only): too many runs dropped, or no row for
+    /// the system in the summarizer's table (its description missing, unreadable, or without a
+    /// field the table needs, the division among them).
+    pub no_score: Option<String>,
     /// The summarizer's `samples_to_converge` (olympic mean of the runs' samples).
     pub samples_to_converge: Option<f64>,
     /// The folder's problems.
@@ -490,7 +495,10 @@ impl Review {
                     "score {s:.4} min = olympic mean {m:.4} × factor {}",
                     b.scaling_factor
                 ),
-                _ if b.reviewed => "no score".to_string(),
+                _ if b.reviewed => match &b.no_score {
+                    Some(why) => format!("no score: {why}"),
+                    None => "no score".to_string(),
+                },
                 _ => String::new(),
             };
             let rcp = b
@@ -682,6 +690,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         benchmarks.push(finish_folder(plan, runs, rcp, opts));
     }
     let table = summary_table(&benchmarks, &systems, facts, opts.ruleset);
+    // The summarizer scores only the systems of its table.
+    for b in benchmarks.iter_mut().filter(|b| b.reviewed) {
+        if table.iter().all(|r| r.system_folder != b.system) {
+            b.score = None;
+            b.no_score = Some(no_row_reason(dir, &b.system, &systems));
+        }
+    }
     let columns = facts
         .detailed_columns
         .iter()
@@ -1301,6 +1316,7 @@ fn finish_folder(
         committed_scaling_factor: None,
         scaling_factor: 1.0,
         score: None,
+        no_score: None,
         samples_to_converge: None,
         problems: Vec::new(),
         passed: false,
@@ -1480,9 +1496,19 @@ fn finish_folder(
                 review.system, review.benchmark, review.dropped
             ),
         ));
+        review.no_score = Some(format!(
+            "too many non-converging runs: {} dropped, olympic scoring allows {max_dropped}",
+            review.dropped
+        ));
     } else {
         review.olympic_mean = olympic_mean(&mut scores.clone(), review.dropped, max_dropped);
         review.score = review.olympic_mean.map(|m| m * review.scaling_factor);
+        if review.score.is_none() {
+            review.no_score = Some(format!(
+                "no olympic mean: {} run(s) with a time to train",
+                scores.len()
+            ));
+        }
         mark_counted(&mut runs, review.dropped, max_dropped);
     }
     if let Some(r) = &rcp {
@@ -1665,6 +1691,64 @@ fn summary_table(
     rows
 }
 
+/// Why the summarizer's table has no row for `system`, in its words where it has some.
+fn no_row_reason(dir: &Path, system: &str, systems: &[SystemReview]) -> String {
+    let Some(s) = systems.iter().find(|s| s.name == system) else {
+        let path = dir.join("systems").join(format!("{system}.json"));
+        return format!(
+            "no system description: the division is unknown, and so whether the RCP factor \
+             applies; the official result_summarizer says `ERROR: Missing {}` and leaves the \
+             system out of its table",
+            path.display()
+        );
+    };
+    let shown = s.path.display();
+    let Some(desc) = &s.desc else {
+        return format!(
+            "{shown} cannot be read as a JSON object: the division is unknown; the official \
+             result_summarizer stops there with an exception (a TypeError for JSON it cannot \
+             decode) and gives no table"
+        );
+    };
+    // The fields in the order the summarizer asks for them.
+    for f in SUMMARIZER_FIELDS {
+        if !desc.contains_key(f) {
+            let what = if f == "division" {
+                "the division is unknown"
+            } else {
+                "the table needs it"
+            };
+            return format!(
+                "`{f}` missing from {shown}: {what}; the official result_summarizer stops here \
+                 with a NameError (its message for a missing field names a variable it does not \
+                 have) and gives no table"
+            );
+        }
+    }
+    format!(
+        "{shown}: a count (`number_of_nodes`, `host_processors_per_node`, \
+         `accelerators_per_node`) is not an integer: the official result_summarizer stops here \
+         with a ValueError from int() and gives no table"
+    )
+}
+
+/// The description fields `result_summarizer` reads for its table, in its order.
+const SUMMARIZER_FIELDS: [&str; 13] = [
+    "division",
+    "status",
+    "submitter",
+    "system_name",
+    "host_processor_model_name",
+    "number_of_nodes",
+    "host_processor_core_count",
+    "host_processors_per_node",
+    "accelerator_model_name",
+    "accelerators_per_node",
+    "framework",
+    "hw_notes",
+    "sw_notes",
+];
+
 fn ruleset_url_prefix(ruleset: Ruleset) -> String {
     let r = ruleset.as_str();
     let short = format!("{}{}", &r[..3], r[3..].replace(".0", ""));
@@ -1759,11 +1843,11 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
         .collect()
 }
 
-fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&p.display())
 }
 
-fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(r.as_str())
 }
 
