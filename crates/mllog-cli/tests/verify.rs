@@ -1811,3 +1811,171 @@ fn no_score_where_the_official_summarizer_gives_none() {
         }
     }
 }
+
+/// The summarizer's table of one review in a verify JSON document (`table`: rows of
+/// `[column, value]`), as `read_csv` gives a CSV's.
+fn table_of(review: &Value) -> Vec<BTreeMap<String, String>> {
+    review["table"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            row["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let v = match &c[1] {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    (c[0].as_str().unwrap().to_string(), v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A round made of the corpus submitter folders of each round, reviewed in one pass: every
+/// submitter's verdicts, factors and table cells agree with package_checker and
+/// result_summarizer run on that submitter, and the round's table with result_summarizer's
+/// round mode (`'ROUND/{*}'`), cell by cell.
+#[test]
+fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
+    let Some((subs, python)) = oracle("mllog verify on a round against the official tools") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for (round, ruleset) in [("5.0", "5.0.0"), ("5.1", "5.1.0")] {
+        let dir = tmp.path().join(round).join("round");
+        let official_round = tmp.path().join(round).join("official");
+        let mut orgs = Vec::new();
+        for e in std::fs::read_dir(subs.join(round)).unwrap() {
+            let p = e.unwrap().path();
+            let org = p.file_name().unwrap().to_string_lossy().into_owned();
+            copy_dir(&p, &dir.join(&org));
+            copy_dir(&p, &official_round.join(&org));
+            orgs.push(org);
+        }
+        orgs.sort();
+        // A folder that is no submitter's is named and skipped.
+        std::fs::create_dir_all(dir.join("tools")).unwrap();
+        let us = ours(&dir, ruleset);
+        assert_eq!(us.json["round"], true, "{}", us.text);
+        let reviews = us.json["submitters"].as_array().unwrap();
+        let names: Vec<String> = reviews
+            .iter()
+            .map(|r| {
+                let d = r["dir"].as_str().unwrap();
+                Path::new(d)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            names, orgs,
+            "one review per submitter folder, in name order"
+        );
+        assert!(
+            us.json["skipped"][0]
+                .as_str()
+                .unwrap()
+                .contains("tools: no results/ or systems/"),
+            "{}",
+            us.json["skipped"]
+        );
+        let mut all_pass = true;
+        for (org, review) in orgs.iter().zip(reviews) {
+            let off = official(
+                &python,
+                &official_round.join(org),
+                ruleset,
+                &tmp.path().join(round).join("work").join(org),
+            );
+            let passed = review["passed"] == true;
+            all_pass &= passed;
+            let one = Ours {
+                code: if passed { 0 } else { 1 },
+                json: review.clone(),
+                table: table_of(review),
+                text: us.text.clone(),
+            };
+            assert_agree(&format!("{round}/{org} in the round"), &off, &one);
+        }
+        assert_eq!(us.code, if all_pass { 0 } else { 1 }, "{}", us.text);
+        // The round's table: the summarizer's round mode on the reviewed copies.
+        let work = tmp.path().join(round).join("work");
+        let pattern = format!("{}/{{*}}", official_round.display());
+        let (out, err) = py(
+            &python,
+            &[
+                "-m",
+                "mlperf_logging.result_summarizer",
+                &pattern,
+                "training",
+                ruleset,
+                "--csv",
+                "round.csv",
+            ],
+            &work,
+        );
+        assert!(!err.contains("Traceback"), "{out}{err}");
+        let theirs = read_csv(&std::fs::read_to_string(work.join("round_detailed.csv")).unwrap());
+        let key = |r: &BTreeMap<String, String>| r["details_url"].clone();
+        let mut mine: BTreeMap<String, BTreeMap<String, String>> =
+            us.table.iter().map(|r| (key(r), r.clone())).collect();
+        assert_eq!(mine.len(), us.table.len(), "one row per system");
+        assert_eq!(theirs.len(), mine.len(), "{out}");
+        for t in &theirs {
+            let m = mine
+                .remove(&key(t))
+                .unwrap_or_else(|| panic!("no row {}", key(t)));
+            assert_eq!(t.keys().collect::<Vec<_>>(), m.keys().collect::<Vec<_>>());
+            for (col, tv) in t {
+                let mv = &m[col];
+                let same = match (tv.parse::<f64>(), mv.parse::<f64>()) {
+                    (Ok(a), Ok(b)) => close(a, b),
+                    _ => tv == mv,
+                };
+                assert!(
+                    same,
+                    "{round} {} {col}: official {tv:?}, ours {mv:?}",
+                    key(t)
+                );
+            }
+        }
+        // The text's table: a line per reviewed benchmark folder, with its final score.
+        assert!(us.text.contains("Final scores of the round"), "{}", us.text);
+        for s in us.json["scores"].as_array().unwrap() {
+            let score = s["score"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.4}"));
+            assert!(
+                us.text
+                    .lines()
+                    .any(|l| l.starts_with(s["submitter"].as_str().unwrap())
+                        && l.contains(s["system"].as_str().unwrap())
+                        && l.contains(&score)),
+                "{s}: {}",
+                us.text
+            );
+        }
+        // Without --ruleset: the round's own ruleset, or a refusal that names it.
+        let (code, out, err) = mllog(["verify".as_ref(), dir.as_os_str()]);
+        if code == 2 {
+            assert!(
+                err.contains("the ruleset cannot be inferred") && err.contains(ruleset),
+                "{err}"
+            );
+        } else {
+            assert_eq!(code, us.code, "{out}");
+            assert!(
+                out.contains(&format!("ruleset {ruleset}: the only one consistent")),
+                "{out}"
+            );
+        }
+    }
+}

@@ -14,6 +14,8 @@
 //! - `rcp` (feature `review`): the RCP checker (reference convergence points, the minimum
 //!   acceptable mean, the scaling factor) and the forecast of a campaign in progress.
 //! - `repo_check` (feature `review`): the repository checker's names, sizes and links.
+//! - `round` (feature `review`): the review of a whole round, every submitter folder, one
+//!   table of final scores.
 //! - `ruleset` (feature `review`): which ruleset a results folder was made for, with the evidence.
 //!
 //! ```
@@ -41,6 +43,9 @@ mod rcp_data;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod repo_check;
+#[cfg(feature = "review")]
+#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
+pub mod round;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod ruleset;

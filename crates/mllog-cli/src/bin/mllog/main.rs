@@ -21,6 +21,7 @@ mod rcp;
 mod score;
 mod summary;
 mod verify;
+mod verify_round;
 mod watch;
 
 /// Exit status: success.

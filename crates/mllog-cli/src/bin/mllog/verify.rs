@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use mllog_core::compliance::Ruleset;
+use mllog_core::results::round;
 use mllog_core::results::ruleset::{infer_ruleset, RulesetError};
 use mllog_core::results::verify::{self, Review, VerifyOptions};
 use serde_json::Value;
@@ -35,36 +36,45 @@ each file's compliance (one non-compliant run accepted under olympic scoring), t
 result_summarizer's table with the final, RCP-scaled scores, then repo_checker's (names with a space or starting with '.', files over 50 MB, broken symbolic links). Each problem names its step of the official review script. A review of no benchmark folder \
 (results/ empty, or every folder skipped by the ruleset) does not pass. Nothing is written \
 unless --set-scaling.\n\
-Without --ruleset, the ruleset is inferred once for the whole folder and the evidence printed; \
-when the evidence does not settle it, verify refuses.\n\
+Given a round (a folder of submitter folders, as the results repositories lay it out: no \
+results/ of its own), every submitter folder is reviewed in one pass, then one table of final \
+scores for the round (text; --format json: every review and the scores; --format csv: the \
+summarizer's table of the whole round).\n\
+Without --ruleset, the ruleset is inferred once for the whole folder (for a round, the one every \
+submitter folder's evidence leaves) and the evidence printed; when the evidence does not settle \
+it, verify refuses.\n\
 Exit status: 0 passes review, 1 does not, 2 usage or I/O error (an unreadable file or folder)."
 )]
 pub struct Args {
     /// The training ruleset [default: inferred from the folder, with the evidence].
     #[arg(long, value_name = "X.Y.Z")]
-    ruleset: Option<Ruleset>,
+    pub(crate) ruleset: Option<Ruleset>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    pub(crate) format: Format,
     /// Write scaling.json in each closed-division benchmark folder as the official tools do
     /// (deleted, then written when the RCP check normalises).
     #[arg(long)]
-    set_scaling: bool,
+    pub(crate) set_scaling: bool,
     /// The package checker's --rcp-bypass: a failed RCP test does not fail the folder.
     #[arg(long)]
-    rcp_bypass: bool,
+    pub(crate) rcp_bypass: bool,
     /// The package checker's --seed-checker-bypass.
     #[arg(long)]
-    seed_checker_bypass: bool,
+    pub(crate) seed_checker_bypass: bool,
     /// Worker threads [default: the available parallelism].
     #[arg(long, value_name = "N", default_value_t = 0)]
-    threads: usize,
-    /// The submitter folder (holding results/ and systems/).
-    #[arg(value_name = "SUBMISSION_DIR")]
-    dir: PathBuf,
+    pub(crate) threads: usize,
+    /// The submitter folder (holding results/ and systems/), or a round: a folder of
+    /// submitter folders.
+    #[arg(value_name = "SUBMISSION_DIR|ROUND_DIR")]
+    pub(crate) dir: PathBuf,
 }
 
 pub fn run(a: Args) -> u8 {
+    if round::is_round(&a.dir) {
+        return crate::verify_round::run(&a);
+    }
     let shown = a.dir.display();
     let (ruleset, how) = match a.ruleset {
         Some(r) => (r, vec![format!("ruleset {r}: given (--ruleset)")]),
