@@ -9,6 +9,8 @@
 //!   `mllog_cli::plot` in the `mllog-cli` package.
 //! - `package` (feature `serde`): lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
+//! - `system_desc` (feature `serde`): `systems/<system>.json` from what the machine and the
+//!   logs say, each field with its source, `TODO` where none gives it.
 //! - `verify` (feature `review`): the whole review of a submitter folder (package checker,
 //!   system descriptions, seeds, RCP, the summarizer's table with the final scores).
 //! - `rcp` (feature `review`): the RCP checker (reference convergence points, the minimum
@@ -51,6 +53,9 @@ pub mod round;
 pub mod ruleset;
 pub mod score;
 pub mod summary;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod system_desc;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod verify;

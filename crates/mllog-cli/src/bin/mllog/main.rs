@@ -20,6 +20,7 @@ mod progress;
 mod rcp;
 mod score;
 mod summary;
+mod system;
 mod verify;
 mod verify_round;
 mod watch;
@@ -77,6 +78,9 @@ enum Command {
     /// Review a submitter folder as the official tools do: package checker, system
     /// descriptions, seeds, RCP, and the summarizer's table with the final scores.
     Verify(verify::Args),
+    /// Write systems/NAME.json from what the machine and the logs say, each field with its
+    /// source, TODO where none gives it.
+    System(system::Args),
     /// Follow a log another process is writing (or standard input), check it as it grows,
     /// and end with the verdict `mllog check` gives the finished file.
     Watch(watch::Args),
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
         Command::Package(a) => package::run(a),
         Command::Rcp(a) => rcp::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::System(a) => system::run(a),
         Command::Watch(a) => watch::run(a),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
