@@ -169,7 +169,7 @@ fn with_an_nvidia_smi_stand_in() {
     script(&bin, "amd-smi", "exit 127\n");
     let log = log_file(tmp.path());
     let sub = tmp.path().join("sub");
-    let (code, doc, file) = system(&sub, Some(&path_with(&bin)), &[log.clone()]);
+    let (code, doc, file) = system(&sub, Some(&path_with(&bin)), std::slice::from_ref(&log));
     assert_sourced(&doc, &file, code);
     let want = [
         ("accelerators_per_node", "8"),

@@ -246,6 +246,14 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
+/// Two table cells agree: numbers to 1e-9 relative, anything else exactly.
+fn same_cell(theirs: &str, ours: &str) -> bool {
+    match (theirs.parse::<f64>(), ours.parse::<f64>()) {
+        (Ok(a), Ok(b)) => close(a, b),
+        _ => theirs == ours,
+    }
+}
+
 /// Every decision of the official tools, said by `mllog verify` too.
 fn assert_agree(label: &str, off: &Official, us: &Ours) {
     let ctx = || {
@@ -337,12 +345,8 @@ fn assert_agree(label: &str, off: &Official, us: &Ours) {
         );
         for (col, tv) in t.iter() {
             let mv = &m[col];
-            let same = match (tv.parse::<f64>(), mv.parse::<f64>()) {
-                (Ok(a), Ok(b)) => close(a, b),
-                _ => tv == mv,
-            };
             assert!(
-                same,
+                same_cell(tv, mv),
                 "{k} {col}: official {tv:?}, ours {mv:?}: {}\n{}",
                 ctx(),
                 off.summarizer_output
@@ -1936,12 +1940,8 @@ fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
             assert_eq!(t.keys().collect::<Vec<_>>(), m.keys().collect::<Vec<_>>());
             for (col, tv) in t {
                 let mv = &m[col];
-                let same = match (tv.parse::<f64>(), mv.parse::<f64>()) {
-                    (Ok(a), Ok(b)) => close(a, b),
-                    _ => tv == mv,
-                };
                 assert!(
-                    same,
+                    same_cell(tv, mv),
                     "{round} {} {col}: official {tv:?}, ours {mv:?}",
                     key(t)
                 );

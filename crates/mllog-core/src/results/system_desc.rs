@@ -411,6 +411,19 @@ fn host(b: &mut Builder, s: &Sources) {
     }
 }
 
+/// `other_software_stack` from the driver and the runtime (CUDA, ROCm), each (value,
+/// source), as far as they are known.
+fn software_stack(b: &mut Builder, parts: [Option<(String, String)>; 2]) {
+    let (values, sources): (Vec<String>, Vec<String>) = parts.into_iter().flatten().unzip();
+    if !values.is_empty() {
+        b.set(
+            "other_software_stack",
+            values.join(", "),
+            sources.join("; "),
+        );
+    }
+}
+
 fn accelerators(b: &mut Builder, s: &Sources) {
     if let Some((src, text)) = &s.nvidia_smi {
         let gpus = nvidia_gpus(text);
@@ -461,24 +474,18 @@ fn accelerators(b: &mut Builder, s: &Sources) {
                 "clocks.max.sm",
             ),
         );
-        let driver = same_for_all(col(2), "driver_version").ok();
-        let cuda = s.nvidia_smi_banner.as_ref().and_then(|(bsrc, t)| {
-            let v = t.split("CUDA Version:").nth(1)?.split_whitespace().next()?;
-            Some((v.trim_end_matches('|').to_string(), bsrc))
-        });
-        match (driver, cuda) {
-            (Some(d), Some((c, bsrc))) => b.set(
-                "other_software_stack",
-                format!("NVIDIA driver {d}, CUDA {c}"),
-                format!("{src}: driver_version; {bsrc}: CUDA Version"),
-            ),
-            (Some(d), None) => b.set(
-                "other_software_stack",
+        let driver = same_for_all(col(2), "driver_version").ok().map(|d| {
+            (
                 format!("NVIDIA driver {d}"),
                 format!("{src}: driver_version"),
-            ),
-            _ => {}
-        }
+            )
+        });
+        let cuda = s.nvidia_smi_banner.as_ref().and_then(|(bsrc, t)| {
+            let v = t.split("CUDA Version:").nth(1)?.split_whitespace().next()?;
+            let v = v.trim_end_matches('|');
+            Some((format!("CUDA {v}"), format!("{bsrc}: CUDA Version")))
+        });
+        software_stack(b, [driver, cuda]);
     }
     if let Some((src, text)) = &s.amd_smi {
         let Some(gpus) = amd_gpus(text) else {
@@ -528,7 +535,14 @@ fn accelerators(b: &mut Builder, s: &Sources) {
                 "vram.type",
             ),
         );
-        let driver = same_for_all(at(&["driver", "version"]), "driver.version").ok();
+        let driver = same_for_all(at(&["driver", "version"]), "driver.version")
+            .ok()
+            .map(|d| {
+                (
+                    format!("amdgpu driver {d}"),
+                    format!("{src}: driver.version"),
+                )
+            });
         let rocm = s.amd_smi_version.as_ref().and_then(|(vsrc, t)| {
             let v = t
                 .split("ROCm version:")
@@ -536,26 +550,10 @@ fn accelerators(b: &mut Builder, s: &Sources) {
                 .split(['|', '\n'])
                 .next()?
                 .trim();
-            (!v.is_empty() && v != "N/A").then(|| (v.to_string(), vsrc))
+            (!v.is_empty() && v != "N/A")
+                .then(|| (format!("ROCm {v}"), format!("{vsrc}: ROCm version")))
         });
-        match (driver, rocm) {
-            (Some(d), Some((r, vsrc))) => b.set(
-                "other_software_stack",
-                format!("amdgpu driver {d}, ROCm {r}"),
-                format!("{src}: driver.version; {vsrc}: ROCm version"),
-            ),
-            (Some(d), None) => b.set(
-                "other_software_stack",
-                format!("amdgpu driver {d}"),
-                format!("{src}: driver.version"),
-            ),
-            (None, Some((r, vsrc))) => b.set(
-                "other_software_stack",
-                format!("ROCm {r}"),
-                format!("{vsrc}: ROCm version"),
-            ),
-            _ => {}
-        }
+        software_stack(b, [driver, rocm]);
     }
     if s.nvidia_smi.is_none() && s.amd_smi.is_none() {
         for f in [

@@ -88,6 +88,18 @@ enum Command {
     Completions(completions::Args),
 }
 
+/// The exit status of a review: [`USAGE_OR_IO`] when something could not be read, else
+/// [`OK`] or [`FAILED`].
+pub fn review_status(io_errors: bool, passed: bool) -> u8 {
+    if io_errors {
+        USAGE_OR_IO
+    } else if passed {
+        OK
+    } else {
+        FAILED
+    }
+}
+
 /// Writes `text` to stdout, without its ANSI styles when colour is off; false when stdout is
 /// closed (`mllog ... | head`).
 pub fn emit(text: &str) -> bool {
@@ -120,6 +132,7 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Package(a) => package::run(a),
         Command::Rcp(a) => rcp::run(a),
+        Command::Verify(a) if a.is_round() => verify_round::run(&a),
         Command::Verify(a) => verify::run(a),
         Command::System(a) => system::run(a),
         Command::Watch(a) => watch::run(a),

@@ -5,10 +5,8 @@
 use std::path::PathBuf;
 
 use mllog_core::compliance::Ruleset;
-use mllog_core::results::round;
 use mllog_core::results::ruleset::{infer_ruleset, RulesetError};
 use mllog_core::results::verify::{self, Review, VerifyOptions};
-use serde_json::Value;
 
 use crate::machine;
 
@@ -55,26 +53,41 @@ pub struct Args {
     /// Write scaling.json in each closed-division benchmark folder as the official tools do
     /// (deleted, then written when the RCP check normalises).
     #[arg(long)]
-    pub(crate) set_scaling: bool,
+    set_scaling: bool,
     /// The package checker's --rcp-bypass: a failed RCP test does not fail the folder.
     #[arg(long)]
-    pub(crate) rcp_bypass: bool,
+    rcp_bypass: bool,
     /// The package checker's --seed-checker-bypass.
     #[arg(long)]
-    pub(crate) seed_checker_bypass: bool,
+    seed_checker_bypass: bool,
     /// Worker threads [default: the available parallelism].
     #[arg(long, value_name = "N", default_value_t = 0)]
-    pub(crate) threads: usize,
+    threads: usize,
     /// The submitter folder (holding results/ and systems/), or a round: a folder of
     /// submitter folders.
     #[arg(value_name = "SUBMISSION_DIR|ROUND_DIR")]
     pub(crate) dir: PathBuf,
 }
 
-pub fn run(a: Args) -> u8 {
-    if round::is_round(&a.dir) {
-        return crate::verify_round::run(&a);
+impl Args {
+    /// The review's options under `ruleset`.
+    pub(crate) fn options(&self, ruleset: Ruleset) -> VerifyOptions {
+        VerifyOptions {
+            ruleset,
+            set_scaling: self.set_scaling,
+            rcp_bypass: self.rcp_bypass,
+            seed_checker_bypass: self.seed_checker_bypass,
+            threads: self.threads,
+        }
     }
+
+    /// Whether the folder given is a round (a folder of submitter folders).
+    pub(crate) fn is_round(&self) -> bool {
+        mllog_core::results::round::is_round(&self.dir)
+    }
+}
+
+pub fn run(a: Args) -> u8 {
     let shown = a.dir.display();
     let (ruleset, how) = match a.ruleset {
         Some(r) => (r, vec![format!("ruleset {r}: given (--ruleset)")]),
@@ -105,13 +118,7 @@ pub fn run(a: Args) -> u8 {
             }
         },
     };
-    let opts = VerifyOptions {
-        ruleset,
-        set_scaling: a.set_scaling,
-        rcp_bypass: a.rcp_bypass,
-        seed_checker_bypass: a.seed_checker_bypass,
-        threads: a.threads,
-    };
+    let opts = a.options(ruleset);
     let review = match verify::verify(&a.dir, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -139,27 +146,14 @@ pub fn run(a: Args) -> u8 {
             eprintln!("mllog verify: {shown}: does not pass review");
         }
     }
-    if review.io_errors() {
-        crate::USAGE_OR_IO
-    } else if review.passed() {
-        crate::OK
-    } else {
-        crate::FAILED
-    }
+    crate::review_status(review.io_errors(), review.passed())
 }
 
 fn json(review: &Review, how: &[String]) -> String {
-    let Value::Object(mut all) = machine::value(review) else {
-        unreachable!("a review serialises to an object")
-    };
-    let benchmarks = match all.remove("benchmarks") {
-        Some(Value::Array(b)) => b,
-        _ => Vec::new(),
-    };
-    let mut doc = machine::Document::new("verify", "benchmarks", benchmarks)
-        .with("ruleset_evidence", how.to_vec().into());
-    for (k, v) in all {
-        doc = doc.with(&k, v);
-    }
-    doc.render()
+    machine::document_of(
+        "verify",
+        "benchmarks",
+        review,
+        vec![("ruleset_evidence", how.to_vec().into())],
+    )
 }

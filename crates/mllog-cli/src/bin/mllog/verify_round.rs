@@ -2,7 +2,6 @@
 //! scores for the round.
 
 use mllog_core::results::round::{choose_round_ruleset, verify_round, RoundReview};
-use mllog_core::results::verify::VerifyOptions;
 use serde_json::Value;
 
 use crate::machine;
@@ -16,13 +15,7 @@ pub fn run(a: &Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
-    let opts = VerifyOptions {
-        ruleset: choice.ruleset,
-        set_scaling: a.set_scaling,
-        rcp_bypass: a.rcp_bypass,
-        seed_checker_bypass: a.seed_checker_bypass,
-        threads: a.threads,
-    };
+    let opts = a.options(choice.ruleset);
     let review = match verify_round(&a.dir, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -49,30 +42,19 @@ pub fn run(a: &Args) -> u8 {
             a.dir.display()
         );
     }
-    if review.io_errors() {
-        crate::USAGE_OR_IO
-    } else if review.passed {
-        crate::OK
-    } else {
-        crate::FAILED
-    }
+    crate::review_status(review.io_errors(), review.passed)
 }
 
 fn json(review: &RoundReview, how: &[String]) -> String {
-    let Value::Object(mut all) = machine::value(review) else {
-        unreachable!("a round review serialises to an object")
-    };
-    let submitters = match all.remove("submitters") {
-        Some(Value::Array(s)) => s,
-        _ => Vec::new(),
-    };
     let table: Vec<Value> = review.table().map(machine::value).collect();
-    let mut doc = machine::Document::new("verify", "submitters", submitters)
-        .with("round", true.into())
-        .with("ruleset_evidence", how.to_vec().into())
-        .with("table", table.into());
-    for (k, v) in all {
-        doc = doc.with(&k, v);
-    }
-    doc.render()
+    machine::document_of(
+        "verify",
+        "submitters",
+        review,
+        vec![
+            ("round", true.into()),
+            ("ruleset_evidence", how.to_vec().into()),
+            ("table", table.into()),
+        ],
+    )
 }
