@@ -107,6 +107,9 @@ fn assert_sourced(doc: &Value, file: &Value, code: i32) {
         .iter()
         .map(|t| t.as_str().unwrap())
         .collect();
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["command"], "system");
+    assert_eq!(doc["complete"], todo.is_empty());
     let fields = doc["fields"].as_array().unwrap();
     assert_eq!(fields.len(), 33, "{doc:#}");
     assert_eq!(file.as_object().unwrap().len(), 33, "{file:#}");
