@@ -599,14 +599,7 @@ fn verify_case(
             }
             // The official tools rewrite scaling.json: they run on a copy.
             let copy = dir.join("verify-official");
-            let _ = std::fs::remove_dir_all(&copy);
-            let status = Command::new("cp")
-                .arg("-a")
-                .arg(&folder)
-                .arg(&copy)
-                .status()
-                .expect("cp");
-            assert!(status.success());
+            round_cost::fresh_copy(&folder, &copy);
             let t = Instant::now();
             let log = dir.join("package_checker.log");
             let pc = Command::new(&py)
@@ -656,15 +649,7 @@ fn verify_case(
     // Memory: ten 16 MB runs in each of two systems, reviewed in a fresh process.
     let sub = dir.join("verify-big");
     let largest_mb = write_big_submission(&sub, 16 << 20);
-    let out = Command::new(std::env::current_exe().expect("own path"))
-        .arg("verify-rss")
-        .arg(&sub)
-        .output()
-        .expect("verify child");
-    let growth_mb: f64 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(f64::NAN);
+    let (growth_mb, stderr) = rss_child("verify-rss", &sub);
     let total_mb = 20.0 * largest_mb;
     rows.push((
         format!("mllog verify peak RSS growth, {total_mb:.0} MB submission"),
@@ -679,7 +664,7 @@ fn verify_case(
         growth_mb < largest_mb,
         "mllog verify grew by {growth_mb:.1} MB on a {total_mb:.0} MB submission whose largest \
          file is {largest_mb:.0} MB: {}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr
     );
     // The same, three times over, as a round of three submitter folders.
     let round = dir.join("verify-big-round");
@@ -687,15 +672,7 @@ fn verify_case(
     for org in ["A", "B", "C"] {
         std::os::unix::fs::symlink(&sub, round.join(org)).expect("symlink");
     }
-    let out = Command::new(std::env::current_exe().expect("own path"))
-        .arg("verify-round-rss")
-        .arg(&round)
-        .output()
-        .expect("verify round child");
-    let growth_mb: f64 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(f64::NAN);
+    let (growth_mb, stderr) = rss_child("verify-round-rss", &round);
     rows.push((
         format!("mllog verify peak RSS growth, round of 3 × {total_mb:.0} MB submitter folders"),
         growth_mb,
@@ -709,10 +686,25 @@ fn verify_case(
         growth_mb < largest_mb,
         "mllog verify grew by {growth_mb:.1} MB on a round whose largest file is \
          {largest_mb:.0} MB: {}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr
     );
     let _ = std::fs::remove_dir_all(&round);
     let _ = std::fs::remove_dir_all(&sub);
+}
+
+/// Runs this example as `cmd path` in a fresh process, whose peak RSS growth it prints: (MB,
+/// its stderr).
+fn rss_child(cmd: &str, path: &std::path::Path) -> (f64, String) {
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .arg(cmd)
+        .arg(path)
+        .output()
+        .expect("a child of the example");
+    let mb = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(f64::NAN);
+    (mb, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// Writes two systems of ten flux1 runs each, every run the built-in example log padded with

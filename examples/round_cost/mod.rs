@@ -29,6 +29,24 @@ fn round() -> Option<(PathBuf, Option<Ruleset>)> {
     Some((Path::new(&corpus).join("submissions/5.0"), given))
 }
 
+/// `dst` as a fresh copy of `src` (`cp -a`), for the official tools, which rewrite
+/// `scaling.json`.
+pub fn fresh_copy(src: &Path, dst: &Path) {
+    let _ = std::fs::remove_dir_all(dst);
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .expect("cp");
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        src.display(),
+        dst.display()
+    );
+}
+
 /// Times the round case into `rows` and `ratios`; `py` is `MLLOG_PYTHON`. Panics when the
 /// review is less than [`ROUND_MIN_RATIO`] times faster, or when a verdict differs.
 pub fn round_case(
@@ -64,14 +82,7 @@ pub fn round_case(
         .map(|b| b.runs.len())
         .sum();
     let copy = dir.join("round-official");
-    let _ = std::fs::remove_dir_all(&copy);
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(&folder)
-        .arg(&copy)
-        .status()
-        .expect("cp");
-    assert!(status.success());
+    fresh_copy(&folder, &copy);
     let ruleset = choice.ruleset.as_str();
     let t = Instant::now();
     for sub in &review.submitters {
