@@ -2,15 +2,17 @@
 //! bare `Registry`, tracing-subscriber's JSON `fmt` layer and Python `mlperf_logging.mllog`,
 //! plus end-to-end throughput to a file, memory under a burst, `mllog check` against the
 //! official checker, `mllog verify` (the whole submission review) against the official
-//! package_checker + result_summarizer, with its peak memory on a large submission, and what
+//! package_checker + result_summarizer, with its peak memory on a large submission, on a whole
+//! round (`MLLOG_COMPARE_ROUND`, any folder of submitter folders, or the corpus's v5.0 round)
+//! against the official review script's steps on each of its submitters, and what
 //! `mllog watch` costs following a log as it is written. Prints a table and one `ratio:` line
 //! per comparison; with `--markdown`, the same as the Markdown table docs/performance.md shows.
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
 //! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; the verify case the corpus through
 //! `MLLOG_CORPUS`; the watch case the release `mllog` binary beside the example, from `cargo
-//! build --release -p mllog-cli`; without them they are reported as skipped). `-- --only-verify`
-//! and `-- --only-watch` run one of those cases alone. Wall-clock numbers on a shared machine
+//! build --release -p mllog-cli`; without them they are reported as skipped). `-- --only-verify`,
+//! `-- --only-round` and `-- --only-watch` run one of those cases alone. Wall-clock numbers on a shared machine
 //! are indicative; the instruction budgets (`examples/budgets.rs`) are the repeatable measure.
 
 use std::io::Write;
@@ -22,6 +24,7 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
+mod round_cost;
 #[path = "../benches/support/stacks.rs"]
 mod support;
 mod watch_cost;
@@ -34,6 +37,13 @@ fn main() {
             // A fresh process, so that its peak RSS is the burst's own.
             let (rate, growth_mb) = end_to_end(std::path::Path::new(dir));
             println!("{rate} {growth_mb}");
+            return;
+        }
+        if cmd == "verify-round-rss" {
+            // A fresh process, so that its peak RSS is the round review's own.
+            let before = peak_rss_kb();
+            round_cost::review_round(std::path::Path::new(dir));
+            println!("{}", peak_rss_kb().saturating_sub(before) as f64 / 1024.0);
             return;
         }
         if cmd == "verify-rss" {
@@ -53,10 +63,19 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
+    if std::env::args().any(|a| a == "--only-round") {
+        // Just the review of a whole round.
+        let mut ratios = Vec::new();
+        round_cost::round_case(&dir, python(), &mut rows, &mut ratios);
+        print_plain(&rows, &ratios);
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     if std::env::args().any(|a| a == "--only-verify") {
         // Just the submission review (section 5), e.g. after a change to it.
         let mut ratios = Vec::new();
         verify_case(&dir, &mut rows, &mut ratios);
+        round_cost::round_case(&dir, python(), &mut rows, &mut ratios);
         print_plain(&rows, &ratios);
         let _ = std::fs::remove_dir_all(&dir);
         return;
@@ -236,6 +255,7 @@ fn main() {
 
     // 5. mllog verify vs the official package_checker + result_summarizer, and its memory.
     verify_case(&dir, &mut rows, &mut ratios);
+    round_cost::round_case(&dir, python(), &mut rows, &mut ratios);
 
     // 6. mllog watch following a log as it is written: CPU per record, lag, memory.
     watch_cost::watch_case(&dir, python_event, &mut rows, &mut ratios);
@@ -579,14 +599,7 @@ fn verify_case(
             }
             // The official tools rewrite scaling.json: they run on a copy.
             let copy = dir.join("verify-official");
-            let _ = std::fs::remove_dir_all(&copy);
-            let status = Command::new("cp")
-                .arg("-a")
-                .arg(&folder)
-                .arg(&copy)
-                .status()
-                .expect("cp");
-            assert!(status.success());
+            round_cost::fresh_copy(&folder, &copy);
             let t = Instant::now();
             let log = dir.join("package_checker.log");
             let pc = Command::new(&py)
@@ -636,15 +649,7 @@ fn verify_case(
     // Memory: ten 16 MB runs in each of two systems, reviewed in a fresh process.
     let sub = dir.join("verify-big");
     let largest_mb = write_big_submission(&sub, 16 << 20);
-    let out = Command::new(std::env::current_exe().expect("own path"))
-        .arg("verify-rss")
-        .arg(&sub)
-        .output()
-        .expect("verify child");
-    let growth_mb: f64 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(f64::NAN);
+    let (growth_mb, stderr) = rss_child("verify-rss", &sub);
     let total_mb = 20.0 * largest_mb;
     rows.push((
         format!("mllog verify peak RSS growth, {total_mb:.0} MB submission"),
@@ -659,9 +664,47 @@ fn verify_case(
         growth_mb < largest_mb,
         "mllog verify grew by {growth_mb:.1} MB on a {total_mb:.0} MB submission whose largest \
          file is {largest_mb:.0} MB: {}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr
     );
+    // The same, three times over, as a round of three submitter folders.
+    let round = dir.join("verify-big-round");
+    std::fs::create_dir_all(&round).expect("round folder");
+    for org in ["A", "B", "C"] {
+        std::os::unix::fs::symlink(&sub, round.join(org)).expect("symlink");
+    }
+    let (growth_mb, stderr) = rss_child("verify-round-rss", &round);
+    rows.push((
+        format!("mllog verify peak RSS growth, round of 3 × {total_mb:.0} MB submitter folders"),
+        growth_mb,
+        "MB",
+    ));
+    ratios.push((
+        "verify round RSS growth / largest file".into(),
+        format!("{:.2}", growth_mb / largest_mb),
+    ));
+    assert!(
+        growth_mb < largest_mb,
+        "mllog verify grew by {growth_mb:.1} MB on a round whose largest file is \
+         {largest_mb:.0} MB: {}",
+        stderr
+    );
+    let _ = std::fs::remove_dir_all(&round);
     let _ = std::fs::remove_dir_all(&sub);
+}
+
+/// Runs this example as `cmd path` in a fresh process, whose peak RSS growth it prints: (MB,
+/// its stderr).
+fn rss_child(cmd: &str, path: &std::path::Path) -> (f64, String) {
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .arg(cmd)
+        .arg(path)
+        .output()
+        .expect("a child of the example");
+    let mb = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(f64::NAN);
+    (mb, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// Writes two systems of ten flux1 runs each, every run the built-in example log padded with

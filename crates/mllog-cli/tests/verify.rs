@@ -235,6 +235,14 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
+/// Two table cells agree: numbers to 1e-9 relative, anything else exactly.
+fn same_cell(theirs: &str, ours: &str) -> bool {
+    match (theirs.parse::<f64>(), ours.parse::<f64>()) {
+        (Ok(a), Ok(b)) => close(a, b),
+        _ => theirs == ours,
+    }
+}
+
 /// Every decision of the official tools, said by `mllog verify` too.
 fn assert_agree(label: &str, off: &Official, us: &Ours) {
     let ctx = || {
@@ -326,12 +334,8 @@ fn assert_agree(label: &str, off: &Official, us: &Ours) {
         );
         for (col, tv) in t.iter() {
             let mv = &m[col];
-            let same = match (tv.parse::<f64>(), mv.parse::<f64>()) {
-                (Ok(a), Ok(b)) => close(a, b),
-                _ => tv == mv,
-            };
             assert!(
-                same,
+                same_cell(tv, mv),
                 "{k} {col}: official {tv:?}, ours {mv:?}: {}\n{}",
                 ctx(),
                 off.summarizer_output
@@ -836,11 +840,16 @@ fn where_the_package_checker_crashes_verify_says_why() {
         let us = ours(&sub, "5.1.0");
         assert_eq!(us.code, 1, "{name}: {}", us.text);
         assert!(us.text.contains(&json_path), "{name}: {}", us.text);
-        // The review went on: both benchmark folders have a verdict and a score.
+        // The review went on: both benchmark folders have a verdict, and no score (the
+        // summarizer gives none without a readable description), with why.
         let b = us.json["benchmarks"].as_array().unwrap();
         assert_eq!(b.len(), 2, "{name}");
         assert!(
-            b.iter().all(|b| b["score"].is_number()),
+            b.iter().all(|b| b["score"].is_null()
+                && b["olympic_mean"].is_number()
+                && b["no_score"]
+                    .as_str()
+                    .is_some_and(|w| w.contains(&json_path))),
             "{name}: {}",
             us.text
         );
@@ -1409,11 +1418,13 @@ fn the_verdict_line_says_why_the_rcp_step_did_not_decide() {
             .unwrap_or_else(|| panic!("{line}"));
         assert!(rcp.trim_start_matches([' ', ':']).len() > 10, "{line}");
     }
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("a/flux1: DOES NOT PASS REVIEW — no score: "))
+        .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        text.contains(
-            "a/flux1: DOES NOT PASS REVIEW — no score; RCP check stopped before a decision"
-        ),
-        "{text}"
+        line.contains("; RCP check stopped before a decision"),
+        "{line}"
     );
 }
 
@@ -1536,4 +1547,424 @@ fn where_the_package_checker_passes_nothing_verify_does_not() {
             us.text
         );
     });
+}
+
+/// What `repo_checker` logged: (kind, path) for every file it names, kinds `name`, `size`,
+/// `link`. Its messages list one path a line after the first.
+fn repo_checker_findings(log: &str) -> std::collections::BTreeSet<(&'static str, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut kind: Option<&'static str> = None;
+    for line in log.lines() {
+        let rest = if let Some(m) = line.strip_prefix("ERROR - ") {
+            kind = None;
+            if let Some(p) = m.strip_prefix("Files with git-unfriendly name: ") {
+                kind = Some("name");
+                p
+            } else if let Some(p) = m.strip_prefix("Files > 50MB: ") {
+                kind = Some("size");
+                p
+            } else if let Some((_, p)) = m.split_once(" contains broken symbolic links: ") {
+                kind = Some("link");
+                p
+            } else {
+                continue;
+            }
+        } else if line.starts_with("INFO - ") || line.starts_with("WARNING - ") {
+            kind = None;
+            continue;
+        } else {
+            line
+        };
+        if let Some(k) = kind {
+            // The name list ends with the message's trailing space.
+            out.insert((k, rest.trim_end_matches(' ').to_string()));
+        }
+    }
+    out
+}
+
+/// The repo_checker problems of a verify JSON document, as (kind, path).
+fn our_repo_findings(v: &Value) -> std::collections::BTreeSet<(&'static str, String)> {
+    v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["tool"] == "repo_checker")
+        .map(|p| {
+            assert_eq!(p["step"], "repo_checker", "{p}");
+            let m = p["message"].as_str().unwrap();
+            let kind = if m.starts_with("Files with git-unfriendly name: ") {
+                "name"
+            } else if m.starts_with("Files > 50MB: ") {
+                "size"
+            } else if m.contains(" contains broken symbolic links: ") {
+                "link"
+            } else {
+                panic!("unexpected repo_checker problem: {p}")
+            };
+            (kind, p["path"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_repo_checker_step_agrees_with_the_official_repo_checker() {
+    let Some((subs, python)) = oracle("mllog verify's repo_checker step against repo_checker")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("tinycorp");
+    copy_dir(&subs.join("5.0/tinycorp"), &copy);
+    let clean = ours(&copy, "5.0.0");
+    assert!(our_repo_findings(&clean.json).is_empty(), "{}", clean.text);
+
+    let bert = copy.join("results/tinybox_green/bert");
+    std::fs::write(bert.join("notes copy.txt"), "").unwrap();
+    std::fs::write(copy.join("systems/.DS_Store"), "").unwrap();
+    std::fs::create_dir_all(copy.join("results/.cache/sub dir")).unwrap();
+    std::fs::write(copy.join("results/.cache/sub dir/x"), "").unwrap();
+    // Sparse: the size is what counts. One byte over the limit, and exactly at it.
+    let big = std::fs::File::create(copy.join("big.bin")).unwrap();
+    big.set_len(50 * 1024 * 1024 + 1).unwrap();
+    let edge = std::fs::File::create(copy.join("edge.bin")).unwrap();
+    edge.set_len(50 * 1024 * 1024).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/mllog/target", copy.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("missing.txt", bert.join("bad_link")).unwrap();
+    std::os::unix::fs::symlink("loop", copy.join("loop")).unwrap();
+    // Links that work: to a file (from the folder the official tool runs in, so both agree)
+    // and to a folder (neither walked nor checked by either).
+    std::os::unix::fs::symlink("systems/tinybox_green.json", copy.join("desc_link")).unwrap();
+    std::os::unix::fs::symlink("systems", copy.join(".systems link")).unwrap();
+    // A relative link that works from its own folder; the official tool resolves it from the
+    // folder it runs in, and calls it broken.
+    std::os::unix::fs::symlink("result_0.txt", bert.join("first_run")).unwrap();
+
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let log_path = work.join("repo_checker.log");
+    let out = Command::new(&python)
+        .args(["-m", "mlperf_logging.repo_checker"])
+        .arg(&copy)
+        .args(["training", "5.0.0", "--log_output"])
+        .arg(&log_path)
+        .current_dir(&copy)
+        .output()
+        .unwrap();
+    // It exits 0 whatever it finds: the verdict is only in its log.
+    assert!(out.status.success(), "{out:?}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("CHECKS FAILED."), "{log}");
+    let mut official = repo_checker_findings(&log);
+    let misjudged = ("link", bert.join("first_run").display().to_string());
+    assert!(official.remove(&misjudged), "{log}");
+
+    let us = ours(&copy, "5.0.0");
+    let found = our_repo_findings(&us.json);
+    let p = |s: &str| copy.join(s).display().to_string();
+    let expected: std::collections::BTreeSet<_> = [
+        ("name", p("results/tinybox_green/bert/notes copy.txt")),
+        ("name", p("systems/.DS_Store")),
+        ("name", p("results/.cache")),
+        ("name", p("results/.cache/sub dir")),
+        ("size", p("big.bin")),
+        ("link", p("dangling")),
+        ("link", p("loop")),
+        ("link", p("results/tinybox_green/bert/bad_link")),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(official, expected, "{log}");
+    assert_eq!(found, expected, "{}", us.text);
+    assert_eq!(us.code, 1, "{}", us.text);
+    assert!(
+        us.text.contains(&format!(
+            "error: Files > 50MB: {} (52428801 bytes; Please remove or reduce the size of \
+             these files.)\n  --> {}\n   = step: repo_checker\n",
+            p("big.bin"),
+            p("big.bin")
+        )),
+        "{}",
+        us.text
+    );
+    // Every other problem names its step too: the package checker's, the summarizer's.
+    for prob in us.json["problems"].as_array().unwrap() {
+        let step = prob["step"].as_str().unwrap();
+        assert!(
+            ["package_checker", "result_summarizer", "repo_checker"].contains(&step),
+            "{prob}"
+        );
+    }
+    let steps: Vec<&str> = us.json["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["problems"].as_array().unwrap())
+        .map(|p| p["step"].as_str().unwrap())
+        .collect();
+    assert!(steps.contains(&"package_checker"), "{steps:?}");
+    assert!(
+        us.text.contains("   = step: package_checker (tool: "),
+        "{}",
+        us.text
+    );
+}
+
+#[test]
+fn no_score_where_the_official_summarizer_gives_none() {
+    let Some((subs, python)) = oracle("mllog verify's missing scores against result_summarizer")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let edit = |copy: &Path, f: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+        let p = system_json(copy);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        f(v.as_object_mut().unwrap());
+        std::fs::write(&p, v.to_string()).unwrap();
+    };
+    // (case, mutation, what the summarizer prints, what verify says)
+    type Mutation = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Mutation, &str, &str)> = vec![
+        ("as published", Box::new(|_| {}), "", ""),
+        (
+            "missing",
+            Box::new(|c| std::fs::remove_file(system_json(c)).unwrap()),
+            "ERROR: Missing ",
+            "no system description: the division is unknown",
+        ),
+        (
+            "not JSON",
+            Box::new(|c| std::fs::write(system_json(c), "{\"division\": ").unwrap()),
+            "TypeError",
+            "cannot be read as a JSON object: the division is unknown",
+        ),
+        (
+            "no division",
+            Box::new(move |c| edit(c, &|m| drop(m.remove("division")))),
+            "NameError",
+            "`division` missing from ",
+        ),
+        (
+            "no framework",
+            Box::new(move |c| edit(c, &|m| drop(m.remove("framework")))),
+            "NameError",
+            "`framework` missing from ",
+        ),
+    ];
+    for (case, mutate, official_says, we_say) in &cases {
+        let copy = tmp.path().join(case.replace(' ', "_")).join("tinycorp");
+        copy_dir(&subs.join("5.0/tinycorp"), &copy);
+        mutate(&copy);
+        let us = ours(&copy, "5.0.0");
+        // The summarizer rewrites scaling.json: it runs after verify, on the same copy.
+        let work = copy.parent().unwrap().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let (out, err) = py(
+            &python,
+            &[
+                "-m",
+                "mlperf_logging.result_summarizer",
+                copy.to_str().unwrap(),
+                "training",
+                "5.0.0",
+                "--csv",
+                "out.csv",
+            ],
+            &work,
+        );
+        let said = out + &err;
+        let table = std::fs::read_to_string(work.join("out_detailed.csv"))
+            .map(|t| read_csv(&t))
+            .unwrap_or_default();
+        // One system in the folder: a row is its row.
+        let official_scored = !table.is_empty();
+        let b = benchmark(&us.json, "tinybox_green");
+        assert_eq!(
+            official_scored,
+            !b["score"].is_null(),
+            "{case}: {said}\n{}",
+            us.text
+        );
+        assert_eq!(official_scored, !us.table.is_empty(), "{case}: {said}");
+        if official_scored {
+            assert!(b["no_score"].is_null(), "{case}: {b}");
+            continue;
+        }
+        assert!(said.contains(official_says), "{case}: {said}");
+        for b in us.json["benchmarks"].as_array().unwrap() {
+            assert!(b["score"].is_null(), "{case}: {b}");
+            let why = b["no_score"].as_str().unwrap_or_default();
+            assert!(why.contains(we_say), "{case}: {why}");
+            assert!(
+                us.text.contains(&format!("— no score: {why}")),
+                "{case}: {}",
+                us.text
+            );
+        }
+    }
+}
+
+/// The summarizer's table of one review in a verify JSON document (`table`: rows of
+/// `[column, value]`), as `read_csv` gives a CSV's.
+fn table_of(review: &Value) -> Vec<BTreeMap<String, String>> {
+    review["table"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            row["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let v = match &c[1] {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    (c[0].as_str().unwrap().to_string(), v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A round made of the corpus submitter folders of each round, reviewed in one pass: every
+/// submitter's verdicts, factors and table cells agree with package_checker and
+/// result_summarizer run on that submitter, and the round's table with result_summarizer's
+/// round mode (`'ROUND/{*}'`), cell by cell.
+#[test]
+fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
+    let Some((subs, python)) = oracle("mllog verify on a round against the official tools") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for (round, ruleset) in [("5.0", "5.0.0"), ("5.1", "5.1.0")] {
+        let dir = tmp.path().join(round).join("round");
+        let official_round = tmp.path().join(round).join("official");
+        let mut orgs = Vec::new();
+        for e in std::fs::read_dir(subs.join(round)).unwrap() {
+            let p = e.unwrap().path();
+            let org = p.file_name().unwrap().to_string_lossy().into_owned();
+            copy_dir(&p, &dir.join(&org));
+            copy_dir(&p, &official_round.join(&org));
+            orgs.push(org);
+        }
+        orgs.sort();
+        // A folder that is no submitter's is named and skipped.
+        std::fs::create_dir_all(dir.join("tools")).unwrap();
+        let us = ours(&dir, ruleset);
+        assert_eq!(us.json["round"], true, "{}", us.text);
+        let reviews = us.json["submitters"].as_array().unwrap();
+        let names: Vec<String> = reviews
+            .iter()
+            .map(|r| {
+                let d = r["dir"].as_str().unwrap();
+                Path::new(d)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            names, orgs,
+            "one review per submitter folder, in name order"
+        );
+        assert!(
+            us.json["skipped"][0]
+                .as_str()
+                .unwrap()
+                .contains("tools: no results/ or systems/"),
+            "{}",
+            us.json["skipped"]
+        );
+        let mut all_pass = true;
+        for (org, review) in orgs.iter().zip(reviews) {
+            let off = official(
+                &python,
+                &official_round.join(org),
+                ruleset,
+                &tmp.path().join(round).join("work").join(org),
+            );
+            let passed = review["passed"] == true;
+            all_pass &= passed;
+            let one = Ours {
+                code: if passed { 0 } else { 1 },
+                json: review.clone(),
+                table: table_of(review),
+                text: us.text.clone(),
+            };
+            assert_agree(&format!("{round}/{org} in the round"), &off, &one);
+        }
+        assert_eq!(us.code, if all_pass { 0 } else { 1 }, "{}", us.text);
+        // The round's table: the summarizer's round mode on the reviewed copies.
+        let work = tmp.path().join(round).join("work");
+        let pattern = format!("{}/{{*}}", official_round.display());
+        let (out, err) = py(
+            &python,
+            &[
+                "-m",
+                "mlperf_logging.result_summarizer",
+                &pattern,
+                "training",
+                ruleset,
+                "--csv",
+                "round.csv",
+            ],
+            &work,
+        );
+        assert!(!err.contains("Traceback"), "{out}{err}");
+        let theirs = read_csv(&std::fs::read_to_string(work.join("round_detailed.csv")).unwrap());
+        let key = |r: &BTreeMap<String, String>| r["details_url"].clone();
+        let mut mine: BTreeMap<String, BTreeMap<String, String>> =
+            us.table.iter().map(|r| (key(r), r.clone())).collect();
+        assert_eq!(mine.len(), us.table.len(), "one row per system");
+        assert_eq!(theirs.len(), mine.len(), "{out}");
+        for t in &theirs {
+            let m = mine
+                .remove(&key(t))
+                .unwrap_or_else(|| panic!("no row {}", key(t)));
+            assert_eq!(t.keys().collect::<Vec<_>>(), m.keys().collect::<Vec<_>>());
+            for (col, tv) in t {
+                let mv = &m[col];
+                assert!(
+                    same_cell(tv, mv),
+                    "{round} {} {col}: official {tv:?}, ours {mv:?}",
+                    key(t)
+                );
+            }
+        }
+        // The text's table: a line per reviewed benchmark folder, with its final score.
+        assert!(us.text.contains("Final scores of the round"), "{}", us.text);
+        for s in us.json["scores"].as_array().unwrap() {
+            let score = s["score"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.4}"));
+            assert!(
+                us.text
+                    .lines()
+                    .any(|l| l.starts_with(s["submitter"].as_str().unwrap())
+                        && l.contains(s["system"].as_str().unwrap())
+                        && l.contains(&score)),
+                "{s}: {}",
+                us.text
+            );
+        }
+        // Without --ruleset: the round's own ruleset, or a refusal that names it.
+        let (code, out, err) = mllog(["verify".as_ref(), dir.as_os_str()]);
+        if code == 2 {
+            assert!(
+                err.contains("the ruleset cannot be inferred") && err.contains(ruleset),
+                "{err}"
+            );
+        } else {
+            assert_eq!(code, us.code, "{out}");
+            assert!(
+                out.contains(&format!("ruleset {ruleset}: the only one consistent")),
+                "{out}"
+            );
+        }
+    }
 }

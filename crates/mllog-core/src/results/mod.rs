@@ -9,10 +9,15 @@
 //!   `mllog_cli::plot` in the `mllog-cli` package.
 //! - `package` (feature `serde`): lays result files out as the package checker expects
 //!   (`results/<system>/<benchmark>/result_<i>.txt`) and checks the seeds.
+//! - `system_desc` (feature `serde`): `systems/<system>.json` from what the machine and the
+//!   logs say, each field with its source, `TODO` where none gives it.
 //! - `verify` (feature `review`): the whole review of a submitter folder (package checker,
 //!   system descriptions, seeds, RCP, the summarizer's table with the final scores).
 //! - `rcp` (feature `review`): the RCP checker (reference convergence points, the minimum
 //!   acceptable mean, the scaling factor) and the forecast of a campaign in progress.
+//! - `repo_check` (feature `review`): the repository checker's names, sizes and links.
+//! - `round` (feature `review`): the review of a whole round, every submitter folder, one
+//!   table of final scores.
 //! - `ruleset` (feature `review`): which ruleset a results folder was made for, with the evidence.
 //!
 //! ```
@@ -47,9 +52,18 @@ mod rcp_runs;
 pub mod rcp_tables;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
+pub mod repo_check;
+#[cfg(feature = "review")]
+#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
+pub mod round;
+#[cfg(feature = "review")]
+#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod ruleset;
 pub mod score;
 pub mod summary;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod system_desc;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod verify;

@@ -53,6 +53,7 @@ use super::rcp::{
     check_benchmark, np_mean, package_bypass, py_float, write_scaling, RcpOptions, RcpResult,
     RcpStatus, Scaling,
 };
+use super::repo_check::{repo_check, RepoFinding};
 use super::score::olympic_mean;
 use super::summary::csv_field;
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
@@ -160,8 +161,13 @@ pub struct Problem {
     /// The file or folder, as shown (lossy for a name that is not UTF-8).
     pub path: String,
     /// The official tool whose decision this is: `package_checker`, `system_desc_checker`,
-    /// `seed_checker`, `rcp_checker`, `compliance_checker`, `result_summarizer`, or `io`.
+    /// `seed_checker`, `rcp_checker`, `compliance_checker`, `result_summarizer`,
+    /// `repo_checker`, or `io`.
     pub tool: &'static str,
+    /// The step of the official review script (`verify_for_v<round>_training.sh`) it belongs
+    /// to: `package_checker` (which runs the compliance, seed, system description and RCP
+    /// checkers), `result_summarizer` or `repo_checker`. See [`STEPS`].
+    pub step: &'static str,
     /// What was found, in the official tool's words where it has some.
     pub message: String,
     /// Whether the file or folder could not be read (exit status 2 rather than 1).
@@ -179,6 +185,7 @@ impl Problem {
             severity,
             path: path.display().to_string(),
             tool,
+            step: step_of(tool),
             message: message.into(),
             io: false,
         }
@@ -194,6 +201,19 @@ impl Problem {
             io: true,
             ..Problem::new(Severity::Error, path, "io", format!("cannot {what}: {why}"))
         }
+    }
+}
+
+/// The steps of the official review script, in its order: `python3 -m mlperf_logging.<step>
+/// <folder> training <ruleset>`.
+pub const STEPS: [&str; 3] = ["package_checker", "result_summarizer", "repo_checker"];
+
+/// The review script's step that runs `tool`: the package checker runs every checker but the
+/// summarizer and the repository checker; an unreadable file is met first by it.
+fn step_of(tool: &'static str) -> &'static str {
+    match tool {
+        "result_summarizer" | "repo_checker" => tool,
+        _ => "package_checker",
     }
 }
 
@@ -302,8 +322,13 @@ pub struct BenchmarkReview {
     /// The factor of the final score: the RCP checker's for the closed division, else the
     /// committed one.
     pub scaling_factor: f64,
-    /// The final score in minutes (`olympic_mean × scaling_factor`); `None` when invalid.
+    /// The final score in minutes (`olympic_mean × scaling_factor`); `None` where the official
+    /// summarizer gives none, [`BenchmarkReview::no_score`] says why.
     pub score: Option<f64>,
+    /// Why there is no score (a reviewed folder only): too many runs dropped, or no row for
+    /// the system in the summarizer's table (its description missing, unreadable, or without a
+    /// field the table needs, the division among them).
+    pub no_score: Option<String>,
     /// The summarizer's `samples_to_converge` (olympic mean of the runs' samples).
     pub samples_to_converge: Option<f64>,
     /// The folder's problems.
@@ -430,7 +455,11 @@ impl Review {
         let block = |out: &mut String, p: &Problem| {
             let _ = writeln!(out, "{}: {}", p.severity.as_str(), p.message);
             let _ = writeln!(out, "  --> {}", p.path);
-            let _ = writeln!(out, "   = tool: {}\n", p.tool);
+            if p.tool == p.step {
+                let _ = writeln!(out, "   = step: {}\n", p.step);
+            } else {
+                let _ = writeln!(out, "   = step: {} (tool: {})\n", p.step, p.tool);
+            }
         };
         for p in &self.problems {
             block(&mut out, p);
@@ -469,7 +498,10 @@ impl Review {
                     "score {s:.4} min = olympic mean {m:.4} × factor {}",
                     b.scaling_factor
                 ),
-                _ if b.reviewed => "no score".to_string(),
+                _ if b.reviewed => match &b.no_score {
+                    Some(why) => format!("no score: {why}"),
+                    None => "no score".to_string(),
+                },
                 _ => String::new(),
             };
             let rcp = b
@@ -559,7 +591,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         source,
     })?;
     let facts = facts(opts.ruleset).ok_or(VerifyError::Ruleset(opts.ruleset))?;
-    let mut problems = Vec::new();
+    let mut problems = repo_problems(dir);
 
     // system_desc_checker, on every systems/*.json (the package checker's glob).
     let systems_dir = dir.join("systems");
@@ -659,6 +691,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         benchmarks.push(finish_folder(plan, runs, rcp, opts));
     }
     let table = summary_table(&benchmarks, &systems, facts, opts.ruleset);
+    // The summarizer scores only the systems of its table.
+    for b in benchmarks.iter_mut().filter(|b| b.reviewed) {
+        if table.iter().all(|r| r.system_folder != b.system) {
+            b.score = None;
+            b.no_score = Some(no_row_reason(dir, &b.system, &systems));
+        }
+    }
     let columns = facts
         .detailed_columns
         .iter()
@@ -680,6 +719,20 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     let failed = review.problems().any(|p| p.severity == Severity::Error);
     review.passed = !failed;
     Ok(review)
+}
+
+/// The review script's last step, `repo_checker`, as problems.
+fn repo_problems(dir: &Path) -> Vec<Problem> {
+    repo_check(dir)
+        .into_iter()
+        .map(|f| {
+            let severity = match f {
+                RepoFinding::Unreadable { .. } => Severity::Warning,
+                _ => Severity::Error,
+            };
+            Problem::new(severity, f.path(), "repo_checker", f.message(dir))
+        })
+        .collect()
 }
 
 /// The error of a review that reviewed no benchmark folder (the official package checker says
@@ -1264,6 +1317,7 @@ fn finish_folder(
         committed_scaling_factor: None,
         scaling_factor: 1.0,
         score: None,
+        no_score: None,
         samples_to_converge: None,
         problems: Vec::new(),
         passed: false,
@@ -1443,9 +1497,19 @@ fn finish_folder(
                 review.system, review.benchmark, review.dropped
             ),
         ));
+        review.no_score = Some(format!(
+            "too many non-converging runs: {} dropped, olympic scoring allows {max_dropped}",
+            review.dropped
+        ));
     } else {
         review.olympic_mean = olympic_mean(&mut scores.clone(), review.dropped, max_dropped);
         review.score = review.olympic_mean.map(|m| m * review.scaling_factor);
+        if review.score.is_none() {
+            review.no_score = Some(format!(
+                "no olympic mean: {} run(s) with a time to train",
+                scores.len()
+            ));
+        }
         mark_counted(&mut runs, review.dropped, max_dropped);
     }
     if let Some(r) = &rcp {
@@ -1628,6 +1692,64 @@ fn summary_table(
     rows
 }
 
+/// Why the summarizer's table has no row for `system`, in its words where it has some.
+fn no_row_reason(dir: &Path, system: &str, systems: &[SystemReview]) -> String {
+    let Some(s) = systems.iter().find(|s| s.name == system) else {
+        let path = dir.join("systems").join(format!("{system}.json"));
+        return format!(
+            "no system description: the division is unknown, and so whether the RCP factor \
+             applies; the official result_summarizer says `ERROR: Missing {}` and leaves the \
+             system out of its table",
+            path.display()
+        );
+    };
+    let shown = s.path.display();
+    let Some(desc) = &s.desc else {
+        return format!(
+            "{shown} cannot be read as a JSON object: the division is unknown; the official \
+             result_summarizer stops there with an exception (a TypeError for JSON it cannot \
+             decode) and gives no table"
+        );
+    };
+    // The fields in the order the summarizer asks for them.
+    for f in SUMMARIZER_FIELDS {
+        if !desc.contains_key(f) {
+            let what = if f == "division" {
+                "the division is unknown"
+            } else {
+                "the table needs it"
+            };
+            return format!(
+                "`{f}` missing from {shown}: {what}; the official result_summarizer stops here \
+                 with a NameError (its message for a missing field names a variable it does not \
+                 have) and gives no table"
+            );
+        }
+    }
+    format!(
+        "{shown}: a count (`number_of_nodes`, `host_processors_per_node`, \
+         `accelerators_per_node`) is not an integer: the official result_summarizer stops here \
+         with a ValueError from int() and gives no table"
+    )
+}
+
+/// The description fields `result_summarizer` reads for its table, in its order.
+const SUMMARIZER_FIELDS: [&str; 13] = [
+    "division",
+    "status",
+    "submitter",
+    "system_name",
+    "host_processor_model_name",
+    "number_of_nodes",
+    "host_processor_core_count",
+    "host_processors_per_node",
+    "accelerator_model_name",
+    "accelerators_per_node",
+    "framework",
+    "hw_notes",
+    "sw_notes",
+];
+
 fn ruleset_url_prefix(ruleset: Ruleset) -> String {
     let r = ruleset.as_str();
     let short = format!("{}{}", &r[..3], r[3..].replace(".0", ""));
@@ -1722,11 +1844,11 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
         .collect()
 }
 
-fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&p.display())
 }
 
-fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(r.as_str())
 }
 

@@ -51,6 +51,31 @@ pub fn value(item: &impl Serialize) -> Value {
     serde_json::to_value(item).expect("library results serialise")
 }
 
+/// A library result as the `--format json` document: its array field `list` becomes the
+/// items, `first` then its other fields the summary fields.
+pub fn document_of(
+    command: &str,
+    list: &str,
+    item: &impl Serialize,
+    first: Vec<(&str, Value)>,
+) -> String {
+    let Value::Object(mut all) = value(item) else {
+        unreachable!("a library result serialises to an object")
+    };
+    let items = match all.remove(list) {
+        Some(Value::Array(v)) => v,
+        _ => Vec::new(),
+    };
+    let mut doc = Document::new(command, list, items);
+    for (k, v) in first
+        .into_iter()
+        .chain(all.iter().map(|(k, v)| (k.as_str(), v.clone())))
+    {
+        doc = doc.with(k, v);
+    }
+    doc.render()
+}
+
 /// One JSON Lines line: the item with `schema_version` first.
 pub fn line(item: Value) -> String {
     let mut m = Map::new();

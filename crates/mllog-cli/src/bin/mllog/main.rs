@@ -22,7 +22,9 @@ mod rcp;
 mod rcp_source;
 mod score;
 mod summary;
+mod system;
 mod verify;
+mod verify_round;
 mod watch;
 
 /// Exit status: success.
@@ -78,11 +80,26 @@ enum Command {
     /// Review a submitter folder as the official tools do: package checker, system
     /// descriptions, seeds, RCP, and the summarizer's table with the final scores.
     Verify(verify::Args),
+    /// Write systems/NAME.json from what the machine and the logs say, each field with its
+    /// source, TODO where none gives it.
+    System(system::Args),
     /// Follow a log another process is writing (or standard input), check it as it grows,
     /// and end with the verdict `mllog check` gives the finished file.
     Watch(watch::Args),
     /// Print a shell completion script (e.g. `mllog completions bash > /etc/bash_completion.d/mllog`).
     Completions(completions::Args),
+}
+
+/// The exit status of a review: [`USAGE_OR_IO`] when something could not be read, else
+/// [`OK`] or [`FAILED`].
+pub fn review_status(io_errors: bool, passed: bool) -> u8 {
+    if io_errors {
+        USAGE_OR_IO
+    } else if passed {
+        OK
+    } else {
+        FAILED
+    }
 }
 
 /// Writes `text` to stdout, without its ANSI styles when colour is off; false when stdout is
@@ -120,7 +137,9 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Package(a) => package::run(a),
         Command::Rcp(a) => rcp::run(a),
+        Command::Verify(a) if a.is_round() => verify_round::run(&a),
         Command::Verify(a) => verify::run(a),
+        Command::System(a) => system::run(a),
         Command::Watch(a) => watch::run(a),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::machine;
 
-fn system_name(s: &str) -> Result<String, String> {
+pub(crate) fn system_name(s: &str) -> Result<String, String> {
     if s.is_empty() || s.contains(['/', '\\']) || s.starts_with('.') {
         Err("a system name is not empty, has no slash and does not start with a dot".into())
     } else {

@@ -1,12 +1,12 @@
 //! `mllog verify`: the whole review of a submitter folder, as MLCommons' package checker,
-//! system description checker, seed checker, RCP checker and result summarizer make it.
+//! system description checker, seed checker, RCP checker, result summarizer and repository
+//! checker make it.
 
 use std::path::PathBuf;
 
 use mllog_core::compliance::Ruleset;
 use mllog_core::results::ruleset::{infer_ruleset, RulesetError};
 use mllog_core::results::verify::{self, Review, VerifyOptions};
-use serde_json::Value;
 
 use crate::machine;
 
@@ -31,20 +31,25 @@ systems/<system>.json) as the official tools do, in one pass: the package checke
 (names, the result count per benchmark, unknown files, benchmarks the ruleset does not allow), \
 each file's compliance (one non-compliant run accepted under olympic scoring), the seed checker \
 (package_checker_params bypass), the system description checker, the RCP checker, then \
-result_summarizer's table with the final, RCP-scaled scores. A review of no benchmark folder \
+result_summarizer's table with the final, RCP-scaled scores, then repo_checker's (names with a space or starting with '.', files over 50 MB, broken symbolic links). Each problem names its step of the official review script. A review of no benchmark folder \
 (results/ empty, or every folder skipped by the ruleset) does not pass. Nothing is written \
 unless --set-scaling.\n\
-Without --ruleset, the ruleset is inferred once for the whole folder and the evidence printed; \
-when the evidence does not settle it, verify refuses.\n\
+Given a round (a folder of submitter folders, as the results repositories lay it out: no \
+results/ of its own), every submitter folder is reviewed in one pass, then one table of final \
+scores for the round (text; --format json: every review and the scores; --format csv: the \
+summarizer's table of the whole round).\n\
+Without --ruleset, the ruleset is inferred once for the whole folder (for a round, the one every \
+submitter folder's evidence leaves) and the evidence printed; when the evidence does not settle \
+it, verify refuses.\n\
 Exit status: 0 passes review, 1 does not, 2 usage or I/O error (an unreadable file or folder)."
 )]
 pub struct Args {
     /// The training ruleset [default: inferred from the folder, with the evidence].
     #[arg(long, value_name = "X.Y.Z")]
-    ruleset: Option<Ruleset>,
+    pub(crate) ruleset: Option<Ruleset>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    pub(crate) format: Format,
     /// Write scaling.json in each closed-division benchmark folder as the official tools do
     /// (deleted, then written when the RCP check normalises).
     #[arg(long)]
@@ -60,9 +65,30 @@ pub struct Args {
     threads: usize,
     #[command(flatten)]
     rcps: crate::rcp_source::RcpSourceArgs,
-    /// The submitter folder (holding results/ and systems/).
-    #[arg(value_name = "SUBMISSION_DIR")]
-    dir: PathBuf,
+    /// The submitter folder (holding results/ and systems/), or a round: a folder of
+    /// submitter folders.
+    #[arg(value_name = "SUBMISSION_DIR|ROUND_DIR")]
+    pub(crate) dir: PathBuf,
+}
+
+impl Args {
+    /// The review's options under `ruleset`, with the RCP tables `--rules` and
+    /// `--custom-rcps` name (or the error naming the folder or file).
+    pub(crate) fn options(&self, ruleset: Ruleset) -> Result<VerifyOptions, String> {
+        Ok(VerifyOptions {
+            ruleset,
+            rcp_tables: Some(self.rcps.open(ruleset)?),
+            set_scaling: self.set_scaling,
+            rcp_bypass: self.rcp_bypass,
+            seed_checker_bypass: self.seed_checker_bypass,
+            threads: self.threads,
+        })
+    }
+
+    /// Whether the folder given is a round (a folder of submitter folders).
+    pub(crate) fn is_round(&self) -> bool {
+        mllog_core::results::round::is_round(&self.dir)
+    }
 }
 
 pub fn run(a: Args) -> u8 {
@@ -96,23 +122,16 @@ pub fn run(a: Args) -> u8 {
             }
         },
     };
-    let tables = match a.rcps.open(ruleset) {
-        Ok(t) => t,
+    let opts = match a.options(ruleset) {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("mllog verify: {e}");
             return crate::USAGE_OR_IO;
         }
     };
+    let tables = opts.rcp_tables.clone().expect("options carry the tables");
     let mut how = how;
     how.push(tables.describe());
-    let opts = VerifyOptions {
-        ruleset,
-        rcp_tables: Some(tables.clone()),
-        set_scaling: a.set_scaling,
-        rcp_bypass: a.rcp_bypass,
-        seed_checker_bypass: a.seed_checker_bypass,
-        threads: a.threads,
-    };
     let review = match verify::verify(&a.dir, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -140,28 +159,14 @@ pub fn run(a: Args) -> u8 {
             eprintln!("mllog verify: {shown}: does not pass review");
         }
     }
-    if review.io_errors() {
-        crate::USAGE_OR_IO
-    } else if review.passed() {
-        crate::OK
-    } else {
-        crate::FAILED
-    }
+    crate::review_status(review.io_errors(), review.passed())
 }
 
-fn json(review: &Review, how: &[String], rcps: Value) -> String {
-    let Value::Object(mut all) = machine::value(review) else {
-        unreachable!("a review serialises to an object")
-    };
-    let benchmarks = match all.remove("benchmarks") {
-        Some(Value::Array(b)) => b,
-        _ => Vec::new(),
-    };
-    let mut doc = machine::Document::new("verify", "benchmarks", benchmarks)
-        .with("ruleset_evidence", how.to_vec().into())
-        .with("rcps", rcps);
-    for (k, v) in all {
-        doc = doc.with(&k, v);
-    }
-    doc.render()
+fn json(review: &Review, how: &[String], rcps: serde_json::Value) -> String {
+    machine::document_of(
+        "verify",
+        "benchmarks",
+        review,
+        vec![("ruleset_evidence", how.to_vec().into()), ("rcps", rcps)],
+    )
 }
