@@ -211,8 +211,9 @@ pub const EVAL_EVENT: &str = "mllog eval_accuracy";
 /// step's run, block and epoch on its own (its run state and a per-thread interval stack), so
 /// the MLLOG log and every sink get the same records as from `info_span!("train_step", ...)`.
 /// What the root saves is the `Registry`'s bookkeeping of a parent: a reference taken on the
-/// enclosing span when the step opens and dropped, through a second dispatch, when it closes,
-/// about 500 of the ~1 750 instructions a counted step costs (docs/performance.md). The
+/// enclosing span when the step opens and dropped, through a second dispatch, when it closes:
+/// most of what separates the two forms' costs (docs/performance.md, "Which `train_step` to
+/// write", has the figures). The
 /// price: other layers of the subscriber (`fmt`, tracing-opentelemetry) see the step as a root
 /// span, not as a child of its block; where that matters, use `info_span!("train_step", ...)`.
 /// The name is the default one: with a renamed step span (`Builder::train_step_span`), write
