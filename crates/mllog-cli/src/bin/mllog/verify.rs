@@ -85,6 +85,39 @@ impl Args {
         })
     }
 
+    /// The options under `ruleset`, and `how` the ruleset was chosen followed by where the
+    /// RCPs come from (also as JSON); an error is said on stderr and becomes the exit status.
+    pub(crate) fn prepared(
+        &self,
+        ruleset: Ruleset,
+        mut how: Vec<String>,
+    ) -> Result<(VerifyOptions, Vec<String>, serde_json::Value), u8> {
+        let opts = self.options(ruleset).map_err(|e| {
+            eprintln!("mllog verify: {e}");
+            crate::USAGE_OR_IO
+        })?;
+        let tables = opts
+            .rcp_tables
+            .as_deref()
+            .expect("options carry the tables");
+        how.push(tables.describe());
+        let rcps = machine::value(tables);
+        Ok((opts, how, rcps))
+    }
+
+    /// Prints `text` and gives the exit status. The problems that make the status 2 or 1 are
+    /// in a JSON or CSV document; the verdict (`failed`) is said on stderr too, so a pipe into
+    /// a CSV reader still shows it.
+    pub(crate) fn said(&self, text: &str, passed: bool, io_errors: bool, failed: &str) -> u8 {
+        if !crate::emit(text) {
+            return crate::USAGE_OR_IO;
+        }
+        if self.format != Format::Text && !passed {
+            eprintln!("mllog verify: {}: {failed}", self.dir.display());
+        }
+        crate::review_status(io_errors, passed)
+    }
+
     /// Whether the folder given is a round (a folder of submitter folders).
     pub(crate) fn is_round(&self) -> bool {
         mllog_core::results::round::is_round(&self.dir)
@@ -92,7 +125,6 @@ impl Args {
 }
 
 pub fn run(a: Args) -> u8 {
-    let shown = a.dir.display();
     let (ruleset, how) = match a.ruleset {
         Some(r) => (r, vec![format!("ruleset {r}: given (--ruleset)")]),
         None => match infer_ruleset(&a.dir) {
@@ -122,16 +154,10 @@ pub fn run(a: Args) -> u8 {
             }
         },
     };
-    let opts = match a.options(ruleset) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("mllog verify: {e}");
-            return crate::USAGE_OR_IO;
-        }
+    let (opts, how, rcps) = match a.prepared(ruleset, how) {
+        Ok(x) => x,
+        Err(status) => return status,
     };
-    let tables = opts.rcp_tables.clone().expect("options carry the tables");
-    let mut how = how;
-    how.push(tables.describe());
     let review = match verify::verify(&a.dir, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -140,26 +166,16 @@ pub fn run(a: Args) -> u8 {
         }
     };
     let text = match a.format {
-        Format::Text => {
-            let mut t = how.join("\n");
-            t.push('\n');
-            t.push_str(&review.render_text());
-            t
-        }
-        Format::Json => json(&review, &how, machine::value(&*tables)),
+        Format::Text => format!("{}\n{}", how.join("\n"), review.render_text()),
+        Format::Json => json(&review, &how, rcps),
         Format::Csv => review.render_csv(),
     };
-    if !crate::emit(&text) {
-        return crate::USAGE_OR_IO;
-    }
-    if a.format != Format::Text {
-        // The problems that make the status 2 or 1 are in the document; say the verdict on
-        // stderr too, so a pipe into a CSV reader still shows it.
-        if !review.passed() {
-            eprintln!("mllog verify: {shown}: does not pass review");
-        }
-    }
-    crate::review_status(review.io_errors(), review.passed())
+    a.said(
+        &text,
+        review.passed(),
+        review.io_errors(),
+        "does not pass review",
+    )
 }
 
 fn json(review: &Review, how: &[String], rcps: serde_json::Value) -> String {

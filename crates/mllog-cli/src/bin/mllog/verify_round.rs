@@ -15,16 +15,10 @@ pub fn run(a: &Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
-    let opts = match a.options(choice.ruleset) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("mllog verify: {e}");
-            return crate::USAGE_OR_IO;
-        }
+    let (opts, evidence, rcps) = match a.prepared(choice.ruleset, choice.evidence) {
+        Ok(x) => x,
+        Err(status) => return status,
     };
-    let rcps = opts.rcp_tables.clone().expect("options carry the tables");
-    let mut evidence = choice.evidence.clone();
-    evidence.push(rcps.describe());
     let review = match verify_round(&a.dir, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -33,25 +27,16 @@ pub fn run(a: &Args) -> u8 {
         }
     };
     let text = match a.format {
-        Format::Text => {
-            let mut t = evidence.join("\n");
-            t.push('\n');
-            t.push_str(&review.render_text());
-            t
-        }
-        Format::Json => json(&review, &evidence, machine::value(&*rcps)),
+        Format::Text => format!("{}\n{}", evidence.join("\n"), review.render_text()),
+        Format::Json => json(&review, &evidence, rcps),
         Format::Csv => review.render_csv(),
     };
-    if !crate::emit(&text) {
-        return crate::USAGE_OR_IO;
-    }
-    if a.format != Format::Text && !review.passed {
-        eprintln!(
-            "mllog verify: {}: the round does not pass review",
-            a.dir.display()
-        );
-    }
-    crate::review_status(review.io_errors(), review.passed)
+    a.said(
+        &text,
+        review.passed,
+        review.io_errors(),
+        "the round does not pass review",
+    )
 }
 
 fn json(review: &RoundReview, how: &[String], rcps: Value) -> String {
