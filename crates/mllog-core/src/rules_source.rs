@@ -66,7 +66,7 @@ pub struct RulesSource {
 #[derive(Debug, thiserror::Error)]
 pub enum RulesSourceError {
     /// The folder is not an `mlperf_logging` package folder or one of its checker folders.
-    #[error("{}: not an mlperf_logging package folder, nor its compliance_checker or rcp_checker folder (no rcp_checker folder in or beside it)", .0.display())]
+    #[error("{}: not an mlperf_logging package folder, nor its compliance_checker or rcp_checker folder (neither folder is in or beside it)", .0.display())]
     NotAPackage(PathBuf),
     /// The interpreter cannot be run.
     #[error("{python}: cannot run it to find the mlperf_logging package: {source}")]
