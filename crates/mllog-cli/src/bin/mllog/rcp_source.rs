@@ -12,7 +12,7 @@ use mllog_core::rules_source::{RulesSource, RULES_ENV};
 #[derive(clap::Args, Debug)]
 pub struct RcpSourceArgs {
     /// Read the RCPs at run time from the official package: DIR is the mlperf_logging package
-    /// folder or its compliance_checker folder (the RCPs are rcp_checker/training_<ruleset>/
+    /// folder or its compliance_checker folder (the RCPs are `rcp_checker/training_<ruleset>/`
     /// beside it); `python` or `python:PATH` asks that Python (default $MLLOG_PYTHON, else
     /// python3) where its mlperf_logging is installed [default: $MLLOG_RULES, else the
     /// built-in RCPs].
