@@ -9,16 +9,17 @@
 //! skipped, and pass.
 
 mod common;
+mod training;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use tracing::info_span;
 use tracing_mllog::compliance::{ComplianceReport, Severity};
-use tracing_mllog::presets::{dry_run, Llama2_70bLora};
+use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::rules_source::RulesSource;
-use tracing_mllog::{keys, mllog, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value};
+use tracing_mllog::{keys, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value};
 use tracing_subscriber::prelude::*;
 
 const CASE: &str = "MLLOG_TEST_RULES_CASE";
@@ -57,23 +58,14 @@ impl Outcome {
 fn run_child(case: &str, dir: &Path, rules: &str) -> Outcome {
     let log = dir.join("result_0.txt");
     let verdict = dir.join("verdict.txt");
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
-    cmd.args([
-        "--exact",
-        "child",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env_clear()
-    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-    .env(CASE, case)
-    .env(VERDICT, &verdict)
-    .env("MLLOG_OUTPUT_FILE", &log)
-    .env("MLLOG_RULES", rules)
-    .env("MLLOG_PYTHON", common::python())
-    .current_dir(dir)
-    .stdin(Stdio::null());
+    let mut cmd = common::child_test("child");
+    cmd.env(CASE, case)
+        .env(VERDICT, &verdict)
+        .env("MLLOG_OUTPUT_FILE", &log)
+        .env("MLLOG_RULES", rules)
+        .env("MLLOG_PYTHON", common::python())
+        .current_dir(dir)
+        .stdin(Stdio::null());
     let out = cmd.output().expect("start the child");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "the child failed:\n{stderr}");
@@ -329,26 +321,13 @@ fn child() {
         .cache_clear_mode(CacheClear::ByLauncher);
     let (layer, mut guard) = builder.from_env().build().expect("build");
     let subscriber = tracing_subscriber::registry().with(layer);
-    let gbs = preset.global_batch_size();
-    let schedule = preset.eval_schedule();
     let pending = tracing::subscriber::with_default(subscriber, || {
         drop(info_span!("init").entered());
         let pending = guard.preflight().expect("live checking is on");
         let _run = info_span!("run").entered();
         let mut trained = 0;
         for n in 0..CONVERGE_AT {
-            {
-                let _block = info_span!("block").entered();
-                while trained < schedule.point(n) {
-                    drop(info_span!("train_step").entered());
-                    trained += gbs;
-                }
-            }
-            let _eval = info_span!("eval").entered();
-            mllog!(
-                keys::EVAL_ACCURACY,
-                dry_run::synthetic_metric(&preset, n, CONVERGE_AT)
-            );
+            let _eval = training::block_and_eval(&preset, n, CONVERGE_AT, &mut trained);
         }
         pending
     });
