@@ -14,9 +14,10 @@ mod training;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
 use tracing::info_span;
-use tracing_mllog::compliance::{ComplianceReport, Severity};
+use tracing_mllog::compliance::{ComplianceReport, LivePolicy, Severity};
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::rules_source::RulesSource;
 use tracing_mllog::{keys, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value};
@@ -249,6 +250,71 @@ fn rules_that_cannot_be_run_are_said_and_the_run_goes_on() {
     assert!(o.stderr.contains(error), "{}", o.stderr);
     assert_eq!(o.get("rules_passed"), "false");
     assert_official_pass(&o);
+}
+
+/// `Builder::live_rules` in code, under `LivePolicy::Callback`: the callback hears both
+/// checks at `run_start` (the rules read at run time name their rule files by the package's
+/// folders), and the guard's report carries this check's verdict; under `Off`, neither runs.
+#[test]
+fn live_rules_in_code_share_the_callback() {
+    let Some(pkg) = installed("live rules given in code") else {
+        return;
+    };
+    // What the callback heard: the rule files of each report, and its errors.
+    type Heard = Vec<(Vec<String>, String)>;
+    let heard: Arc<Mutex<Heard>> = Arc::default();
+    let seen = Arc::clone(&heard);
+    let preset = Llama2_70bLora::default()
+        .preset(Division::Closed, Ruleset::V6_1_0)
+        .expect("preset");
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .preset(&preset)
+        .org("RulesOrg")
+        .platform("1xTestNode-1xGPU")
+        .config_filename("live_rules.rs")
+        .precision("bfloat16", "bfloat16", "bfloat16")
+        .parallelism(1, 1, 1, 1)
+        .micro_batch_size(1)
+        .seed(1234)
+        .cache_clear_mode(CacheClear::ByLauncher)
+        .live_rules(pkg.clone())
+        .live_check(LivePolicy::Callback(Box::new(
+            move |r: &ComplianceReport| {
+                let mut seen = seen.lock().unwrap();
+                seen.push((r.rule_files.clone(), errors(Some(r))));
+            },
+        )))
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        drop(info_span!("init").entered());
+        let _run = info_span!("run").entered();
+        let mut trained = 0;
+        let _eval = training::block_and_eval(&preset, 0, 1, &mut trained);
+    });
+    let report = guard.shutdown();
+    let heard = heard.lock().unwrap();
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    let (builtin, rules): (Vec<_>, Vec<_>) = heard
+        .iter()
+        .partition(|(files, _)| !files.iter().any(|f| f.starts_with("training_6.1.0/")));
+    assert_eq!((builtin.len(), rules.len()), (1, 1), "{heard:?}");
+    assert_eq!(rules[0].1, "", "nothing wrong at run_start: {heard:?}");
+    let live = report.live_rules.expect("the check ran");
+    assert!(live.passed(), "{live:?}");
+    assert_eq!(live.source, pkg.describe());
+    assert_eq!(live.ruleset, "training 6.1.0");
+
+    let (layer, mut guard) = MllogLayer::builder()
+        .no_output()
+        .validate_submission(false)
+        .live_rules(pkg)
+        .live_check(LivePolicy::Off)
+        .build::<tracing_subscriber::Registry>()
+        .unwrap();
+    drop(layer);
+    assert!(guard.shutdown().live_rules.is_none());
 }
 
 // ---------------------------------------------------------------------------------------------
