@@ -770,7 +770,6 @@ impl Builder {
     pub fn build_feed(self) -> Result<(RecordFeed, Guard), Error> {
         let mut settings = self.resolve()?;
         let planned = settings.plan()?;
-        let writes = settings.writes;
         let b = settings.builder;
         let (pipeline, guard) = Pipeline::start(Start {
             sinks: planned.plan.into_ordered(&b.deliveries),
@@ -787,9 +786,7 @@ impl Builder {
         })
         .map_err(Error::Worker)?;
         #[cfg(not(feature = "rules"))]
-        say_rules_unread(&b, writes, &pipeline);
-        #[cfg(feature = "rules")]
-        let _ = writes;
+        say_rules_unread(&b, settings.writes, &pipeline);
         Ok((RecordFeed::new(pipeline), guard))
     }
 
@@ -1240,9 +1237,9 @@ impl Settings {
     }
 }
 
-/// What a build that cannot read rules says when `MLLOG_RULES` names some: the operator
-/// expects a check that will not happen.
-/// Said once, on the rank that writes: on stderr and in the guard's report.
+/// What a build that cannot read rules says when `MLLOG_RULES` names some, once, on the rank
+/// that writes, on stderr and in the guard's report: the operator expects a check that will
+/// not happen.
 #[cfg(not(feature = "rules"))]
 fn say_rules_unread(b: &Builder, writes: bool, pipeline: &Pipeline) {
     let (true, Some(spec)) = (writes, &b.rules_unread) else {
