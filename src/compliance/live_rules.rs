@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::ComplianceReport;
 
 /// The live check against the official rule files read at run time
-/// ([`crate::Builder::live_rules`], `MLLOG_RULES`; feature `rules`): where the rules came
+/// (`Builder::live_rules`, `MLLOG_RULES`; feature `rules`): where the rules came
 /// from, what they said at `run_start` and on the whole log, or why they could not be run.
 ///
 /// Its reports are [`ComplianceReport`]s as the built-in live check gives them, their

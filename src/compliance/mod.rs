@@ -18,7 +18,7 @@
 //!
 //! With the `rules` feature the live check also runs the official rule files read at run time
 //! (an installed mlperf-logging, or a folder laid out as its package: the release candidate of
-//! a round), through mllog-core's rule engine: [`crate::Builder::live_rules`], `MLLOG_RULES`;
+//! a round), through mllog-core's rule engine: `Builder::live_rules`, `MLLOG_RULES`;
 //! its verdict is [`LiveRulesReport`].
 //!
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.

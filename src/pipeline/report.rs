@@ -60,7 +60,7 @@ pub struct Report {
     /// shutdown), when live checking is on.
     pub compliance: Option<crate::compliance::ComplianceReport>,
     /// The live check against the official rule files read at run time, when it is on
-    /// ([`crate::Builder::live_rules`], `MLLOG_RULES`; feature `rules`): where the rules came
+    /// (`Builder::live_rules`, `MLLOG_RULES`; feature `rules`): where the rules came
     /// from and their verdicts, or why they could not be run.
     pub live_rules: Option<crate::compliance::LiveRulesReport>,
     /// What the layer found wrong with the run's own figures, which no rule checks (steps it
