@@ -20,7 +20,9 @@ use tracing::info_span;
 use tracing_mllog::compliance::{ComplianceReport, LivePolicy, Severity};
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::rules_source::RulesSource;
-use tracing_mllog::{keys, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value};
+use tracing_mllog::{
+    keys, Builder, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value,
+};
 use tracing_subscriber::prelude::*;
 
 const CASE: &str = "MLLOG_TEST_RULES_CASE";
@@ -106,6 +108,22 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The passing run against a copy of the package's rules that `change` changed (given the
+/// copy's `compliance_checker` folder): the folder holding the copy and the run (kept until
+/// the caller is done), the copy's `compliance_checker` folder, and what the child left.
+fn run_on_changed_copy(
+    pkg: &RulesSource,
+    change: impl FnOnce(&Path),
+) -> (tempfile::TempDir, PathBuf, Outcome) {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = copy_rules(pkg, dir.path());
+    change(&rules);
+    let run = dir.path().join("run");
+    fs::create_dir(&run).unwrap();
+    let o = run_child("pass", &run, rules.to_str().unwrap());
+    (dir, rules, o)
+}
+
 /// The log still passes the official checker (with `--werror`) of the installed package:
 /// whatever the rules read at run time said, the MLLOG file is the layer's usual one.
 fn assert_official_pass(o: &Outcome) {
@@ -181,14 +199,12 @@ fn an_edited_rule_is_read_at_run_time() {
     let Some(pkg) = installed("live check with an edited rule") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let rules = copy_rules(&pkg, dir.path());
-    let file = rules.join("training_6.1.0/closed_llama2_70b_lora.yaml");
-    let text = fs::read_to_string(&file).unwrap();
-    assert!(text.contains("v['value'] == 16"), "the rule as published");
-    fs::write(&file, text.replace("v['value'] == 16", "v['value'] == 32")).unwrap();
-    let run = tempfile::tempdir().unwrap();
-    let o = run_child("pass", run.path(), rules.to_str().unwrap());
+    let (dir, _, o) = run_on_changed_copy(&pkg, |rules| {
+        let file = rules.join("training_6.1.0/closed_llama2_70b_lora.yaml");
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(text.contains("v['value'] == 16"), "the rule as published");
+        fs::write(&file, text.replace("v['value'] == 16", "v['value'] == 32")).unwrap();
+    });
     assert_eq!(o.get("builtin_passed"), "true", "{}", o.stderr);
     assert_eq!(o.get("rules_passed"), "false", "{}", o.stderr);
     let rule = "CHECK v['value'] == 32 (training_6.1.0/closed_llama2_70b_lora.yaml)";
@@ -218,11 +234,9 @@ fn rules_that_cannot_be_run_are_said_and_the_run_goes_on() {
     let Some(pkg) = installed("live check with unusable rules") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let rules = copy_rules(&pkg, dir.path());
-    fs::remove_dir_all(rules.join("training_6.1.0")).unwrap();
-    let run = tempfile::tempdir().unwrap();
-    let o = run_child("pass", run.path(), rules.to_str().unwrap());
+    let (_dir, rules, o) = run_on_changed_copy(&pkg, |rules| {
+        fs::remove_dir_all(rules.join("training_6.1.0")).unwrap();
+    });
     let error = o.get("rules_error");
     assert!(
         error.contains(&rules.display().to_string()) && error.contains("6.1.0"),
@@ -241,12 +255,11 @@ fn rules_that_cannot_be_run_are_said_and_the_run_goes_on() {
     assert_eq!(o.get("builtin_passed"), "true");
     assert_official_pass(&o);
 
-    let dir = tempfile::tempdir().unwrap();
-    let rules = copy_rules(&pkg, dir.path());
+    let (_dir, rules, o) = run_on_changed_copy(&pkg, |rules| {
+        let file = rules.join("training_6.1.0/closed_common.yaml");
+        fs::write(file, "- KEY:\n    NAME: [unclosed\n").unwrap();
+    });
     let file = rules.join("training_6.1.0/closed_common.yaml");
-    fs::write(&file, "- KEY:\n    NAME: [unclosed\n").unwrap();
-    let run = tempfile::tempdir().unwrap();
-    let o = run_child("pass", run.path(), rules.to_str().unwrap());
     let error = o.get("rules_error");
     assert!(error.contains(&file.display().to_string()), "{error}");
     assert!(o.stderr.contains(error), "{}", o.stderr);
@@ -269,17 +282,7 @@ fn live_rules_in_code_share_the_callback() {
     let preset = Llama2_70bLora::default()
         .preset(Division::Closed, Ruleset::V6_1_0)
         .expect("preset");
-    let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
-        .preset(&preset)
-        .org("RulesOrg")
-        .platform("1xTestNode-1xGPU")
-        .config_filename("live_rules.rs")
-        .precision("bfloat16", "bfloat16", "bfloat16")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(1)
-        .seed(1234)
-        .cache_clear_mode(CacheClear::ByLauncher)
+    let (layer, mut guard) = submitter(MllogLayer::builder().no_output().preset(&preset))
         .live_rules(pkg.clone())
         .live_check(LivePolicy::Callback(Box::new(
             move |r: &ComplianceReport| {
@@ -320,6 +323,21 @@ fn live_rules_in_code_share_the_callback() {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/// What a closed submission sets beyond the preset's keys, and the seed.
+fn submitter(builder: Builder) -> Builder {
+    builder
+        .system_status(SystemStatus::Research)
+        .org("RulesOrg")
+        .platform("1xTestNode-1xGPU")
+        .config_filename("live_rules.rs")
+        .precision("bfloat16", "bfloat16", "bfloat16")
+        .parallelism(1, 1, 1, 1)
+        .micro_batch_size(1)
+        .seed(1234)
+        // The page cache is the launcher's business here (`cache_clear` is logged `true`).
+        .cache_clear_mode(CacheClear::ByLauncher)
+}
 
 /// `key@line` of each error, in order, `;`-separated.
 fn errors(r: Option<&ComplianceReport>) -> String {
@@ -376,17 +394,8 @@ fn child() {
         .global_batch_size(preset.global_batch_size())
         .target(preset.target())
         .eval_schedule(preset.eval_schedule())
-        .hyperparameters(hyperparameters)
-        .system_status(SystemStatus::Research)
-        .org("RulesOrg")
-        .platform("1xTestNode-1xGPU")
-        .config_filename("live_rules.rs")
-        .precision("bfloat16", "bfloat16", "bfloat16")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(1)
-        .seed(1234)
-        // The page cache is the launcher's business here (`cache_clear` is logged `true`).
-        .cache_clear_mode(CacheClear::ByLauncher);
+        .hyperparameters(hyperparameters);
+    let builder = submitter(builder);
     let (layer, mut guard) = builder.from_env().build().expect("build");
     let subscriber = tracing_subscriber::registry().with(layer);
     let pending = tracing::subscriber::with_default(subscriber, || {
