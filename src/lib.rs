@@ -35,7 +35,7 @@ pub mod compliance;
 mod device_sync;
 pub mod env;
 mod error;
-pub use mllog_core::{keys, results};
+pub use mllog_core::{keys, results, rules_source};
 /// MLLOG records (`mllog-core`'s [`record`](mllog_core::record) module), and the
 /// [`TracedRecord`] the layer hands its sinks: a record with what the
 /// layer knows beyond its line.

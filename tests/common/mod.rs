@@ -107,6 +107,23 @@ pub fn official_check(log: &Path, ruleset: &str, werror: bool) -> (bool, String)
     (out.status.success(), text)
 }
 
+/// This test binary's ignored test `name`, to run as a child process: alone, its output not
+/// captured, with nothing of the parent's environment (`MLLOG_*`, `RANK`, `OTEL_*`) but
+/// `PATH`.
+pub fn child_test(name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args([
+        "--exact",
+        name,
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
 /// The crate's root directory.
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
