@@ -32,7 +32,7 @@ fn source_text() -> String {
 /// The names the layer reads: its sources' `"MLLOG_..."` string literals, and the submission's
 /// variables, which mllog-core names (`SUBMISSION_VARIABLES`).
 fn read_by_code(text: &str) -> BTreeSet<String> {
-    let mut names: BTreeSet<String> = tracing_mllog::SUBMISSION_VARIABLES
+    let mut names: BTreeSet<String> = tracing_mllog::env::SUBMISSION_VARIABLES
         .iter()
         .map(|n| n.to_string())
         .collect();

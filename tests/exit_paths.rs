@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::presets::Llama2_70bLora;
+use tracing_mllog::record::EventType;
 use tracing_mllog::record::{parse_log, ParsedLine};
 use tracing_mllog::{
-    keys, mllog, Division, EventType, Interval, MllogLayer, Record, Ruleset, SystemStatus, Target,
-    Value,
+    keys, mllog, Division, Interval, MllogLayer, Record, Ruleset, SystemStatus, Target, Value,
 };
 use tracing_subscriber::prelude::*;
 
@@ -890,7 +890,7 @@ impl tracing_mllog::sink::Sink for SlowSink {
     }
     fn write(
         &mut self,
-        _: &tracing_mllog::TracedRecord,
+        _: &tracing_mllog::record::TracedRecord,
     ) -> Result<(), tracing_mllog::sink::SinkError> {
         self.written += 1;
         if self.hang_from.is_some_and(|n| self.written >= n) {

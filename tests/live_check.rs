@@ -235,7 +235,7 @@ fn preflight_judges_the_set_up_before_the_clock_starts() {
 /// schedule is not.
 #[test]
 fn an_evaluation_off_the_schedule_is_a_warning_when_it_is_logged() {
-    let schedule = tracing_mllog::EvalSchedule::every_skipping(48, 2);
+    let schedule = tracing_mllog::run::EvalSchedule::every_skipping(48, 2);
     let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
         .seed(7)
         .eval_schedule(schedule)

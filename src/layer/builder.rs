@@ -363,7 +363,7 @@ impl Builder {
     }
 
     /// This process's global rank. Without it, the rank comes from the first of
-    /// [`crate::RANK_VARIABLES`] that is set (`MLLOG_RANK`, `RANK`, `OMPI_COMM_WORLD_RANK`,
+    /// [`crate::env::RANK_VARIABLES`] that is set (`MLLOG_RANK`, `RANK`, `OMPI_COMM_WORLD_RANK`,
     /// `PMIX_RANK`, `PMI_RANK`, `MV2_COMM_WORLD_RANK`, `SLURM_PROCID`,
     /// `JOB_COMPLETION_INDEX`), else 0; another that disagrees is a warning naming both.
     pub fn rank(mut self, rank: u32) -> Self {
@@ -687,7 +687,7 @@ impl Builder {
     /// `OTEL_EXPORTER_OTLP_*`, `MLLOG_RPD_FILE`, `MLLOG_UPLOAD_URL`, `PROFILER`, ...), so
     /// that an operator can redirect a run without recompiling. Without it the builder does
     /// what its code says and reads only the launcher's rank variables
-    /// ([`RANK_VARIABLES`](crate::RANK_VARIABLES) and their kin), which say which process this
+    /// ([`RANK_VARIABLES`](crate::env::RANK_VARIABLES) and their kin), which say which process this
     /// is rather than how to log; a variable that would have turned on the output or a sink
     /// is then named on stderr at `build()`, never applied. The environment is read once, at
     /// `build()`.
@@ -995,7 +995,7 @@ impl Builder {
         }
         // The submission module reads through a plain lookup: a value that is not UTF-8 is an
         // error here, before it could look like "unset" there.
-        for name in crate::SUBMISSION_VARIABLES {
+        for name in crate::env::SUBMISSION_VARIABLES {
             env.raw(name)?;
         }
         self.submission

@@ -31,7 +31,7 @@ use crate::sink::plug::SpanHook;
 /// the process exits, when it is flushed as on `process::exit`.
 ///
 /// [`Guard::shutdown`] ends the run now and returns the [`Report`]: records received, each
-/// sink's [`SinkReport`](crate::SinkReport) (written, errors, drops and why), the live checker's verdict.
+/// sink's [`SinkReport`](crate::sink::SinkReport) (written, errors, drops and why), the live checker's verdict.
 ///
 /// ```
 /// use tracing_mllog::sink::{Delivery, MemorySink};

@@ -27,7 +27,6 @@ use std::time::Duration;
 use crossbeam_channel::bounded;
 use crossbeam_queue::ArrayQueue;
 
-pub use crate::sink::SinkReport;
 pub(crate) use exit::{handle_signals, lock_until, Ending};
 pub use feed::RecordFeed;
 pub use guard::Guard;
