@@ -5,7 +5,6 @@
 //! Needs the official checker: `MLLOG_PYTHON` naming a Python with mlperf-logging==4.1.68 (as
 //! `scripts/test` sets it).
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
