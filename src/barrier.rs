@@ -31,7 +31,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 ///
 /// ```
 /// use std::time::Duration;
-/// use tracing_mllog::{BarrierFailure, MllogLayer};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::barrier::BarrierFailure;
 ///
 /// let (_layer, _guard) = MllogLayer::builder()
 ///     .no_output()

@@ -15,7 +15,8 @@ use crate::record::{Record, Str};
 ///
 /// ```
 /// use tracing_mllog::record::{IntervalIds, Record, TracedRecord};
-/// use tracing_mllog::{EventType, Value};
+/// use tracing_mllog::Value;
+/// use tracing_mllog::record::EventType;
 ///
 /// let line = Record::event("block_start", Value::Null)
 ///     .with_event_type(EventType::IntervalStart)
@@ -119,7 +120,8 @@ pub struct IntervalIds {
 ///
 /// ```
 /// use tracing_mllog::record::{OtelFields, Record, TraceParent, TracedRecord};
-/// use tracing_mllog::{EventType, Value};
+/// use tracing_mllog::Value;
+/// use tracing_mllog::record::EventType;
 ///
 /// let parent = TraceParent { trace_id: [0xab; 16], span_id: [0xcd; 8], sampled: true };
 /// let plain = TracedRecord::from(

@@ -26,7 +26,8 @@ use crate::sink::accounting::SinkCounters;
 /// use std::sync::{Arc, Mutex};
 /// use std::time::Duration;
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, Overflow, TracedRecord};
+/// use tracing_mllog::{mllog, MllogLayer, Overflow};
+/// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// A sink that stalls while `gate` is held (a file on a hung network mount, say).

@@ -17,7 +17,8 @@
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, TracedRecord};
+/// use tracing_mllog::{mllog, MllogLayer};
+/// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// A sink that stalls while `gate` is held (a collector that stopped answering, say).

@@ -129,7 +129,8 @@ impl Eq for Detail {}
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::Arc;
 /// use tracing_mllog::sink::{Detail, Sink, SinkError, SinkStatus};
-/// use tracing_mllog::{mllog, MllogLayer, TracedRecord};
+/// use tracing_mllog::{mllog, MllogLayer};
+/// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
 /// #[derive(Clone, Debug, PartialEq)]
@@ -205,7 +206,8 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// ```
 /// use std::io::Write;
 /// use tracing_mllog::sink::{Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, TracedRecord};
+/// use tracing_mllog::{mllog, MllogLayer};
+/// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Writes each key to a pipe whose reader is gone.
@@ -274,7 +276,8 @@ pub enum SinkError {
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{keys, mllog, MllogLayer, TracedRecord};
+/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Keeps the latest evaluation accuracy; refuses records without a value.

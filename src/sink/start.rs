@@ -20,7 +20,8 @@ use crate::submission::Submission;
 /// use std::path::PathBuf;
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Sink, SinkError, SinkStart};
-/// use tracing_mllog::{MllogLayer, TracedRecord};
+/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::record::TracedRecord;
 ///
 /// /// Remembers which file the layer writes and asks for the sampled steps as records.
 /// struct Watching(Arc<Mutex<Option<PathBuf>>>);
