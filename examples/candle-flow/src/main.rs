@@ -137,7 +137,10 @@ fn main() -> ExitCode {
             evals.len()
         );
     } else {
-        println!("run aborted: eval loss {last:.4} (target {target}) not reached after {samples} samples");
+        println!(
+            "run aborted: eval loss {last:.4} (target {target}) not reached after {samples} \
+             samples"
+        );
     }
     println!("pipeline: {report}");
     let compliant = match &report.compliance {
