@@ -5,14 +5,15 @@
 //! package_checker + result_summarizer, with its peak memory on a large submission, on a whole
 //! round (`MLLOG_COMPARE_ROUND`, any folder of submitter folders, or the corpus's v5.0 round)
 //! against the official review script's steps on each of its submitters, and what
-//! `mllog watch` costs following a log as it is written. Prints a table and one `ratio:` line
+//! `mllog watch` costs following a log as it is written, and `mllog check --rules` (the rule
+//! engine on the installed package's rule files) against the official checker. Prints a table and one `ratio:` line
 //! per comparison; with `--markdown`, the same as the Markdown table docs/performance.md shows.
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
 //! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; the verify case the corpus through
 //! `MLLOG_CORPUS`; the watch case the release `mllog` binary beside the example, from `cargo
 //! build --release -p mllog-cli`; without them they are reported as skipped). `-- --only-verify`,
-//! `-- --only-round` and `-- --only-watch` run one of those cases alone. Wall-clock numbers on a shared machine
+//! `-- --only-round`, `-- --only-watch` and `-- --only-engine` run one of those cases alone. Wall-clock numbers on a shared machine
 //! are indicative; the instruction budgets (`examples/budgets.rs`) are the repeatable measure.
 
 use std::io::Write;
@@ -24,6 +25,7 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
+mod engine_cost;
 mod round_cost;
 #[path = "../benches/support/stacks.rs"]
 mod support;
@@ -69,6 +71,21 @@ fn main() {
         round_cost::round_case(&dir, python(), &mut rows, &mut ratios);
         print_plain(&rows, &ratios);
         let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    if std::env::args().any(|a| a == "--only-engine") {
+        // Just the rule engine against the official checker.
+        let mut ratios = Vec::new();
+        let engine = engine_cost::engine_case(
+            &dir,
+            watch_cost::mllog_bin(),
+            python(),
+            &mut rows,
+            &mut ratios,
+        );
+        print_plain(&rows, &ratios);
+        let _ = std::fs::remove_dir_all(&dir);
+        engine_cost::hold_target(engine);
         return;
     }
     if std::env::args().any(|a| a == "--only-verify") {
@@ -260,6 +277,15 @@ fn main() {
     // 6. mllog watch following a log as it is written: CPU per record, lag, memory.
     watch_cost::watch_case(&dir, python_event, &mut rows, &mut ratios);
 
+    // 7. The rule engine (`mllog check --rules`) against the official checker, same logs.
+    let engine = engine_cost::engine_case(
+        &dir,
+        watch_cost::mllog_bin(),
+        python(),
+        &mut rows,
+        &mut ratios,
+    );
+
     if std::env::args().any(|a| a == "--markdown") {
         // docs/performance.md's results table, as it is pasted there.
         println!("| measurement | value |\n|---|---:|");
@@ -274,6 +300,8 @@ fn main() {
         print_plain(&rows, &ratios);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    // Held after the table is printed, so that a miss still shows every figure.
+    engine_cost::hold_target(engine);
 }
 
 /// The rows and the ratios as plain text, one a line.
