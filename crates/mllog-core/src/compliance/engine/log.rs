@@ -237,7 +237,7 @@ fn head_key(text: &str, format: LogFormat) -> Option<std::borrow::Cow<'_, str>> 
     if format == LogFormat::TextLine {
         return None;
     }
-    serde_json::from_str::<Head<'_>>(&text[format.token().len()..])
+    serde_json::from_str::<Head<'_>>(text.get(format.token().len()..)?)
         .ok()
         .map(|h| h.key)
 }
@@ -284,7 +284,8 @@ fn text_line(s: &str) -> Result<(f64, Obj, Obj), Fail> {
 /// `:::MLLOG {json}` (since 0.7.0): `LogLine(string, float(m['time_ms']), m['key'],
 /// {'value': m['value'], 'metadata': m['metadata']}, lineno)`.
 fn json_line(s: &str, token_len: usize) -> Result<(f64, Obj, Obj), Fail> {
-    let v = parse_json(&s[token_len..]).map_err(Fail::Value)?;
+    // A bare token loses its space to the strip: Python reads the empty rest.
+    let v = parse_json(s.get(token_len..).unwrap_or("")).map_err(Fail::Value)?;
     let fields = match &v {
         Value::Null => return Err(Fail::Value("does not match regex".into())),
         Value::Object(o) => o,
@@ -381,6 +382,10 @@ mod tests {
         // A duplicated field, a key that is no string: the parser's own path, as Python reads them.
         let odd = b":::MLLOG {\"key\": \"a\", \"key\": 7, \"value\": 1, \"time_ms\": 5, \"metadata\": {}}\n";
         let p = parse(odd, LogFormat::JsonDataclass);
+        assert_eq!(
+            parse(b":::MLLOG \n", LogFormat::JsonDataclass).errors.len(),
+            1
+        );
         assert_eq!(
             get(odd, &p.records[0], LogFormat::JsonDataclass)
                 .key
