@@ -49,6 +49,8 @@ use rules::RuleFile;
 pub(crate) struct Library {
     pub(crate) dir: PathBuf,
     files: RefCell<HashMap<String, Rc<RuleFile>>>,
+    /// The snippets compiled so far, shared by the files.
+    compiled: RefCell<rules::Compiled>,
 }
 
 impl Library {
@@ -62,7 +64,7 @@ impl Library {
         if !path.exists() {
             return Ok(None);
         }
-        let f = Rc::new(RuleFile::load(&path)?);
+        let f = Rc::new(RuleFile::load(&path, &mut self.compiled.borrow_mut())?);
         self.files.borrow_mut().insert(name.to_string(), f.clone());
         Ok(Some(f))
     }
@@ -155,6 +157,7 @@ impl RuleEngine {
         let lib = Library {
             dir: compliance_dir.into(),
             files: RefCell::new(HashMap::new()),
+            compiled: RefCell::new(HashMap::new()),
         };
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|source| LoadError::Io {
