@@ -5,16 +5,18 @@
 //! package_checker + result_summarizer, with its peak memory on a large submission, on a whole
 //! round (`MLLOG_COMPARE_ROUND`, any folder of submitter folders, or the corpus's v5.0 round)
 //! against the official review script's steps on each of its submitters, and what
-//! `mllog watch` costs following a log as it is written. Prints a table and one `ratio:` line
-//! per comparison; with `--markdown`, the same as a Markdown table; with `--write FILE` that table
-//! also replaces the `compare` block of FILE (docs/performance.md), and with `--check FILE` the
-//! block must have the same rows (wall clock does not repeat, so the figures are not compared).
+//! `mllog watch` costs following a log as it is written, and `mllog check --rules` (the rule
+//! engine on the installed package's rule files) against the official checker. Prints a table
+//! and one `ratio:` line per comparison; with `--markdown`, the same as a Markdown table; with
+//! `--write FILE` that table also replaces the `compare` block of FILE (docs/performance.md),
+//! and with `--check FILE` the block must have the same rows (wall clock does not repeat, so
+//! the figures are not compared).
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
 //! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; the verify case the corpus through
 //! `MLLOG_CORPUS`; the watch case the release `mllog` binary beside the example, from `cargo
 //! build --release -p mllog-cli`; without them they are reported as skipped). `-- --only-verify`,
-//! `-- --only-round` and `-- --only-watch` run one of those cases alone. Wall-clock numbers on a shared machine
+//! `-- --only-round`, `-- --only-watch` and `-- --only-engine` run one of those cases alone. Wall-clock numbers on a shared machine
 //! are indicative; the instruction budgets (`examples/budgets.rs`) are the repeatable measure.
 
 use std::io::Write;
@@ -26,6 +28,7 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
+mod engine_cost;
 #[path = "../benches/support/perf_doc.rs"]
 mod perf_doc;
 mod round_cost;
@@ -73,6 +76,15 @@ fn main() {
         round_cost::round_case(&dir, python(), &mut rows, &mut ratios);
         print_plain(&rows, &ratios);
         let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    if std::env::args().any(|a| a == "--only-engine") {
+        // Just the rule engine against the official checker.
+        let mut ratios = Vec::new();
+        let engine = engine_rows(&dir, &mut rows, &mut ratios);
+        print_plain(&rows, &ratios);
+        let _ = std::fs::remove_dir_all(&dir);
+        engine_cost::hold_target(engine);
         return;
     }
     if std::env::args().any(|a| a == "--only-verify") {
@@ -264,6 +276,9 @@ fn main() {
     // 6. mllog watch following a log as it is written: CPU per record, lag, memory.
     watch_cost::watch_case(&dir, python_event, &mut rows, &mut ratios);
 
+    // 7. The rule engine (`mllog check --rules`) against the official checker, same logs.
+    let engine = engine_rows(&dir, &mut rows, &mut ratios);
+
     let args: Vec<String> = std::env::args().collect();
     let doc = perf_doc::doc_action(&args);
     if doc.is_some() || args.iter().any(|a| a == "--markdown") {
@@ -295,6 +310,17 @@ fn main() {
         print_plain(&rows, &ratios);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    // Held after the table is printed, so that a miss still shows every figure.
+    engine_cost::hold_target(engine);
+}
+
+/// The rule engine's rows and ratios (section 7); the smallest ratio, `None` when skipped.
+fn engine_rows(
+    dir: &std::path::Path,
+    rows: &mut Vec<(String, f64, &'static str)>,
+    ratios: &mut Vec<(String, String)>,
+) -> Option<f64> {
+    engine_cost::engine_case(dir, watch_cost::mllog_bin(), python(), rows, ratios)
 }
 
 /// The rows and the ratios as plain text, one a line.

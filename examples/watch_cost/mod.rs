@@ -24,7 +24,7 @@ const RATES: [(u64, u64, bool); 3] = [
 
 /// Where the `mllog` binary is: `MLLOG_BIN`, or beside this example's own directory (the
 /// same profile's `target/<profile>/mllog`).
-fn mllog_bin() -> Option<PathBuf> {
+pub fn mllog_bin() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MLLOG_BIN") {
         return Some(PathBuf::from(p));
     }

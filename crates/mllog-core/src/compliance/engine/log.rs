@@ -9,6 +9,7 @@
 //! an object, crashes the official parser (a KeyError or TypeError), and here ends the check.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -67,9 +68,21 @@ pub(crate) struct BadLine {
     pub(crate) message: String,
 }
 
+/// A record as the parse keeps it: where its text is, and its key. Its Python object is built
+/// when a rule first reads it (see `lines`), or at parse time where the record is anything but
+/// the common form (then `built` holds it).
+pub(crate) struct Rec {
+    pub(crate) phys: usize,
+    pub(crate) lineno: i128,
+    /// The stripped record's byte range in the log (ASCII text).
+    pub(crate) span: (usize, usize),
+    pub(crate) key: Rc<str>,
+    pub(crate) built: Option<Obj>,
+}
+
 /// The parsed log.
 pub(crate) struct Parsed {
-    pub(crate) lines: Vec<Obj>,
+    pub(crate) records: Vec<Rec>,
     pub(crate) errors: Vec<BadLine>,
     /// Where and why the official parser raises (the check ends there).
     pub(crate) crash: Option<(usize, String)>,
@@ -89,7 +102,7 @@ fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
             return None;
         }
         let rest = &bytes[start..];
-        let (line, adv) = match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        let (line, adv) = match memchr::memchr2(b'\n', b'\r', rest) {
             Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (&rest[..i], i + 2),
             Some(i) => (&rest[..i], i + 1),
             None => (rest, rest.len()),
@@ -111,46 +124,59 @@ fn latin1(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 
 /// Where `needle` last occurs in `hay`.
 fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let (&first, rest) = needle.split_first()?;
-    let mut end = hay.len().checked_sub(needle.len())? + 1;
-    while let Some(i) = hay[..end].iter().rposition(|&b| b == first) {
-        if hay[i + 1..].starts_with(rest) {
-            return Some(i);
-        }
-        end = i;
-    }
-    None
+    memchr::memmem::rfind(hay, needle)
 }
 
 /// Parses a whole log as the official parser of `format` does.
 pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
     let token = format.token().as_bytes();
     let mut out = Parsed {
-        lines: Vec::new(),
+        records: Vec::new(),
         errors: Vec::new(),
         crash: None,
     };
+    let mut keys: HashSet<Rc<str>> = HashSet::new();
     let mut lineno: i128 = 0;
     for (phys, raw) in lines(bytes) {
         let Some(at) = find_last(raw, token) else {
             continue;
         };
         let text = latin1(&raw[at..]);
+        let ascii = matches!(text, std::borrow::Cow::Borrowed(_));
         let text = text.trim_matches(py_space);
+        if let Some(key) = head_key(text, format).filter(|_| ascii) {
+            // The common form: kept as its place in the log and its key.
+            let key = match keys.get(&*key) {
+                Some(k) => k.clone(),
+                None => {
+                    let k: Rc<str> = Rc::from(&*key);
+                    keys.insert(k.clone());
+                    k
+                }
+            };
+            let start = text.as_ptr() as usize - bytes.as_ptr() as usize;
+            out.records.push(Rec {
+                phys,
+                lineno,
+                span: (start, start + text.len()),
+                key,
+                built: None,
+            });
+            lineno += 1;
+            continue;
+        }
         let r = match format {
             LogFormat::TextLine => text_line(text),
             _ => json_line(text, format.token().len()),
         };
         match r {
-            Ok((ts, key, value)) => out.lines.push(Obj::Line(Rc::new(RefCell::new(LogLine {
-                full_string: Obj::str(text),
-                timestamp: Obj::Float(ts),
-                key,
-                value,
-                lineno: Obj::Int(lineno),
+            Ok((ts, key, value)) => out.records.push(Rec {
                 phys,
-                mutable: format == LogFormat::JsonDataclass,
-            })))),
+                lineno,
+                span: (0, 0),
+                key: Rc::from(""),
+                built: Some(line_obj(text, ts, key, value, lineno, phys, format)),
+            }),
             Err(Fail::Value(message)) => out.errors.push(BadLine { phys, message }),
             Err(Fail::Crash(message)) => {
                 out.crash = Some((phys, message));
@@ -160,6 +186,60 @@ pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
         lineno += 1;
     }
     out
+}
+
+fn line_obj(
+    text: &str,
+    ts: f64,
+    key: Obj,
+    value: Obj,
+    lineno: i128,
+    phys: usize,
+    format: LogFormat,
+) -> Obj {
+    Obj::Line(Rc::new(RefCell::new(LogLine {
+        full_string: Obj::str(text),
+        timestamp: Obj::Float(ts),
+        key,
+        value,
+        lineno: Obj::Int(lineno),
+        phys,
+        mutable: format == LogFormat::JsonDataclass,
+    })))
+}
+
+/// The Python object of a record kept as its place in the log (`bytes` is the log).
+pub(crate) fn build(bytes: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, String> {
+    let text = std::str::from_utf8(&bytes[rec.span.0..rec.span.1]).map_err(|e| e.to_string())?;
+    match json_line(text, format.token().len()) {
+        Ok((ts, key, value)) => Ok(line_obj(text, ts, key, value, rec.lineno, rec.phys, format)),
+        Err(Fail::Value(m) | Fail::Crash(m)) => Err(m),
+    }
+}
+
+/// The fields a JSON record must have, read without building them: a record that reads so
+/// is one the official parser takes (its time a number, its key a string, no field twice),
+/// and anything else takes the parser's own path.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    key: std::borrow::Cow<'a, str>,
+    #[serde(rename = "time_ms")]
+    _time_ms: f64,
+    #[serde(rename = "value")]
+    _value: serde::de::IgnoredAny,
+    #[serde(rename = "metadata")]
+    _metadata: serde::de::IgnoredAny,
+}
+
+/// The key of a JSON record in the common form; `None` for anything else.
+fn head_key(text: &str, format: LogFormat) -> Option<std::borrow::Cow<'_, str>> {
+    if format == LogFormat::TextLine {
+        return None;
+    }
+    serde_json::from_str::<Head<'_>>(text.get(format.token().len()..)?)
+        .ok()
+        .map(|h| h.key)
 }
 
 enum Fail {
@@ -204,7 +284,8 @@ fn text_line(s: &str) -> Result<(f64, Obj, Obj), Fail> {
 /// `:::MLLOG {json}` (since 0.7.0): `LogLine(string, float(m['time_ms']), m['key'],
 /// {'value': m['value'], 'metadata': m['metadata']}, lineno)`.
 fn json_line(s: &str, token_len: usize) -> Result<(f64, Obj, Obj), Fail> {
-    let v = parse_json(&s[token_len..]).map_err(Fail::Value)?;
+    // A bare token loses its space to the strip: Python reads the empty rest.
+    let v = parse_json(s.get(token_len..).unwrap_or("")).map_err(Fail::Value)?;
     let fields = match &v {
         Value::Null => return Err(Fail::Value("does not match regex".into())),
         Value::Object(o) => o,
@@ -261,19 +342,31 @@ fn json_line(s: &str, token_len: usize) -> Result<(f64, Obj, Obj), Fail> {
 mod tests {
     use super::*;
 
-    fn get(line: &Obj) -> std::cell::Ref<'_, LogLine> {
-        match line {
-            Obj::Line(l) => l.borrow(),
-            _ => panic!("not a line"),
-        }
+    fn get(log: &[u8], rec: &Rec, format: LogFormat) -> LogLine {
+        let obj = match &rec.built {
+            Some(o) => o.clone(),
+            None => build(log, rec, format).unwrap(),
+        };
+        let Obj::Line(l) = obj else {
+            panic!("not a line")
+        };
+        let l = l.borrow().clone();
+        l
     }
 
     #[test]
     fn parses_as_the_official_parsers() {
         let log = b"junk\r\nx :::MLLOG {\"key\": \"a\", \"value\": 1, \"time_ms\": 5, \"metadata\": {}}\r:::MLLOG {bad\n:::MLLOG null\n";
         let p = parse(log, LogFormat::JsonDataclass);
-        assert_eq!(p.lines.len(), 1);
-        assert_eq!(get(&p.lines[0]).phys, 2);
+        assert_eq!(p.records.len(), 1);
+        assert!(
+            p.records[0].built.is_none(),
+            "the common form is built on demand"
+        );
+        let l = get(log, &p.records[0], LogFormat::JsonDataclass);
+        assert_eq!(l.phys, 2);
+        assert_eq!(l.key.to_str(), "a");
+        assert_eq!(l.timestamp.as_f64(), Some(5.0));
         assert_eq!(p.errors.len(), 2);
         assert_eq!(p.errors[0].phys, 3);
         let p = parse(
@@ -281,12 +374,23 @@ mod tests {
             LogFormat::JsonTuple,
         );
         assert!(p.crash.unwrap().1.contains("KeyError: 'metadata'"));
-        let p = parse(
-            b":::MLL 1558767599.999 run_start: {\"value\": null}\n:::MLL 1.2.3 x: 1\n",
-            LogFormat::TextLine,
-        );
-        assert_eq!(p.lines.len(), 1);
+        let text = b":::MLL 1558767599.999 run_start: {\"value\": null}\n:::MLL 1.2.3 x: 1\n";
+        let p = parse(text, LogFormat::TextLine);
+        assert_eq!(p.records.len(), 1);
         assert_eq!(p.errors.len(), 1);
-        assert!(!get(&p.lines[0]).mutable);
+        assert!(!get(text, &p.records[0], LogFormat::TextLine).mutable);
+        // A duplicated field, a key that is no string: the parser's own path, as Python reads them.
+        let odd = b":::MLLOG {\"key\": \"a\", \"key\": 7, \"value\": 1, \"time_ms\": 5, \"metadata\": {}}\n";
+        let p = parse(odd, LogFormat::JsonDataclass);
+        assert_eq!(
+            parse(b":::MLLOG \n", LogFormat::JsonDataclass).errors.len(),
+            1
+        );
+        assert_eq!(
+            get(odd, &p.records[0], LogFormat::JsonDataclass)
+                .key
+                .as_int(),
+            Some(7)
+        );
     }
 }

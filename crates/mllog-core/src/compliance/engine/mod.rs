@@ -22,6 +22,7 @@
 mod builtins;
 mod eval;
 mod ir;
+mod lines;
 mod log;
 mod methods;
 mod obj;
@@ -40,7 +41,7 @@ pub use log::LogFormat;
 pub use rules::LoadError;
 
 use super::report::{Finding, Severity};
-use obj::Obj;
+
 use rules::RuleFile;
 
 /// The rule files of a compliance checker folder, loaded once each (by the name the checker
@@ -48,6 +49,8 @@ use rules::RuleFile;
 pub(crate) struct Library {
     pub(crate) dir: PathBuf,
     files: RefCell<HashMap<String, Rc<RuleFile>>>,
+    /// The snippets compiled so far, shared by the files.
+    compiled: RefCell<rules::Compiled>,
 }
 
 impl Library {
@@ -61,7 +64,7 @@ impl Library {
         if !path.exists() {
             return Ok(None);
         }
-        let f = Rc::new(RuleFile::load(&path)?);
+        let f = Rc::new(RuleFile::load(&path, &mut self.compiled.borrow_mut())?);
         self.files.borrow_mut().insert(name.to_string(), f.clone());
         Ok(Some(f))
     }
@@ -154,6 +157,7 @@ impl RuleEngine {
         let lib = Library {
             dir: compliance_dir.into(),
             files: RefCell::new(HashMap::new()),
+            compiled: RefCell::new(HashMap::new()),
         };
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|source| LoadError::Io {
@@ -232,7 +236,7 @@ impl RuleEngine {
             ruleset: self.ruleset.clone(),
             werror,
             rule_files: Vec::new(),
-            records: parsed.lines.len(),
+            records: parsed.records.len(),
             findings: Vec::new(),
             crashed: false,
         };
@@ -245,13 +249,13 @@ impl RuleEngine {
             return report;
         }
         run::parse_findings(&mut msgs, &parsed.errors);
-        let lines = Obj::list(parsed.lines);
+        let mut lines = lines::Lines::new(log, self.format, parsed.records);
         let mut r = run::Run {
             lib: &self.lib,
             msgs,
             applied: Vec::new(),
         };
-        let crash = r.check_loglines(&lines, &self.start).err();
+        let crash = r.check_loglines(&mut lines, &self.start).err();
         report.rule_files = r.applied;
         report.findings = r.msgs.into_findings();
         if let Some(c) = crash {

@@ -2,6 +2,8 @@
 //! later record of the same name replaces an earlier one in its place), the `END` block, each
 //! snippet compiled at load.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::ir::Code;
@@ -109,8 +111,9 @@ pub(crate) struct RuleFile {
 }
 
 impl RuleFile {
-    /// Reads and compiles `path`.
-    pub(crate) fn load(path: &Path) -> Result<RuleFile, LoadError> {
+    /// Reads and compiles `path`; `compiled` holds the snippets compiled so far, by text and
+    /// mode (a ruleset's files repeat most of their snippets).
+    pub(crate) fn load(path: &Path, compiled: &mut Compiled) -> Result<RuleFile, LoadError> {
         let text = std::fs::read(path).map_err(|source| LoadError::Io {
             path: path.into(),
             source,
@@ -122,12 +125,20 @@ impl RuleFile {
             line: e.line,
             message: e.message,
         })?;
-        Loader { path }.file(doc)
+        Loader {
+            path,
+            compiled: RefCell::new(compiled),
+        }
+        .file(doc)
     }
 }
 
+/// Snippets compiled, by their text and whether they are run by `exec`.
+pub(crate) type Compiled = HashMap<(String, bool), Code>;
+
 struct Loader<'a> {
     path: &'a Path,
+    compiled: RefCell<&'a mut Compiled>,
 }
 
 impl Loader<'_> {
@@ -246,6 +257,12 @@ impl Loader<'_> {
         let Node::Str(text, line) = node else {
             return Err(self.layout(node.line(), "code that is not a string"));
         };
+        if let Some(code) = self.compiled.borrow().get(&(text.clone(), exec)) {
+            return Ok(Snippet {
+                text: text.clone(),
+                code: code.clone(),
+            });
+        }
         let code = compile(text, exec).map_err(
             |Unsupported {
                  line: at,
@@ -261,6 +278,9 @@ impl Loader<'_> {
                 }
             },
         )?;
+        self.compiled
+            .borrow_mut()
+            .insert((text.clone(), exec), code.clone());
         Ok(Snippet {
             text: text.clone(),
             code,

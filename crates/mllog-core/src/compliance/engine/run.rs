@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use super::eval::{Env, Names};
 use super::ir::Code;
+use super::lines::{Lines, Step};
 use super::obj::{pretty_json, Dict, Func, Obj, Raise};
 use super::ops::get_item;
 use super::rules::{RuleFile, Snippet};
@@ -144,8 +145,8 @@ pub(crate) struct Run<'a> {
 
 impl Run<'_> {
     /// `check_loglines`: the config queue.
-    pub(crate) fn check_loglines(&mut self, lines: &Obj, start: &str) -> Result<(), Crash> {
-        let empty = matches!(lines, Obj::List(l) if l.borrow().is_empty());
+    pub(crate) fn check_loglines(&mut self, lines: &mut Lines, start: &str) -> Result<(), Crash> {
+        let empty = lines.len() == 0;
         if empty {
             self.msgs.add(finding(
                 FindingKind::NoLines,
@@ -207,7 +208,7 @@ impl Run<'_> {
     /// `configured_checks` for one rule file.
     fn configured_checks(
         &mut self,
-        lines: &Obj,
+        lines: &mut Lines,
         file: &RuleFile,
         name: &str,
         queue: &mut Vec<Obj>,
@@ -217,7 +218,12 @@ impl Run<'_> {
             // `exec(CODE, state, locals())`: the checker's own locals, of which the rule files
             // read `loglines` and `s`.
             let mut locals = Names::new();
-            locals.insert("loglines".into(), lines.clone());
+            if begin.text.contains("loglines") {
+                let all = lines
+                    .list()
+                    .map_err(|e| Crash(format!("{e} (building the lines for {name})")))?;
+                locals.insert("loglines".into(), all);
+            }
             locals.insert("s".into(), state["s"].clone());
             locals.insert(
                 "config_file".into(),
@@ -246,17 +252,14 @@ impl Run<'_> {
         let mut executed = vec![false; n];
         let mut first_seen = vec![false; n];
         let mut atleast: Vec<(usize, usize)> = Vec::new(); // (key index, passes), first-seen order
-        let total = match lines {
-            Obj::List(l) => l.borrow().len(),
-            _ => 0,
-        };
+        let total = lines.len();
         let value_key = Obj::str("value");
         for i in 0..total {
-            let Some(obj) = (match lines {
-                Obj::List(l) => l.borrow().get(i).cloned(),
-                _ => None,
-            }) else {
-                break;
+            let obj = match lines.get(i, |k| index.contains_key(k)) {
+                Ok(Step::Line(obj)) => obj,
+                Ok(Step::Skip) => continue,
+                Ok(Step::End) => break,
+                Err(e) => return Err(Crash(e)),
             };
             let line = LineView::of(&obj);
             let Obj::Str(key) = &line.key else { continue };

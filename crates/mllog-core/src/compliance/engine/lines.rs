@@ -1,0 +1,89 @@
+//! The log's records as the run reads them: each record's Python object is built the first time
+//! a rule reads the record (a record whose key no rule names is never built), then kept, so
+//! that every config sees the one object, changes included, as the checker's list holds one
+//! object per line. Once a snippet is handed the whole list (`loglines`), the list is built
+//! and is what every later pass reads.
+
+use super::log::{build, LogFormat, Rec};
+use super::obj::Obj;
+
+/// What the pass reads at a position.
+pub(crate) enum Step {
+    /// Past the end.
+    End,
+    /// A record no rule of the file reads.
+    Skip,
+    /// The record's `LogLine`.
+    Line(Obj),
+}
+
+/// The records of one log.
+pub(crate) struct Lines<'a> {
+    bytes: &'a [u8],
+    format: LogFormat,
+    records: Vec<Rec>,
+    /// The list handed to snippets, once one asked for it.
+    list: Option<Obj>,
+}
+
+impl<'a> Lines<'a> {
+    pub(crate) fn new(bytes: &'a [u8], format: LogFormat, records: Vec<Rec>) -> Lines<'a> {
+        Lines {
+            bytes,
+            format,
+            records,
+            list: None,
+        }
+    }
+
+    /// How many lines a pass visits.
+    pub(crate) fn len(&self) -> usize {
+        match &self.list {
+            Some(Obj::List(l)) => l.borrow().len(),
+            Some(_) => 0,
+            None => self.records.len(),
+        }
+    }
+
+    fn built(&mut self, i: usize) -> Result<Obj, String> {
+        let rec = &mut self.records[i];
+        if let Some(o) = &rec.built {
+            return Ok(o.clone());
+        }
+        let o = build(self.bytes, rec, self.format)
+            .map_err(|e| format!("{e} (the record on line {} of the log)", rec.phys))?;
+        rec.built = Some(o.clone());
+        Ok(o)
+    }
+
+    /// The whole list (`loglines`), every record built.
+    pub(crate) fn list(&mut self) -> Result<Obj, String> {
+        if let Some(l) = &self.list {
+            return Ok(l.clone());
+        }
+        let all = (0..self.records.len())
+            .map(|i| self.built(i))
+            .collect::<Result<Vec<Obj>, String>>()?;
+        let list = Obj::list(all);
+        self.list = Some(list.clone());
+        Ok(list)
+    }
+
+    /// The line at `i`, built when `wanted` holds for its key (a record already built is
+    /// always read: its key may have been changed by a snippet).
+    pub(crate) fn get(&mut self, i: usize, wanted: impl Fn(&str) -> bool) -> Result<Step, String> {
+        if let Some(list) = &self.list {
+            return Ok(match list {
+                Obj::List(l) => l.borrow().get(i).cloned().map_or(Step::End, Step::Line),
+                _ => Step::End,
+            });
+        }
+        let Some(rec) = self.records.get(i) else {
+            return Ok(Step::End);
+        };
+        if rec.built.is_none() && !wanted(&rec.key) {
+            return Ok(Step::Skip);
+        }
+        self.built(i).map(Step::Line)
+    }
+}
