@@ -16,6 +16,7 @@
 mod exit;
 mod feed;
 mod guard;
+mod pending;
 mod queue;
 mod report;
 mod worker;
@@ -32,6 +33,7 @@ pub(crate) use exit::{handle_signals, lock_until, Ending};
 pub use feed::RecordFeed;
 pub use guard::Guard;
 pub(crate) use guard::{EndOfRun, Placement};
+pub(crate) use pending::{Capture, Kind, Pending, Raw};
 pub use queue::Overflow;
 pub(crate) use queue::Pipeline;
 
@@ -127,9 +129,7 @@ impl Pipeline {
             },
         });
         for _ in 0..spares {
-            let _ = queue
-                .spare
-                .push(Box::new(crate::record::TracedRecord::empty()));
+            let _ = queue.spare.push(Box::new(Pending::empty()));
         }
         let (control, control_rx) = bounded(64);
         // Disconnected when the worker thread ends, however it ends: shutdown waits on it.
