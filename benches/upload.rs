@@ -81,7 +81,7 @@ fn upload_config(kind: &str, port: u16) -> Option<UploadConfig> {
 struct Path2 {
     file: MllogFileSink,
     upload: Option<UploadSink>,
-    records: [tracing_mllog::TracedRecord; 2],
+    records: [tracing_mllog::record::TracedRecord; 2],
     i: usize,
 }
 

@@ -35,6 +35,8 @@ use tracing::{info_span, Dispatch};
 use tracing_mllog::{keys, mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
+#[path = "../benches/support/perf_doc.rs"]
+mod perf_doc;
 #[path = "../benches/support/stacks.rs"]
 mod support;
 
@@ -114,6 +116,12 @@ const BUDGETS: &[(&str, Budget)] = &[
     ("train_step_async", Budget::TimesRegistry(2.0)),
 ];
 const RANK_RATIO: f64 = 1.1;
+/// How far docs/performance.md's committed counts may be from CI's: another build of the same
+/// sources moves a count by a few instructions at most.
+const COUNTS_MOVE: perf_doc::Tolerance = perf_doc::Tolerance {
+    relative: 0.03,
+    absolute: 5.0,
+};
 /// What passing a barrier that returns at once adds to opening the first `run` on one rank:
 /// starting the barrier's thread and waiting on its channel (on a rank that writes nothing,
 /// also the `run` callsite's registration with the filter that lets it through). Once per
@@ -188,17 +196,25 @@ fn main() {
 
     let report_only = args.iter().any(|a| a == "--report-only");
     let mut failed = false;
-    let mut verdict = |ok: bool| -> &'static str {
+    let mut verdict = |ok: bool| -> String {
         failed |= !ok;
-        if ok {
-            "ok"
-        } else {
-            "OVER BUDGET"
-        }
+        if ok { "ok" } else { "OVER BUDGET" }.to_string()
     };
-    println!(
-        "{:<24} {:>8} {:>9} {:>12} {:>8} {:>8}",
-        "workload", "Ir/op", "Registry", "EmptyLayer", "ratio", "budget"
+    let mut tables = Vec::new();
+
+    let mut events = Table::new(
+        vec![
+            "workload",
+            "Ir/op",
+            "Registry",
+            "EmptyLayer",
+            "ratio",
+            "budget",
+            "verdict",
+        ],
+        "Instructions per operation on the calling thread, dispatch included. Registry: a bare \
+         tracing_subscriber::Registry; EmptyLayer: the Registry plus a layer that does nothing, \
+         the floor for any layer; ratio: ours over the Registry.",
     );
     for &(workload, budget) in BUDGETS {
         let got = measure("mllog", workload);
@@ -208,93 +224,140 @@ fn main() {
             Budget::Ir(limit) => (got <= limit as f64, limit.to_string()),
             Budget::TimesRegistry(x) => (got / base <= x, format!("x{x:.1}")),
         };
-        println!(
-            "{workload:<24} {got:>8.0} {base:>9.0} {floor:>12.0} {:>8.2} {shown:>8} {}",
-            got / base,
-            verdict(ok)
+        events.push(
+            vec![
+                workload.into(),
+                format!("{got:.0}"),
+                format!("{base:.0}"),
+                format!("{floor:.0}"),
+                format!("{:.2}", got / base),
+                shown,
+                verdict(ok),
+            ],
+            what(workload),
         );
     }
-    for workload in [
-        "event_3_fields",
-        "train_step_span",
-        "train_step_child",
-        "train_step_async",
+    // A rank that writes nothing, without and with a barrier (then only `run` reaches the
+    // layer).
+    for (stack, workloads) in [
+        (
+            "rank1",
+            &[
+                "event_3_fields",
+                "train_step_span",
+                "train_step_child",
+                "train_step_async",
+            ][..],
+        ),
+        (
+            "rank1_barrier",
+            &["event_3_fields", "train_step_span", "train_step_child"][..],
+        ),
     ] {
-        let (o, b) = (measure("rank1", workload), measure("registry", workload));
-        let ratio = o / b;
-        let name = format!("rank1_{workload}");
-        println!(
-            "{name:<24} {o:>8.0} {b:>9.0} {:>12} {ratio:>8.2} {:>8} {}",
-            "",
-            format!("x{RANK_RATIO}"),
-            verdict(ratio <= RANK_RATIO)
-        );
+        for &workload in workloads {
+            let (o, b) = (measure(stack, workload), measure("registry", workload));
+            let ratio = o / b;
+            events.push(
+                vec![
+                    format!("{stack}_{workload}"),
+                    format!("{o:.0}"),
+                    format!("{b:.0}"),
+                    String::new(),
+                    format!("{ratio:.2}"),
+                    format!("x{RANK_RATIO}"),
+                    verdict(ratio <= RANK_RATIO),
+                ],
+                format!("{}, on a rank that writes nothing{}", what(workload), {
+                    if stack.ends_with("barrier") {
+                        ", with a barrier"
+                    } else {
+                        ""
+                    }
+                }),
+            );
+        }
     }
-    // A rank that writes nothing but passes a barrier: only `run` reaches the layer.
-    for workload in ["event_3_fields", "train_step_span", "train_step_child"] {
-        let (o, b) = (
-            measure("rank1_barrier", workload),
-            measure("registry", workload),
-        );
-        let ratio = o / b;
-        let name = format!("rank1_barrier_{workload}");
-        println!(
-            "{name:<24} {o:>8.0} {b:>9.0} {:>12} {ratio:>8.2} {:>8} {}",
-            "",
-            format!("x{RANK_RATIO}"),
-            verdict(ratio <= RANK_RATIO)
-        );
-    }
-    println!(
-        "(Registry: a bare tracing_subscriber::Registry; EmptyLayer: the Registry plus a layer \
-         that does nothing, the floor for any layer.)"
-    );
-    println!();
-    println!(
-        "{:<24} {:>8} {:>10} {:>10} {:>8}",
-        "barrier, once per rank", "with", "without", "barrier", "budget"
+    tables.push(("budgets", events));
+
+    let mut barrier = Table::new(
+        vec![
+            "barrier, once per rank",
+            "with",
+            "without",
+            "barrier",
+            "budget",
+            "verdict",
+        ],
+        "Instructions on the rank's thread to open the first `run`, with and without a barrier \
+         that returns at once: the barrier's thread is started and waited for once per process; \
+         steps pay nothing for it.",
     );
     for (with, without) in [("mllog_barrier", "mllog"), ("rank1_barrier", "rank1")] {
-        // The first `run` opened and closed, with and without a barrier that returns at once.
         let a = measure_at(with, "run_span", (0, 1));
         let b = measure_at(without, "run_span", (0, 1));
-        println!(
-            "{with:<24} {a:>8.0} {b:>10.0} {:>10.0} {BARRIER_ONCE:>8} {}",
-            a - b,
-            verdict(a - b <= BARRIER_ONCE as f64)
+        barrier.push(
+            vec![
+                with.into(),
+                format!("{a:.0}"),
+                format!("{b:.0}"),
+                format!("{:.0}", a - b),
+                BARRIER_ONCE.to_string(),
+                verdict(a - b <= BARRIER_ONCE as f64),
+            ],
+            if with == "mllog_barrier" {
+                "the first `run` on a rank that writes".into()
+            } else {
+                "the first `run` on a rank that writes nothing".into()
+            },
         );
     }
-    println!(
-        "(Instructions on the rank's thread to open the first `run`: the barrier's thread is \
-         started and waited for once per process; steps pay nothing for it.)"
-    );
+    tables.push(("budgets-barrier", barrier));
+
     if cfg!(feature = "otel-sdk") {
-        println!();
-        println!(
-            "{:<24} {:>8} {:>22} {:>8} {:>8}",
-            "OTel export on", "ours", "tracing-opentelemetry", "ratio", "target"
+        let mut otel = Table::new(
+            vec![
+                "OTel export on",
+                "ours",
+                "tracing-opentelemetry",
+                "ratio",
+                "target",
+                "verdict",
+            ],
+            "Instructions on the training thread per span, the SDK's work included where it runs \
+             there: on our worker for ours, on the calling thread for tracing-opentelemetry. Our \
+             train_step spans are traced: MLLOG_TRACE_STEPS.",
         );
         for workload in ["block_span", "train_step_child"] {
             let ours = measure("mllog_otel", workload);
             let theirs = measure("tracing_otel", workload);
             let ratio = ours / theirs;
-            println!(
-                "{workload:<24} {ours:>8.0} {theirs:>22.0} {ratio:>8.2} {:>8} {}",
-                "<= 1.00",
-                verdict(ratio <= 1.0)
+            otel.push(
+                vec![
+                    workload.into(),
+                    format!("{ours:.0}"),
+                    format!("{theirs:.0}"),
+                    format!("{ratio:.2}"),
+                    "<= 1.00".into(),
+                    verdict(ratio <= 1.0),
+                ],
+                what(workload),
             );
         }
-        println!(
-            "(Instructions on the training thread per span, the SDK's work included where it \
-             runs there: on our worker for ours, on the calling thread for tracing-opentelemetry. \
-             Our train_step spans are traced: MLLOG_TRACE_STEPS.)"
-        );
+        tables.push(("budgets-otel", otel));
     }
     if cfg!(feature = "nvtx") {
-        println!();
-        println!(
-            "{:<24} {:>8} {:>10} {:>8} {:>8}",
-            "NVTX sink on", "ours", "without", "ratio", "target"
+        let mut nvtx = Table::new(
+            vec![
+                "NVTX sink on",
+                "ours",
+                "without",
+                "ratio",
+                "target",
+                "verdict",
+            ],
+            "Instructions on the training thread per operation with an NvtxSink beside the MLLOG \
+             file, against the MLLOG file alone: the ranges and marks are made on the pipeline's \
+             worker.",
         );
         // Few enough blocks (two records each) that the worker is never woken (see `events`).
         for (workload, n) in [
@@ -304,20 +367,163 @@ fn main() {
             let with = measure_at("mllog_nvtx", workload, n);
             let without = measure_at("mllog", workload, n);
             let ratio = with / without;
-            println!(
-                "{workload:<24} {with:>8.0} {without:>10.0} {ratio:>8.2} {:>8} {}",
-                format!("<= {NVTX_RATIO:.2}"),
-                verdict(ratio <= NVTX_RATIO)
+            nvtx.push(
+                vec![
+                    workload.into(),
+                    format!("{with:.0}"),
+                    format!("{without:.0}"),
+                    format!("{ratio:.2}"),
+                    format!("<= {NVTX_RATIO:.2}"),
+                    verdict(ratio <= NVTX_RATIO),
+                ],
+                what(workload),
             );
         }
-        println!(
-            "(Instructions on the training thread per operation with an NvtxSink beside the \
-             MLLOG file, against the MLLOG file alone: the ranges and marks are made on the \
-             pipeline's worker.)"
-        );
+        tables.push(("budgets-nvtx", nvtx));
     }
-    if failed && !report_only {
+
+    for (_, table) in &tables {
+        println!("{}", table.text());
+    }
+    let mut doc_failed = false;
+    if let Some(action) = perf_doc::doc_action(&args) {
+        for (name, table) in &tables {
+            let result = match &action {
+                perf_doc::DocAction::Write(file) => {
+                    perf_doc::write_block(file, name, &table.markdown())
+                }
+                perf_doc::DocAction::Check(file) => {
+                    perf_doc::check_block(file, name, &table.markdown(), Some(COUNTS_MOVE))
+                }
+            };
+            if let Err(e) = result {
+                eprintln!("{e}");
+                doc_failed = true;
+            }
+        }
+    }
+    if (failed && !report_only) || doc_failed {
         std::process::exit(1);
+    }
+}
+
+/// A table printed both ways: aligned text for the terminal, Markdown for the docs, where each
+/// row also says what it measures (the second column).
+struct Table {
+    header: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+    what: Vec<String>,
+    /// A sentence under the table.
+    note: &'static str,
+}
+
+impl Table {
+    fn new(header: Vec<&'static str>, note: &'static str) -> Self {
+        Table {
+            header,
+            rows: Vec::new(),
+            what: Vec::new(),
+            note,
+        }
+    }
+
+    fn push(&mut self, row: Vec<String>, what: String) {
+        self.rows.push(row);
+        self.what.push(what);
+    }
+
+    fn text(&self) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.len()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: Vec<&str>| -> String {
+            let mut out = String::new();
+            for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+                // The first column left-aligned, the figures right-aligned.
+                if i == 0 {
+                    out.push_str(&format!("{cell:<w$}"));
+                } else {
+                    out.push_str(&format!("  {cell:>w$}"));
+                }
+            }
+            out.trim_end().to_string() + "\n"
+        };
+        let mut out = line(self.header.clone());
+        for row in &self.rows {
+            out.push_str(&line(row.iter().map(String::as_str).collect()));
+        }
+        out + "(" + self.note + ")\n"
+    }
+
+    fn markdown(&self) -> String {
+        let mut header = self.header.clone();
+        header.insert(1, "what it measures");
+        let mut out = format!("| {} |\n|", header.join(" | "));
+        for i in 0..header.len() {
+            out.push_str(if i < 2 { "---|" } else { "---:|" });
+        }
+        out.push('\n');
+        for (row, what) in self.rows.iter().zip(&self.what) {
+            let mut cells = row.clone();
+            cells.insert(1, what.clone());
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        out + "\n" + self.note + "\n"
+    }
+}
+
+/// What a workload measures, in words, for docs/performance.md.
+fn what(workload: &str) -> String {
+    match workload {
+        "event_3_fields" => "emitted MLLOG event, 3 numeric fields".into(),
+        "event_string" => "emitted event, string value + string field + numeric field".into(),
+        "event_f32" => "emitted event, `f32` value + numeric field".into(),
+        "event_small_list" => "emitted event, two-float list value + numeric field".into(),
+        "event_eval_accuracy" => {
+            "emitted `eval_accuracy` with `epoch_num` + `samples_count` metadata".into()
+        }
+        "event_custom_key" => {
+            "emitted event, custom key, short string value + numeric field".into()
+        }
+        "train_step_span" => {
+            "`train_step!` span, 2 fields, counted inside `run` (a root span)".into()
+        }
+        "train_step_child" => {
+            "`info_span!(\"train_step\")`, 2 fields, counted, child of `run`".into()
+        }
+        "train_step_async" => {
+            "an async step: a future instrumented with `train_step!`, polled twice".into()
+        }
+        "block_span" => "a `block` interval (two records) inside `run`".into(),
+        other => match other.strip_prefix("event_str_") {
+            // `k<key bytes>_v<value bytes>[_s<string fields>n<numeric fields> | _n<numeric>]`
+            Some(shape) => {
+                let mut parts = shape.split('_');
+                let key = parts.next().unwrap_or("").trim_start_matches('k');
+                let value = parts.next().unwrap_or("").trim_start_matches('v');
+                let fields = parts.next().unwrap_or("");
+                let fields = match fields.split_once('n') {
+                    _ if other == "event_str_k8_v8" => "no metadata field".into(),
+                    Some((s, n)) => {
+                        let s = s.trim_start_matches('s');
+                        let s = if s.is_empty() { "0" } else { s };
+                        format!("{s} string and {n} numeric metadata fields")
+                    }
+                    None => match fields.strip_prefix('s') {
+                        Some(s) => format!("{s} string metadata fields"),
+                        None => "numeric metadata fields".into(),
+                    },
+                };
+                format!(
+                    "emitted event, a key of the program's own ({key} bytes), a string value \
+                     ({value} bytes), {fields}"
+                )
+            }
+            None => other.into(),
+        },
     }
 }
 

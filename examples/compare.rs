@@ -6,7 +6,9 @@
 //! round (`MLLOG_COMPARE_ROUND`, any folder of submitter folders, or the corpus's v5.0 round)
 //! against the official review script's steps on each of its submitters, and what
 //! `mllog watch` costs following a log as it is written. Prints a table and one `ratio:` line
-//! per comparison; with `--markdown`, the same as the Markdown table docs/performance.md shows.
+//! per comparison; with `--markdown`, the same as a Markdown table; with `--write FILE` that table
+//! also replaces the `compare` block of FILE (docs/performance.md), and with `--check FILE` the
+//! block must have the same rows (wall clock does not repeat, so the figures are not compared).
 //!
 //! `cargo run --release --all-features --example compare` (Python comparisons need
 //! `MLLOG_PYTHON`, which `scripts/test` and `.ci/run` set; the verify case the corpus through
@@ -24,6 +26,8 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::{mllog, train_step, MllogLayer};
 use tracing_subscriber::prelude::*;
 
+#[path = "../benches/support/perf_doc.rs"]
+mod perf_doc;
 mod round_cost;
 #[path = "../benches/support/stacks.rs"]
 mod support;
@@ -260,14 +264,31 @@ fn main() {
     // 6. mllog watch following a log as it is written: CPU per record, lag, memory.
     watch_cost::watch_case(&dir, python_event, &mut rows, &mut ratios);
 
-    if std::env::args().any(|a| a == "--markdown") {
-        // docs/performance.md's results table, as it is pasted there.
-        println!("| measurement | value |\n|---|---:|");
+    let args: Vec<String> = std::env::args().collect();
+    let doc = perf_doc::doc_action(&args);
+    if doc.is_some() || args.iter().any(|a| a == "--markdown") {
+        // docs/performance.md's results table.
+        let mut table = String::from("| measurement | value |\n|---|---:|\n");
         for (name, v, unit) in &rows {
-            println!("| {name} | {v:.1} {unit} |");
+            table.push_str(&format!("| {name} | {v:.1} {unit} |\n"));
         }
         for (name, r) in &ratios {
-            println!("| ratio: {name} | {r} |");
+            table.push_str(&format!("| ratio: {name} | {r} |\n"));
+        }
+        print!("{table}");
+        // Wall clock does not repeat: the check holds the rows, not the figures.
+        let result = match doc {
+            Some(perf_doc::DocAction::Write(file)) => {
+                perf_doc::write_block(&file, "compare", &table)
+            }
+            Some(perf_doc::DocAction::Check(file)) => {
+                perf_doc::check_block(&file, "compare", &table, None)
+            }
+            None => Ok(()),
+        };
+        if let Err(e) = result {
+            eprintln!("{e}");
+            std::process::exit(1);
         }
     } else {
         println!("{:<48} {:>16}", "measurement", "value");

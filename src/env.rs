@@ -43,6 +43,10 @@ use std::ffi::OsString;
 use std::fmt::Display;
 use std::str::FromStr;
 
+/// The submission's variables (`MLLOG_SUBMISSION_*`, the precisions, the parallelism), read by
+/// the builder's overlay ([`crate::Builder::from_env`]).
+pub use mllog_core::submission::SUBMISSION_VARIABLES;
+
 /// The variables that carry the global rank, in the order they are consulted: the explicit
 /// `MLLOG_RANK`, then the launcher nearest the process first, because an outer launcher's
 /// variable is inherited by what it starts and numbers something else (under `srun torchrun`,

@@ -35,11 +35,12 @@ pub mod compliance;
 mod device_sync;
 pub mod env;
 mod error;
-pub use mllog_core::{keys, results};
+pub use mllog_core::{keys, results, rules_source};
 /// MLLOG records (`mllog-core`'s [`record`](mllog_core::record) module), and the
-/// [`TracedRecord`] the layer hands its sinks: a record with what the
+/// [`TracedRecord`](record::TracedRecord) the layer hands its sinks: a record with what the
 /// layer knows beyond its line.
 pub mod record {
+    pub use crate::layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
     pub use crate::traced::{IntervalIds, OtelFields, TraceParent, TracedRecord};
     pub use mllog_core::record::*;
 }
@@ -58,23 +59,24 @@ pub mod sink;
 mod submission;
 mod traced;
 
-pub use barrier::{BarrierFailure, BarrierResult};
+// The root holds what a program writes in its first hour with the crate: the layer and its
+// builder, the macros' companions, the guard and its report, the run's handle and target, the
+// submission's vocabulary. The rest stays in its module (`barrier`, `env`, `record`, `run`,
+// `sink`), named there once.
 pub use cache_clear::CacheClear;
 pub use clock_step::WALL_CLOCK_STEP_MS;
 pub use compliance::Ruleset;
 pub use device_sync::SyncAt;
-pub use env::{detect_rank, RankConflict, RankDetection, LOCAL_RANK_VARIABLES, RANK_VARIABLES};
 pub use error::Error;
 pub use keys::Benchmark;
-pub use layer::fields::{KEY_FIELD, NAMESPACE_FIELD, STATUS_FIELD, VALUE_FIELD};
 pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer};
 #[doc(hidden)]
 pub use log_value::__private;
 pub use log_value::{log_value, Composite, LogValue};
-pub use pipeline::{Guard, Overflow, RecordFeed, Report, SinkReport};
-pub use record::{EventType, Record, TracedRecord, Value};
-pub use run::{Direction, EvalSchedule, RunHandle, Target};
-pub use submission::{Division, Submission, SystemStatus, SUBMISSION_VARIABLES};
+pub use pipeline::{Guard, Overflow, RecordFeed, Report};
+pub use record::{Record, Value};
+pub use run::{RunHandle, Target};
+pub use submission::{Division, Submission, SystemStatus};
 
 /// Logs one MLLOG `POINT_IN_TIME` record through `tracing`:
 /// `mllog!(key, value)` or `mllog!(key, value, meta = ..., ...)`.

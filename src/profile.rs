@@ -443,7 +443,7 @@ pub enum ProfileError {
 /// What the profiler did, for the run report.
 ///
 /// Read it with [`crate::Guard::detail`]`::<ProfileReport>()` (also the profiler's
-/// [`crate::SinkReport::detail`]). A healthy one-shot profile ends with
+/// [`crate::sink::SinkReport::detail`]). A healthy one-shot profile ends with
 /// `starts == stops == 1` and `errors == 0`; `occurrences` below the segment's `N` means the
 /// segment never came (a run shorter than the step asked for). Without profiling there is
 /// no report:

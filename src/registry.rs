@@ -92,6 +92,7 @@ pub(crate) fn switches_set(process: &Env) -> Vec<&'static str> {
         "MLLOG_NVTX",
         "MLLOG_RPD_FILE",
         "MLLOG_UPLOAD_URL",
+        "MLLOG_RULES",
     ]
     .into_iter()
     .filter(|name| match process.raw(name) {

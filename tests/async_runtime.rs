@@ -15,9 +15,10 @@ use tracing::field::Empty;
 use tracing::{info_span, Dispatch, Instrument, Span};
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::record::parse_log;
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::MemorySink;
 use tracing_mllog::{
-    keys, mllog, train_step, Builder, MllogLayer, Record, RunHandle, Target, TracedRecord, Value,
+    keys, mllog, train_step, Builder, MllogLayer, Record, RunHandle, Target, Value,
 };
 use tracing_subscriber::prelude::*;
 

@@ -3,8 +3,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{MemorySink, Sink, SinkError};
-use tracing_mllog::{keys, mllog, Error, MllogLayer, TracedRecord};
+use tracing_mllog::{keys, mllog, Error, MllogLayer};
 use tracing_subscriber::prelude::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -111,7 +112,7 @@ fn environment_overrides_the_builder() {
 
 #[test]
 fn a_rank_other_than_zero_writes_nothing() {
-    for var in tracing_mllog::RANK_VARIABLES {
+    for var in tracing_mllog::env::RANK_VARIABLES {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.txt");
         let (sink, handle) = MemorySink::new();
@@ -446,7 +447,7 @@ fn disagreeing_rank_variables_are_a_warning_naming_both() {
 #[test]
 fn a_failed_barrier_is_reported_and_the_run_starts_unless_asked_otherwise() {
     use std::sync::atomic::{AtomicU32, Ordering};
-    use tracing_mllog::BarrierFailure;
+    use tracing_mllog::barrier::BarrierFailure;
 
     for on_failure in [BarrierFailure::Continue, BarrierFailure::Panic] {
         let (sink, records) = MemorySink::new();

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{Delivery, MemorySink};
-use tracing_mllog::{keys, mllog, MllogLayer, SyncAt, TracedRecord};
+use tracing_mllog::{keys, mllog, MllogLayer, SyncAt};
 use tracing_subscriber::prelude::*;
 
 /// What one step runs on the device.

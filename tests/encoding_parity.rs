@@ -8,8 +8,9 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::process::Command;
 
+use tracing_mllog::record::EventType;
 use tracing_mllog::record::{Metadata, Record};
-use tracing_mllog::{EventType, Value};
+use tracing_mllog::Value;
 
 fn s(v: &str) -> Value {
     Value::Str(Cow::Owned(v.to_owned()))
@@ -442,7 +443,7 @@ fn macro_values_match_mlperf_logging_byte_for_byte() {
     let report = guard.shutdown();
     assert!(report.is_clean(), "{report}");
     let records = handle.records();
-    let records: Vec<&tracing_mllog::TracedRecord> = records
+    let records: Vec<&tracing_mllog::record::TracedRecord> = records
         .iter()
         .filter(|r| r.event_type == EventType::PointInTime && r.metadata.file.is_some())
         .collect();

@@ -9,6 +9,7 @@
 //! cannot build as a test (see [`panic_abort_child`]).
 
 mod common;
+mod training;
 
 use std::fs::{self, File};
 use std::os::unix::process::ExitStatusExt;
@@ -19,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::presets::{dry_run, Llama2_70bLora};
+use tracing_mllog::presets::Llama2_70bLora;
+use tracing_mllog::record::EventType;
 use tracing_mllog::record::{parse_log, ParsedLine};
 use tracing_mllog::{
-    keys, mllog, Division, EventType, Interval, MllogLayer, Record, Ruleset, SystemStatus, Target,
-    Value,
+    keys, mllog, Division, Interval, MllogLayer, Record, Ruleset, SystemStatus, Target, Value,
 };
 use tracing_subscriber::prelude::*;
 
@@ -61,20 +62,11 @@ impl Outcome {
 /// This binary's `child` test, with `case`, writing its log into `dir`; nothing of the
 /// parent's environment leaks in (`MLLOG_*`, `RANK`, `OTEL_*`) but `PATH` and `extra_env`.
 fn child_command(case: &str, dir: &Path, extra_env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
-    cmd.args([
-        "--exact",
-        "child",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env_clear()
-    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-    .env(CASE, case)
-    .env(LOG, dir.join("result_0.txt"))
-    .envs(extra_env.iter().copied())
-    .current_dir(dir);
+    let mut cmd = common::child_test("child");
+    cmd.env(CASE, case)
+        .env(LOG, dir.join("result_0.txt"))
+        .envs(extra_env.iter().copied())
+        .current_dir(dir);
     cmd
 }
 
@@ -254,25 +246,12 @@ fn converged_exit(log: &Path) -> ! {
         .expect("build");
     let handle = layer.run_handle();
     tracing_subscriber::registry().with(layer).init();
-    let gbs = preset.global_batch_size();
-    let schedule = preset.eval_schedule();
 
     drop(info_span!("init").entered());
     let _run = info_span!("run").entered();
     let mut trained = 0;
     for n in 0..CONVERGE_AT {
-        {
-            let _block = info_span!("block").entered();
-            while trained < schedule.point(n) {
-                drop(info_span!("train_step").entered());
-                trained += gbs;
-            }
-        }
-        let _eval = info_span!("eval").entered();
-        mllog!(
-            keys::EVAL_ACCURACY,
-            dry_run::synthetic_metric(&preset, n, CONVERGE_AT)
-        );
+        let _eval = training::block_and_eval(&preset, n, CONVERGE_AT, &mut trained);
         if handle.converged() {
             // No flush, no sleep, the guard alive: the exit hook must do it all.
             std::process::exit(0);
@@ -911,7 +890,7 @@ impl tracing_mllog::sink::Sink for SlowSink {
     }
     fn write(
         &mut self,
-        _: &tracing_mllog::TracedRecord,
+        _: &tracing_mllog::record::TracedRecord,
     ) -> Result<(), tracing_mllog::sink::SinkError> {
         self.written += 1;
         if self.hang_from.is_some_and(|n| self.written >= n) {

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use tracing::{info_span, Dispatch, Level};
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{MemoryHandle, MemorySink};
-use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, TracedRecord, Value};
+use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, Value};
 use tracing_subscriber::prelude::*;
 
 /// A layer writing into memory only, with the live checker off and no environment.
@@ -25,7 +26,10 @@ where
     (layer, guard, handle)
 }
 
-fn capture<F: FnOnce()>(builder: tracing_mllog::Builder, f: F) -> Vec<tracing_mllog::TracedRecord> {
+fn capture<F: FnOnce()>(
+    builder: tracing_mllog::Builder,
+    f: F,
+) -> Vec<tracing_mllog::record::TracedRecord> {
     let (layer, mut guard, handle) = memory_layer(builder);
     let subscriber = tracing_subscriber::registry().with(layer);
     tracing::subscriber::with_default(subscriber, f);
@@ -487,7 +491,7 @@ fn nothing_logged_on_the_worker_thread_becomes_a_record() {
         fn name(&self) -> &str {
             "chatty"
         }
-        fn write(&mut self, _: &tracing_mllog::TracedRecord) -> Result<(), SinkError> {
+        fn write(&mut self, _: &tracing_mllog::record::TracedRecord) -> Result<(), SinkError> {
             self.1 += 1;
             if self.1 > 100 {
                 return Ok(());

@@ -235,7 +235,7 @@ fn preflight_judges_the_set_up_before_the_clock_starts() {
 /// schedule is not.
 #[test]
 fn an_evaluation_off_the_schedule_is_a_warning_when_it_is_logged() {
-    let schedule = tracing_mllog::EvalSchedule::every_skipping(48, 2);
+    let schedule = tracing_mllog::run::EvalSchedule::every_skipping(48, 2);
     let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
         .seed(7)
         .eval_schedule(schedule)
@@ -261,4 +261,34 @@ fn an_evaluation_off_the_schedule_is_a_warning_when_it_is_logged() {
         );
     });
     let _ = guard.shutdown();
+}
+
+/// A build without the `rules` feature cannot read the rules `MLLOG_RULES` names: the guard's
+/// report says so, once, and the built-in rules check the run as always (nothing of the
+/// variable is silently dropped).
+#[cfg(not(feature = "rules"))]
+#[test]
+fn mllog_rules_without_the_rules_feature_is_said() {
+    let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
+        .seed(7)
+        .environment([("MLLOG_RULES", "python")])
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        {
+            let _init = info_span!("init").entered();
+            log_hyperparameters();
+        }
+        drop(info_span!("run").entered());
+    });
+    let report = guard.shutdown();
+    let said: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("MLLOG_RULES=python"))
+        .collect();
+    assert_eq!(said.len(), 1, "{report}");
+    assert!(said[0].contains("lacks its `rules` feature"), "{}", said[0]);
+    assert!(report.live_rules.is_none());
+    assert!(report.compliance.is_some(), "the built-in check runs");
 }

@@ -4,8 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{Delivery, Sink, SinkError};
-use tracing_mllog::{mllog, MllogLayer, TracedRecord, Value};
+use tracing_mllog::{mllog, MllogLayer, Value};
 use tracing_subscriber::prelude::*;
 
 const THREADS: usize = 4;

@@ -741,7 +741,7 @@ fn run_quickstart(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new(common::example_exe("quickstart"));
     cmd.env("MLLOG_OUTPUT_FILE", dir.join("result_0.txt"))
         .current_dir(dir);
-    for var in tracing_mllog::SUBMISSION_VARIABLES {
+    for var in tracing_mllog::env::SUBMISSION_VARIABLES {
         cmd.env_remove(var);
     }
     for (k, v) in env {

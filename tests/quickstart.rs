@@ -21,7 +21,7 @@ fn run_example(
     let log = dir.join("result_0.txt");
     let mut cmd = Command::new(common::example_exe(name));
     cmd.env("MLLOG_OUTPUT_FILE", &log).current_dir(dir);
-    for var in tracing_mllog::SUBMISSION_VARIABLES {
+    for var in tracing_mllog::env::SUBMISSION_VARIABLES {
         cmd.env_remove(var);
     }
     for (k, v) in extra_env {

@@ -7,6 +7,7 @@
 //! other ranks do.
 
 mod common;
+mod training;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -16,11 +17,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::info_span;
-use tracing_mllog::presets::{dry_run, Llama2_70bLora};
+use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::record::parse_log;
 use tracing_mllog::results::summary::{render_text, summarize_text};
 use tracing_mllog::{
-    keys, mllog, Division, MllogLayer, Record, Ruleset, SystemStatus, Value, WALL_CLOCK_STEP_MS,
+    keys, Division, MllogLayer, Record, Ruleset, SystemStatus, Value, WALL_CLOCK_STEP_MS,
 };
 use tracing_subscriber::prelude::*;
 
@@ -472,8 +473,6 @@ fn rank() {
     let writes = layer.writes();
     let handle = layer.run_handle();
     tracing_subscriber::registry().with(layer).init();
-    let gbs = preset.global_batch_size();
-    let schedule = preset.eval_schedule();
 
     let init = info_span!("init").entered();
     match role.as_str() {
@@ -508,18 +507,7 @@ fn rank() {
     } else {
         n < CONVERGE_AT
     } {
-        {
-            let _block = info_span!("block").entered();
-            while trained < schedule.point(n) {
-                drop(info_span!("train_step").entered());
-                trained += gbs;
-            }
-        }
-        let _eval = info_span!("eval").entered();
-        mllog!(
-            keys::EVAL_ACCURACY,
-            dry_run::synthetic_metric(&preset, n, CONVERGE_AT)
-        );
+        let _eval = training::block_and_eval(&preset, n, CONVERGE_AT, &mut trained);
         n += 1;
     }
     assert!(!writes || handle.converged(), "rank 0's run converges");

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use tracing::{field::Empty, info_span};
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{keys, mllog, train_step, MllogLayer, RunHandle, Target, TracedRecord, Value};
+use tracing_mllog::{keys, mllog, train_step, MllogLayer, RunHandle, Target, Value};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
 

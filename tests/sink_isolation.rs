@@ -13,8 +13,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing_mllog::record::parse_log;
+use tracing_mllog::record::TracedRecord;
+use tracing_mllog::sink::SinkReport;
 use tracing_mllog::sink::{Delivery, MemorySink, Sink, SinkError};
-use tracing_mllog::{mllog, Guard, MllogLayer, Report, SinkReport, TracedRecord};
+use tracing_mllog::{mllog, Guard, MllogLayer, Report};
 use tracing_subscriber::prelude::*;
 
 /// Only a broken pipeline gets anywhere near it: a liveness bound, not a timing assertion.

@@ -19,11 +19,12 @@ use object_store::path::Path as ObjectPath;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
 use object_store::{ObjectStore, ObjectStoreExt};
 use tracing::info_span;
+use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{
     RetryPolicy, Sink, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
     ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
-use tracing_mllog::{keys, mllog, MllogLayer, Record, TracedRecord};
+use tracing_mllog::{keys, mllog, MllogLayer, Record};
 use tracing_subscriber::prelude::*;
 
 const SECRET: &str = "SeCrEt-7f3a9b2c-do-not-leak";

@@ -16,9 +16,21 @@
 //! assert!(report.findings[0].message.contains("`lora_rank` must be 16 in the closed division"));
 //! ```
 //!
+//! With the `rules` feature the live check also runs the official rule files read at run time
+//! (an installed mlperf-logging, or a folder laid out as its package: the release candidate of
+//! a round), through mllog-core's rule engine: `Builder::live_rules`, `MLLOG_RULES`;
+//! its verdict is [`LiveRulesReport`].
+//!
 //! See `docs/compliance.md` for the rule model, the semantics and the known divergences.
 
+mod live_rules;
+#[cfg(feature = "rules")]
+mod rules_sink;
 mod sink;
 
+pub(crate) use live_rules::LiveRulesHandle;
+pub use live_rules::LiveRulesReport;
 pub use mllog_core::compliance::*;
+#[cfg(feature = "rules")]
+pub(crate) use rules_sink::{split_policy, RulesSink, RulesSpec};
 pub use sink::{ComplianceHandle, ComplianceSink, LivePolicy};

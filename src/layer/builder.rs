@@ -12,7 +12,7 @@ use super::plan::{Place, SinkPlan};
 use super::{IntervalSpec, MllogLayer, Shared};
 use crate::barrier::{BarrierFailure, BarrierResult};
 use crate::cache_clear::CacheClear;
-use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, Ruleset};
+use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, LiveRulesHandle, Ruleset};
 use crate::device_sync::{DeviceSyncs, SyncAt};
 use crate::env::Env;
 use crate::keys::{self, Benchmark};
@@ -213,6 +213,13 @@ pub struct Builder {
     validate_submission: bool,
     hyperparameters: Vec<(Str, Value)>,
     live_check: LivePolicy,
+    /// The official rule files to check against live as well (`Builder::live_rules`,
+    /// `MLLOG_RULES`).
+    #[cfg(feature = "rules")]
+    live_rules: Option<crate::compliance::RulesSpec>,
+    /// `MLLOG_RULES` as set, in a build that cannot read rules: said once the pipeline runs.
+    #[cfg(not(feature = "rules"))]
+    rules_unread: Option<String>,
     seed: Option<i128>,
     eval_schedule: Option<EvalSchedule>,
     handle_signals: bool,
@@ -277,6 +284,10 @@ impl Default for Builder {
             validate_submission: true,
             hyperparameters: Vec::new(),
             live_check: LivePolicy::Warn,
+            #[cfg(feature = "rules")]
+            live_rules: None,
+            #[cfg(not(feature = "rules"))]
+            rules_unread: None,
             seed: None,
             eval_schedule: None,
             handle_signals: false,
@@ -352,7 +363,7 @@ impl Builder {
     }
 
     /// This process's global rank. Without it, the rank comes from the first of
-    /// [`crate::RANK_VARIABLES`] that is set (`MLLOG_RANK`, `RANK`, `OMPI_COMM_WORLD_RANK`,
+    /// [`crate::env::RANK_VARIABLES`] that is set (`MLLOG_RANK`, `RANK`, `OMPI_COMM_WORLD_RANK`,
     /// `PMIX_RANK`, `PMI_RANK`, `MV2_COMM_WORLD_RANK`, `SLURM_PROCID`,
     /// `JOB_COMPLETION_INDEX`), else 0; another that disagrees is a warning naming both.
     pub fn rank(mut self, rank: u32) -> Self {
@@ -457,6 +468,25 @@ impl Builder {
     /// report carries the verdict on the whole log. `MLLOG_LIVE_CHECK=off|warn`.
     pub fn live_check(mut self, policy: LivePolicy) -> Self {
         self.live_check = policy;
+        self
+    }
+
+    /// Live compliance checking against the official rule files read at run time as well
+    /// (feature `rules`): an installed mlperf-logging, or a folder laid out as its package,
+    /// such as the release candidate of a round. At `run_start` and at the end of the run,
+    /// mllog-core's rule engine runs the rules of the builder's [`Builder::ruleset`] from
+    /// `source` over the lines written so far, on a thread of its own, and its findings are
+    /// reported as the built-in check's are (the same [`LivePolicy`]; nothing when it is
+    /// `Off`); the guard's report carries them as [`Report::live_rules`], naming the source.
+    /// A source without the ruleset, or a rule file that does not load, is said (naming the
+    /// file) and the run goes on, its log untouched. `MLLOG_RULES` (a folder, `python` or
+    /// `python:PATH`, as `mllog check --rules`) overrides it.
+    ///
+    /// [`Report::live_rules`]: crate::Report::live_rules
+    #[cfg(feature = "rules")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rules")))]
+    pub fn live_rules(mut self, source: crate::rules_source::RulesSource) -> Self {
+        self.live_rules = Some(crate::compliance::RulesSpec::Source(source));
         self
     }
 
@@ -657,7 +687,7 @@ impl Builder {
     /// `OTEL_EXPORTER_OTLP_*`, `MLLOG_RPD_FILE`, `MLLOG_UPLOAD_URL`, `PROFILER`, ...), so
     /// that an operator can redirect a run without recompiling. Without it the builder does
     /// what its code says and reads only the launcher's rank variables
-    /// ([`RANK_VARIABLES`](crate::RANK_VARIABLES) and their kin), which say which process this
+    /// ([`RANK_VARIABLES`](crate::env::RANK_VARIABLES) and their kin), which say which process this
     /// is rather than how to log; a variable that would have turned on the output or a sink
     /// is then named on stderr at `build()`, never applied. The environment is read once, at
     /// `build()`.
@@ -748,12 +778,15 @@ impl Builder {
             shutdown_timeout: b.shutdown_timeout,
             max_delay: b.max_delay,
             compliance: planned.compliance,
+            live_rules: planned.live_rules,
             // What a feed receives is its caller's business: the report's "no span or event
             // reached the layer" (and the dropped-guard probe) speak of a layer there is not.
             writes: false,
             hooks: Vec::new(),
         })
         .map_err(Error::Worker)?;
+        #[cfg(not(feature = "rules"))]
+        say_rules_unread(&b, settings.writes, &pipeline);
         Ok((RecordFeed::new(pipeline), guard))
     }
 
@@ -907,6 +940,20 @@ impl Builder {
         })? {
             self.live_check = policy;
         }
+        if let Some(spec) = env.string(crate::rules_source::RULES_ENV)? {
+            #[cfg(feature = "rules")]
+            {
+                let python = env.string(crate::rules_source::PYTHON_ENV)?;
+                self.live_rules = Some(crate::compliance::RulesSpec::Env {
+                    spec: spec.to_owned(),
+                    python: python.unwrap_or("python3").to_owned(),
+                });
+            }
+            #[cfg(not(feature = "rules"))]
+            {
+                self.rules_unread = Some(spec.to_owned());
+            }
+        }
         if let Some(v) = env.flag("MLLOG_HANDLE_SIGNALS")? {
             self.handle_signals = v;
         }
@@ -948,7 +995,7 @@ impl Builder {
         }
         // The submission module reads through a plain lookup: a value that is not UTF-8 is an
         // error here, before it could look like "unset" there.
-        for name in crate::SUBMISSION_VARIABLES {
+        for name in crate::env::SUBMISSION_VARIABLES {
             env.raw(name)?;
         }
         self.submission
@@ -973,6 +1020,8 @@ struct Planned {
     plan: SinkPlan,
     /// The live checker's handle, and whether its failing verdict is printed at shutdown.
     compliance: Option<(ComplianceHandle, bool)>,
+    /// The live check against rules read at run time.
+    live_rules: Option<LiveRulesHandle>,
     asks: LayerAsks,
     /// Called for every span on the training thread (the segment profiler).
     span_hooks: Vec<Arc<dyn SpanHook>>,
@@ -1042,9 +1091,25 @@ impl Settings {
             plan.add(place, sink, delivery);
         }
         let mut compliance = None;
+        #[allow(unused_mut)] // set with the `rules` feature only
+        let mut live_rules = None;
         if writes && !matches!(b.live_check, LivePolicy::Off) {
             let warn_at_shutdown = matches!(b.live_check, LivePolicy::Warn);
             let policy = std::mem::take(&mut b.live_check);
+            // With rules read at run time, their check follows the built-in one, under the
+            // same policy (a callback shared by both).
+            #[cfg(feature = "rules")]
+            let (policy, rules_sink) = match b.live_rules.take() {
+                Some(rules) => {
+                    let (policy, shared) = crate::compliance::split_policy(policy);
+                    let (sink, handle) =
+                        crate::compliance::RulesSink::start(rules, b.ruleset, shared)
+                            .map_err(Error::Worker)?;
+                    live_rules = Some(handle);
+                    (policy, Some(sink))
+                }
+                None => (policy, None),
+            };
             let sink = ComplianceSink::new(b.ruleset).with_policy(policy);
             let sink = match b.eval_schedule.take() {
                 Some(schedule) => sink.with_eval_schedule(schedule),
@@ -1052,6 +1117,10 @@ impl Settings {
             };
             compliance = Some((sink.handle(), warn_at_shutdown));
             plan.add(Place::Checker, Box::new(sink), Delivery::Inline);
+            #[cfg(feature = "rules")]
+            if let Some(sink) = rules_sink {
+                plan.add(Place::Checker, Box::new(sink), Delivery::Inline);
+            }
         }
         let sink: Option<Box<dyn Sink>> = match output {
             Output::Stdout => Some(Box::new(MllogFileSink::stdout())),
@@ -1068,6 +1137,7 @@ impl Settings {
         Ok(Planned {
             plan,
             compliance,
+            live_rules,
             asks,
             span_hooks,
         })
@@ -1089,6 +1159,7 @@ impl Settings {
         let Planned {
             plan,
             compliance,
+            live_rules,
             asks,
             span_hooks,
         } = planned;
@@ -1105,6 +1176,7 @@ impl Settings {
             shutdown_timeout: b.shutdown_timeout,
             max_delay: b.max_delay,
             compliance,
+            live_rules,
             writes,
             hooks: span_hooks.clone(),
         })
@@ -1113,6 +1185,8 @@ impl Settings {
             stderr_line!("tracing-mllog: warning: {warning}");
             pipeline.warn(warning);
         }
+        #[cfg(not(feature = "rules"))]
+        say_rules_unread(&b, writes, &pipeline);
         // Said by the report at the end and by the live check at `run_start`, where a
         // reviewer of the run looks; a drop that failed is said now as well.
         if let Some(note) = cache_note {
@@ -1161,6 +1235,22 @@ impl Settings {
         guard.arm(&shared);
         Ok((MllogLayer::new(shared), guard))
     }
+}
+
+/// What a build that cannot read rules says when `MLLOG_RULES` names some, once, on the rank
+/// that writes, on stderr and in the guard's report: the operator expects a check that will
+/// not happen.
+#[cfg(not(feature = "rules"))]
+fn say_rules_unread(b: &Builder, writes: bool, pipeline: &Pipeline) {
+    let (true, Some(spec)) = (writes, &b.rules_unread) else {
+        return;
+    };
+    let note = format!(
+        "MLLOG_RULES={spec} is set, but this build of tracing-mllog lacks its `rules` feature: \
+         the live check uses the built-in rules only (enable the feature, or unset the variable)"
+    );
+    stderr_line!("tracing-mllog: warning: {note}");
+    pipeline.warn(note);
 }
 
 /// The many-ranks settings (`crate::barrier`, `crate::cache_clear`, `crate::clock_step`).

@@ -13,7 +13,7 @@ use super::exit::{self, lock_until, Ending, Finish, Finishable};
 use super::queue::Queue;
 use super::report::Report;
 use super::worker::WorkerControl;
-use crate::compliance::ComplianceHandle;
+use crate::compliance::{ComplianceHandle, LiveRulesHandle};
 use crate::record::Str;
 use crate::sink::plug::SpanHook;
 
@@ -31,7 +31,7 @@ use crate::sink::plug::SpanHook;
 /// the process exits, when it is flushed as on `process::exit`.
 ///
 /// [`Guard::shutdown`] ends the run now and returns the [`Report`]: records received, each
-/// sink's [`SinkReport`](crate::SinkReport) (written, errors, drops and why), the live checker's verdict.
+/// sink's [`SinkReport`](crate::sink::SinkReport) (written, errors, drops and why), the live checker's verdict.
 ///
 /// ```
 /// use tracing_mllog::sink::{Delivery, MemorySink};
@@ -84,6 +84,7 @@ pub(crate) struct GuardInner {
     /// The report was printed (by a drop or an exit hook): print it once.
     pub(super) reported: AtomicBool,
     pub(super) compliance: Option<ComplianceHandle>,
+    pub(super) live_rules: Option<LiveRulesHandle>,
     pub(super) warn_compliance: bool,
     /// Whether the layer behind this guard writes (on other ranks no record is expected).
     pub(super) writes: bool,
@@ -189,6 +190,16 @@ impl GuardInner {
                 stderr_text!("{}", c.render_text("MLLOG output", true));
             }
         }
+        if let (true, Some(r)) = (self.warn_compliance, &report.live_rules) {
+            // Why the rules could not be run was said when it was found.
+            if let Some(c) = r.report.as_ref().filter(|c| !c.passed(true)) {
+                stderr_text!(
+                    "mllog compliance: the rules of {}:\n{}",
+                    r.source,
+                    c.render_text("MLLOG output", true)
+                );
+            }
+        }
     }
 
     /// Waits for the records logged so far to reach the inline sinks (the MLLOG file, the
@@ -223,6 +234,7 @@ impl GuardInner {
             shutdown_timed_out: self.timed_out.load(Ordering::Relaxed)
                 || c.sink_timed_out.load(Ordering::Relaxed),
             compliance: self.compliance.as_ref().map(ComplianceHandle::report),
+            live_rules: self.live_rules.as_ref().map(LiveRulesHandle::report),
             sinks: c.sinks.iter().map(|s| s.report()).collect(),
             hooks: self.hooks.iter().map(|h| h.detail()).collect(),
             warnings: self

@@ -28,7 +28,6 @@ use std::time::Duration;
 use crossbeam_channel::bounded;
 use crossbeam_queue::ArrayQueue;
 
-pub use crate::sink::SinkReport;
 pub(crate) use exit::{handle_signals, lock_until, Ending};
 pub use feed::RecordFeed;
 pub use guard::Guard;
@@ -39,7 +38,7 @@ pub(crate) use queue::Pipeline;
 
 pub use report::Report;
 
-use crate::compliance::ComplianceHandle;
+use crate::compliance::{ComplianceHandle, LiveRulesHandle};
 use crate::sink::accounting::SinkCounters;
 use crate::sink::isolated::Isolated;
 use crate::sink::plug::SpanHook;
@@ -60,6 +59,9 @@ pub(crate) struct Start {
     /// The live checker's handle (for `preflight` and the report), and whether a failing
     /// verdict is printed at shutdown.
     pub(crate) compliance: Option<(ComplianceHandle, bool)>,
+    /// The live check against rules read at run time (feature `rules`), its failing
+    /// verdict printed at shutdown as the built-in one's.
+    pub(crate) live_rules: Option<LiveRulesHandle>,
     /// The layer writes: a shutdown without a single record is reported (see
     /// [`Report::received_nothing`]).
     pub(crate) writes: bool,
@@ -78,6 +80,7 @@ impl Pipeline {
             shutdown_timeout,
             max_delay,
             compliance,
+            live_rules,
             writes,
             hooks,
         } = start;
@@ -155,6 +158,7 @@ impl Pipeline {
                 timed_out: AtomicBool::new(false),
                 reported: AtomicBool::new(false),
                 compliance,
+                live_rules,
                 warn_compliance,
                 writes,
                 layer: OnceLock::new(),

@@ -59,6 +59,10 @@ pub struct Report {
     /// The compliance checker's verdict on the records so far (the whole log after
     /// shutdown), when live checking is on.
     pub compliance: Option<crate::compliance::ComplianceReport>,
+    /// The live check against the official rule files read at run time, when it is on
+    /// (`Builder::live_rules`, `MLLOG_RULES`; feature `rules`): where the rules came
+    /// from and their verdicts, or why they could not be run.
+    pub live_rules: Option<crate::compliance::LiveRulesReport>,
     /// What the layer found wrong with the run's own figures, which no rule checks (steps it
     /// never saw: a count of 0 after an evaluation, an `eval_accuracy` whose `samples_count`
     /// disagrees with the count). Said on stderr when found, and again in the report.
@@ -135,6 +139,19 @@ impl std::fmt::Display for Report {
                 "NOT compliant"
             };
             write!(f, "; compliance ({}): {verdict}", c.ruleset)?;
+        }
+        if let Some(r) = &self.live_rules {
+            let verdict = match (&r.error, &r.report) {
+                (Some(e), _) => format!("not checked: {e}"),
+                (None, Some(c)) if c.passed(true) => "compliant".to_owned(),
+                (None, Some(_)) => "NOT compliant".to_owned(),
+                (None, None) => "not checked yet".to_owned(),
+            };
+            write!(
+                f,
+                "; compliance ({}, rules of {}): {verdict}",
+                r.ruleset, r.source
+            )?;
         }
         for s in &self.sinks {
             write!(f, "; {}: {} written", s.name, s.written)?;

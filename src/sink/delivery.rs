@@ -65,7 +65,7 @@ pub enum Delivery {
     Inline,
     /// On the sink's own thread, fed through a bounded queue of `capacity` records (copies).
     /// A sink that falls behind or stalls catches up later, or, once its queue is full, loses
-    /// the records that do not fit: they are counted in its [`crate::SinkReport`] with the
+    /// the records that do not fit: they are counted in its [`crate::sink::SinkReport`] with the
     /// reason (e.g. how long the sink had been blocked in a write). It never delays the
     /// MLLOG file or the training thread.
     Isolated {

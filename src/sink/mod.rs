@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 use crate::record::TracedRecord;
 
 /// A sink's own report (an `UploadReport`, an `OtelReport`, a profiler's report, ...),
-/// carried by the generic [`crate::SinkReport`]; read it with [`Detail::get`] or
+/// carried by the generic [`crate::sink::SinkReport`]; read it with [`Detail::get`] or
 /// [`crate::Guard::detail`]. A custom sink makes one through [`SinkStatus`] (see its
 /// example).
 ///
@@ -197,7 +197,7 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// Why a sink could not take a record (counted and reported by the pipeline).
 ///
 /// Returned by [`Sink::write`], [`Sink::flush`] and [`Sink::close`]. The pipeline never
-/// propagates it to the training code: it counts it in the sink's [`crate::SinkReport`]
+/// propagates it to the training code: it counts it in the sink's [`crate::sink::SinkReport`]
 /// (`errors`) and keeps its message as `last_error`; the sink keeps receiving later records.
 /// `?` converts an [`std::io::Error`]; anything else is [`SinkError::Other`] in words (see
 /// the [`Sink`] example).
@@ -344,7 +344,7 @@ pub trait Sink: Send + 'static {
 
     /// The sink's own report beyond the pipeline's counts, if it keeps one: asked once, when
     /// the pipeline starts; its [`SinkStatus::detail`] goes into every
-    /// [`crate::SinkReport`] of this sink.
+    /// [`crate::sink::SinkReport`] of this sink.
     fn status(&self) -> Option<Arc<dyn SinkStatus>> {
         None
     }

@@ -4,7 +4,7 @@
 //!
 //! A sink, from the environment or given to the builder, then starts the same way
 //! ([`Sink::start`](super::Sink::start)) and reports through [`Sink::status`](super::Sink::status)
-//! and the generic [`SinkReport`](crate::SinkReport); a span hook through [`SpanHook::detail`].
+//! and the generic [`SinkReport`](crate::sink::SinkReport); a span hook through [`SpanHook::detail`].
 
 use super::{Delivery, Detail, Sink};
 use crate::env::Env;

@@ -1,6 +1,7 @@
-//! Shared by the integration tests: the Python interpreter of the CI venv (with the pinned
-//! `mlperf-logging`), the official compliance checker, and the published logs and submission
-//! folders that the oracle tests compare against.
+//! Shared by the layer's integration tests: the Python interpreter of the CI venv (with the
+//! pinned `mlperf-logging`), the official compliance checker, the examples and free ports.
+//! `mllog-cli` has its own (crates/mllog-cli/tests/common): a package's tests build only from
+//! files inside it; docs/development.md says what the two share and why.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -32,53 +33,6 @@ pub fn python() -> &'static Path {
     })
 }
 
-/// A folder of the corpus of published MLPerf results (`real` for single result logs,
-/// `submissions` for whole submitter folders), which lives outside the repository:
-/// `MLLOG_CORPUS` names it (`scripts/test` sets it to `../shared/corpus` when that exists).
-/// Without the variable it says on stderr, past the test harness's capture, what `what` was
-/// not checked, and returns `None`; a variable naming a folder without `part` fails the test.
-pub fn corpus(part: &str, what: &str) -> Option<PathBuf> {
-    use std::io::Write as _;
-    let Some(root) = std::env::var_os("MLLOG_CORPUS") else {
-        let line = format!("skipped: {what} (MLLOG_CORPUS not set)\n");
-        let _ = std::io::stderr().write_all(line.as_bytes());
-        return None;
-    };
-    let dir = Path::new(&root).join(part);
-    assert!(
-        dir.is_dir(),
-        "MLLOG_CORPUS={} has no {part}/ folder",
-        Path::new(&root).display()
-    );
-    Some(dir)
-}
-
-/// Runs the `mllog` binary of `mllog-cli`'s tests with `args`, colour off: (exit code, stdout,
-/// stderr). Only that package's tests have the binary.
-pub fn mllog<I, S>(args: I) -> (i32, String, String)
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    // Known when compiling mllog-cli's tests, and absent from the layer's.
-    let Some(exe) = option_env!("CARGO_BIN_EXE_mllog") else {
-        panic!("only mllog-cli's tests run the mllog binary");
-    };
-    let out = Command::new(exe)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .expect("run mllog");
-    (
-        out.status
-            .code()
-            .expect("mllog exits, never dies of a signal"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Runs the official checker on `log`; returns (passed, combined output).
 pub fn official_check(log: &Path, ruleset: &str, werror: bool) -> (bool, String) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -105,6 +59,23 @@ pub fn official_check(log: &Path, ruleset: &str, werror: bool) -> (bool, String)
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// This test binary's ignored test `name`, to run as a child process: alone, its output not
+/// captured, with nothing of the parent's environment (`MLLOG_*`, `RANK`, `OTEL_*`) but
+/// `PATH`.
+pub fn child_test(name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args([
+        "--exact",
+        name,
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
 }
 
 /// The crate's root directory.

@@ -54,7 +54,7 @@ fn quickstart_on_four_ranks_exports_to_one_collector() {
     let children: Vec<Child> = (0..4)
         .map(|rank| {
             let mut cmd = Command::new(common::quickstart_exe());
-            for var in tracing_mllog::SUBMISSION_VARIABLES {
+            for var in tracing_mllog::env::SUBMISSION_VARIABLES {
                 cmd.env_remove(var);
             }
             cmd.env("RANK", rank.to_string())

@@ -8,10 +8,8 @@
 //! `MLLOG_DIFF_CASES` sets the number of mutated logs (default 4000), `MLLOG_DIFF_SEED` the seed
 //! (default: from the clock; always printed).
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,104 +18,18 @@ use mllog_core::compliance::{
 };
 use mllog_core::record::{parse_line, EventType, Value};
 
-const DRIVER: &str = r#"
-import sys, io, logging, contextlib
-logging.disable(logging.CRITICAL)
-from mlperf_logging.compliance_checker import mlp_compliance
-
-def run(path, ruleset, werror):
-    del mlp_compliance.enqueued_configs[:]
-    checker = mlp_compliance.make_checker('training', ruleset, False, werror)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            ok = checker.check_file(path, 'training_%s/common.yaml' % ruleset)
-        return (1 if ok else 0), checker
-    except Exception:
-        return 2, checker
-
-out = sys.stdout
-for line in open(sys.argv[1]):
-    path, ruleset = line.rstrip('\n').split('\t')
-    plain, checker = run(path, ruleset, False)
-    if plain == 1 and checker.warnings:
-        strict, _ = run(path, ruleset, True)
-    elif plain == 1:
-        strict = 1
-    else:
-        strict = plain
-    out.write('%d %d\n' % (plain, strict))
-    out.flush()
-"#;
-
-fn python() -> String {
-    let py = std::env::var("MLLOG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args([
-            "-c",
-            "import mlperf_logging.compliance_checker.mlp_compliance",
-        ])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "the official checker is not importable with `{py}`: run `.ci/run` (it installs the pinned \
-         mlperf-logging==4.1.68) or set MLLOG_PYTHON to an interpreter that has it"
-    );
-    py
-}
-
-/// Official verdicts (passed without --werror, passed with --werror; crashes count as failures)
-/// for many files, in batches: one Python process per core, each checking its share of the
-/// files in turn.
+/// The official verdicts (passed, passed with `--werror`; a crash is a failure) of training
+/// logs.
 fn official(dir: &Path, cases: &[(PathBuf, Ruleset)]) -> Vec<(bool, bool)> {
-    let py = python();
-    let driver = dir.join("driver.py");
-    std::fs::write(&driver, DRIVER).unwrap();
-    let procs = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(cases.len().div_ceil(50).max(1));
-    let per = cases.len().div_ceil(procs).max(1);
-    let children: Vec<_> = cases
-        .chunks(per)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let jobs = dir.join(format!("jobs{i}.tsv"));
-            let mut list = String::new();
-            for (p, r) in chunk {
-                let _ = writeln!(list, "{}\t{}", p.display(), r);
-            }
-            std::fs::write(&jobs, list).unwrap();
-            Command::new(&py)
-                .arg(&driver)
-                .arg(&jobs)
-                .current_dir(dir)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("run the official checker")
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|(path, r)| common::Case {
+            path,
+            usage: "training",
+            ruleset: r.as_str(),
         })
         .collect();
-    let mut v: Vec<(bool, bool)> = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().expect("run the official checker");
-        assert!(
-            out.status.success(),
-            "driver failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
-        v.extend(text.lines().map(|l| {
-            let mut it = l.split(' ');
-            let a = it.next().unwrap() == "1";
-            let b = it.next().unwrap() == "1";
-            (a, b)
-        }));
-    }
-    assert_eq!(v.len(), cases.len(), "driver output lines");
-    v
+    common::official_verdicts(dir, &cases)
 }
 
 fn ours(path: &Path, r: Ruleset) -> ComplianceReport {

@@ -5,7 +5,6 @@
 //! Needs the official checker: `MLLOG_PYTHON` naming a Python with mlperf-logging==4.1.68 (as
 //! `scripts/test` sets it).
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -16,8 +15,9 @@ use tracing_mllog::presets::{
     Deepseekv3_671b, DlrmDcnv2, Dlrmv4, Flux1, GptOss20b, Llama2_70bLora, Llama31_405b, Llama31_8b,
     Preset, PresetError, Qwen35_397bGrpo,
 };
+use tracing_mllog::run::Direction;
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{Benchmark, Direction, Division, MllogLayer, Value};
+use tracing_mllog::{Benchmark, Division, MllogLayer, Value};
 
 const RULESETS: [Ruleset; 2] = [Ruleset::V6_0_0, Ruleset::V6_1_0];
 const DIVISIONS: [Division; 2] = [Division::Closed, Division::Open];

@@ -5,7 +5,6 @@
 //! did not converge, a batch size without a record, a bypass). The official tools delete and
 //! rewrite `scaling.json`, so they only ever run on copies in a temporary folder.
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 
@@ -26,10 +25,6 @@ fn corpus(what: &str) -> Option<PathBuf> {
     common::corpus("submissions", what)
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
@@ -42,21 +37,6 @@ fn manifest(c: &Path) -> Vec<Vec<String>> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split('\t').map(str::to_owned).collect())
         .collect()
-}
-
-#[test]
-fn generated_rcp_data_matches_the_package() {
-    let o = Command::new(common::python())
-        .arg(root().join("scripts/gen/rcp.py"))
-        .arg("--check")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 /// Every record's olympic mean, deviation, minimum acceptable mean and the pruned set, as the

@@ -4,7 +4,6 @@
 //! they are and mutated (the batch size changed to one without a record, a run aborted, the
 //! batch size removed, a run that converged later).
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

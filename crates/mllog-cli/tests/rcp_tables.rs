@@ -7,7 +7,6 @@
 //! benchmark whose package file is gone), `rcp`, `score` and `verify` computing the same from
 //! the package as from the built-in tables, and bad input.
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

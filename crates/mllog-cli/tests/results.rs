@@ -7,7 +7,6 @@
 //! (olympic mean 3178.67 samples) accepts without normalisation, so the package checker's
 //! RCP step passes honestly: no `rcp-bypass`.
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

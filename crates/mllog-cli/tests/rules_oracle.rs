@@ -7,43 +7,15 @@
 //! The official checker is the one `MLLOG_PYTHON` (default `python3`) imports; the rules the
 //! engine loads are that installation's.
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mllog_core::compliance::engine::{rulesets, RuleEngine};
 use mllog_core::compliance::{check_text, example_log, rules, Division, Ruleset};
 use mllog_core::rules_source::RulesSource;
-
-/// Runs the official checker as its CLI does (`{usage}_{ruleset}/common.yaml`, a crash is a
-/// failure), per line `path\tusage\truleset`, printing `plain strict` (1 passed, 0 failed).
-const DRIVER: &str = r#"
-import sys, io, logging, contextlib
-logging.disable(logging.CRITICAL)
-from mlperf_logging.compliance_checker import mlp_compliance
-
-def run(path, usage, ruleset, werror):
-    del mlp_compliance.enqueued_configs[:]
-    checker = mlp_compliance.make_checker(usage, ruleset, False, werror)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            ok = checker.check_file(path, '%s_%s/common.yaml' % (usage, ruleset))
-        return (1 if ok else 0), checker
-    except Exception:
-        return 0, checker
-
-for line in open(sys.argv[1]):
-    path, usage, ruleset = line.rstrip('\n').split('\t')
-    plain, checker = run(path, usage, ruleset, False)
-    strict = run(path, usage, ruleset, True)[0] if plain == 1 and checker.warnings else plain
-    sys.stdout.write('%d %d\n' % (plain, strict))
-    sys.stdout.flush()
-"#;
 
 struct Case {
     path: PathBuf,
@@ -52,43 +24,17 @@ struct Case {
     what: String,
 }
 
-/// Official verdicts `(plain, werror)`, two interpreters at a time.
+/// The official verdicts `(plain, werror)` of `cases`.
 fn official(dir: &Path, cases: &[Case]) -> Vec<(bool, bool)> {
-    let driver = dir.join("driver.py");
-    std::fs::write(&driver, DRIVER).unwrap();
-    let per = cases.len().div_ceil(2).max(1);
-    let children: Vec<_> = cases
-        .chunks(per)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let jobs = dir.join(format!("jobs{i}.tsv"));
-            let mut list = String::new();
-            for c in chunk {
-                let _ = writeln!(list, "{}\t{}\t{}", c.path.display(), c.usage, c.ruleset);
-            }
-            std::fs::write(&jobs, list).unwrap();
-            Command::new(common::python())
-                .arg(&driver)
-                .arg(&jobs)
-                .current_dir(dir)
-                .output()
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|c| common::Case {
+            path: &c.path,
+            usage: &c.usage,
+            ruleset: &c.ruleset,
         })
         .collect();
-    let mut v = Vec::new();
-    for out in children {
-        let out = out.expect("run the official checker");
-        assert!(
-            out.status.success(),
-            "driver: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for l in String::from_utf8(out.stdout).unwrap().lines() {
-            let (a, b) = l.split_once(' ').unwrap();
-            v.push((a == "1", b == "1"));
-        }
-    }
-    assert_eq!(v.len(), cases.len());
-    v
+    common::official_verdicts(dir, &cases)
 }
 
 fn source() -> RulesSource {
@@ -576,25 +522,8 @@ fn custom_rule_files_get_the_official_verdicts() {
             let path = tmp.path().join(format!("log_{i}_{j}.txt"));
             std::fs::write(&path, log).unwrap();
             for werror in [false, true] {
-                let mut cmd = Command::new(common::python());
-                cmd.args([
-                    "-m",
-                    "mlperf_logging.compliance_checker",
-                    "--usage",
-                    "training",
-                    "--ruleset",
-                    "6.1.0",
-                    "--config",
-                ])
-                .arg(&cfg)
-                .arg("--log_output")
-                .arg(tmp.path().join("out.log"))
-                .arg(&path)
-                .current_dir(tmp.path());
-                if werror {
-                    cmd.arg("--werror");
-                }
-                let official = cmd.output().unwrap().status.success();
+                let (official, _) =
+                    common::official_check_with_config(&path, "6.1.0", werror, &cfg);
                 let report = engine.check_bytes(log.as_bytes(), werror);
                 passed += usize::from(official);
                 if report.passed() != official {

@@ -3,7 +3,6 @@
 //! the tests run on as it is; the file written is checked by MLCommons' `system_desc_checker`
 //! (through `$MLLOG_PYTHON`).
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

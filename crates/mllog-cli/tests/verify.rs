@@ -7,7 +7,6 @@
 //! Bad input (unreadable and looping paths, names that are not UTF-8, huge and binary files,
 //! malformed JSON) is tested on generated folders, without the corpus.
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 
@@ -854,27 +853,6 @@ fn where_the_package_checker_crashes_verify_says_why() {
             us.text
         );
     });
-}
-
-/// The data verify reads from mlperf-logging (system description fields, allowed benchmarks,
-/// result counts, the summarizer's columns) is what the installed package says.
-#[test]
-fn generated_system_description_facts_match_the_package() {
-    let python = common::python();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/gen/system_desc.py"
-    );
-    let out = Command::new(python)
-        .args([script, "--check"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

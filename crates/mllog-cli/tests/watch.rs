@@ -5,7 +5,6 @@
 //! moto, OpenTelemetry to the rotel collector), all on loopback. The final verdict must be what
 //! `mllog check` and the official checker say of the finished file.
 
-#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -94,7 +94,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (layer, mut guard) = match builder(&preset, &output).build() {
+    let device = Device::default();
+    let (layer, mut guard) = match builder(&preset, &output, &device).build() {
         Ok(built) => built,
         Err(e) => {
             eprintln!("burn-lora: {e}");
@@ -115,7 +116,6 @@ fn main() -> ExitCode {
         .init();
     let started = Instant::now();
 
-    let device = Device::default();
     device.seed(SEED);
     let autodiff = device.clone().autodiff();
     let mut rng = Rng(SEED);
@@ -264,8 +264,12 @@ fn preset() -> Result<Preset, tracing_mllog::presets::PresetError> {
 }
 
 /// The layer's configuration: the preset (benchmark, division, ruleset, batch size, schedule,
-/// hyperparameters), this run's own target, the submission metadata.
-fn builder(preset: &Preset, output: &str) -> tracing_mllog::Builder {
+/// hyperparameters), this run's own target, the submission metadata, and the device's
+/// synchronisation, so that `block`, `eval` and `run` end when the device's work has (on this
+/// CPU backend the work is done when an operation returns, so it costs nothing; on `cuda` or
+/// `wgpu` it is what makes the intervals the device's).
+fn builder(preset: &Preset, output: &str, device: &Device) -> tracing_mllog::Builder {
+    let device = device.clone();
     MllogLayer::builder()
         .preset(preset)
         // After `preset`, which sets the benchmark's target (0.925): this model's own.
@@ -285,6 +289,11 @@ fn builder(preset: &Preset, output: &str) -> tracing_mllog::Builder {
         .train_loss_every(16)
         // Slurm's SIGTERM at a time limit ends the run `aborted`, with a complete log.
         .handle_signals(true)
+        .device_sync(move || {
+            if let Err(e) = device.sync() {
+                eprintln!("burn-lora: device synchronisation: {e:?}");
+            }
+        })
         // MLLOG_OUTPUT_FILE, MLLOG_RPD_FILE, MLLOG_OTEL, ... over these settings.
         .from_env()
 }

@@ -72,7 +72,7 @@ fn run_example(dir: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
     let log = dir.join("result_0.txt");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_burn-lora"));
     cmd.env("MLLOG_OUTPUT_FILE", &log).current_dir(dir);
-    for var in tracing_mllog::SUBMISSION_VARIABLES {
+    for var in tracing_mllog::env::SUBMISSION_VARIABLES {
         cmd.env_remove(var);
     }
     cmd.env_remove("BURN_LORA_TRACE")

@@ -222,7 +222,7 @@ pub(crate) fn overlay(mut config: OtelConfig, env: &Env) -> Result<OtelConfig, O
     if config.service_name.is_none() {
         config.env_service_name = Some(env.string(ENV_SERVICE_NAME)?.map(str::to_owned));
     }
-    for name in crate::SUBMISSION_VARIABLES {
+    for name in crate::env::SUBMISSION_VARIABLES {
         env.raw(name)?;
     }
     config

@@ -40,7 +40,7 @@ use crate::record::{EventType, OtelFields, TraceParent, TracedRecord, Value};
 /// Name of the instrumentation scope of every span and metric.
 pub const OTEL_SCOPE: &str = "tracing-mllog";
 
-/// What the sink did, from [`OtelHandle::report`] (also in the sink's [`crate::SinkReport`]
+/// What the sink did, from [`OtelHandle::report`] (also in the sink's [`crate::sink::SinkReport`]
 /// detail). Every span or event that did not reach the exporter is counted here with its
 /// cause; the [`OtelSink`] example reads `spans_exported`.
 ///
@@ -131,7 +131,7 @@ pub struct OtelReport {
 /// pipeline. Take it with [`OtelSink::handle`] before handing the sink to the builder (see the
 /// [`OtelSink`] example).
 ///
-/// Through the layer, the same report is the sink's [`crate::SinkReport::detail`] and
+/// Through the layer, the same report is the sink's [`crate::sink::SinkReport::detail`] and
 /// [`crate::Guard::detail`]`::<OtelReport>()`:
 ///
 /// ```

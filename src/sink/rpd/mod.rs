@@ -124,7 +124,7 @@ impl std::fmt::Display for RpdSchema {
 ///
 /// Opening ([`RpdConfig::open`], [`RpdSink::create`]) fails early with the path and the
 /// reason; through the layer it is the source of [`crate::Error::Start`]. Write failures
-/// later in the run are counted in the sink's [`crate::SinkReport`], never raised.
+/// later in the run are counted in the sink's [`crate::sink::SinkReport`], never raised.
 ///
 /// ```
 /// use tracing_mllog::sink::{RpdError, RpdSink};

@@ -858,14 +858,7 @@ impl Checker {
     /// unmet targets; notes when the division or benchmark rules are not known yet.
     pub fn pending_at_run_start(&self) -> ComplianceReport {
         let mut report = self.report();
-        report.findings.retain(|f| match f.kind {
-            FindingKind::Missing => !f
-                .key
-                .as_deref()
-                .is_some_and(|k| AFTER_RUN_START.contains(&k)),
-            FindingKind::Target | FindingKind::Alternatives | FindingKind::NoLines => false,
-            _ => true,
-        });
+        report.findings.retain(counts_at_run_start);
         let note = |msg: &str| Finding {
             severity: Severity::Note,
             kind: FindingKind::Info,
@@ -885,6 +878,22 @@ impl Checker {
             ));
         }
         report
+    }
+}
+
+/// Whether a finding of a check of the log so far still counts when the log ends at
+/// `run_start`: a key missing that normally comes later does not (`run_stop`, the
+/// evaluations, the blocks), nor a target not reached, nor alternatives of which none came
+/// yet. [`Checker::pending_at_run_start`] keeps these; so does the layer's live check with
+/// the rules read at run time, on the rule engine's findings.
+pub fn counts_at_run_start(f: &Finding) -> bool {
+    match f.kind {
+        FindingKind::Missing => !f
+            .key
+            .as_deref()
+            .is_some_and(|k| AFTER_RUN_START.contains(&k)),
+        FindingKind::Target | FindingKind::Alternatives | FindingKind::NoLines => false,
+        _ => true,
     }
 }
 

@@ -35,7 +35,7 @@ mod submission;
 
 pub use checker::{
     check_reader, check_reader_detect, check_reader_detect_older, check_reader_each, check_text,
-    detect_ruleset, ruleset_of, Checker, StreamCheck,
+    counts_at_run_start, detect_ruleset, ruleset_of, Checker, StreamCheck,
 };
 pub use example::{example_batch_size, example_hyperparameters, example_log};
 pub use model::{
