@@ -8,7 +8,8 @@
 //! record that does not reach a sink is counted and shows up in the [`Report`].
 //!
 //! The rooms: [`queue`](self::queue) (the sending side and the queue it shares with the
-//! worker), [`worker`](self::worker) (the worker thread), [`guard`](self::guard) (the
+//! worker), [`pending`](self::pending) (a record on its way, its event's fields still raw,
+//! settled on the worker), [`worker`](self::worker) (the worker thread), [`guard`](self::guard) (the
 //! [`Guard`] and ending the run once), [`exit`](self::exit) (the process's ways out),
 //! [`report`](self::report) (the [`Report`]); the process-global state is all at the top of
 //! [`exit`](self::exit), each static with its reason.
