@@ -1,5 +1,7 @@
 //! No allocation on the calling thread in the steady state: an emitted event with numeric
-//! fields, with string fields (copied into buffers the recycled records keep), with `f32`
+//! fields, with string fields (copied into the text buffer the recycled records keep), with
+//! up to three metadata fields, strings and numbers, beside a 32-byte key and a 64-byte string
+//! value (captured raw into the record's inline slots), with `f32`
 //! values and with small lists (built in list buffers the records keep), and counted
 //! `train_step` spans (root or child of `run`) cost no heap allocation there (formatting and
 //! I/O happen on the worker, records are recycled). Proven with a counting global allocator.
@@ -70,6 +72,30 @@ fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
                     reason = "read timeout on /datasets/c4/en/train/shard-00007-of-01024",
                     step = i
                 );
+                // Up to three metadata fields, strings and numbers, beside the longest key
+                // and value of the class, and none at all.
+                mllog!(
+                    "data_loader_worker_restart_notes",
+                    "worker 3 restarted after a read timeout on shard 0007 of the set",
+                    host = "node-017.cluster.example.org",
+                    reason = "read timeout on /datasets/c4/en/train/shard-00007-of-01024",
+                    path = "/datasets/c4/en/train/shard-00007-of-01024.json.gz.tmp.partial"
+                );
+                mllog!(
+                    "data_loader_worker_restart_notes",
+                    "worker 3 restarted after a read timeout on shard 0007 of the set",
+                    step = i,
+                    samples_count = i,
+                    epoch_num = 2
+                );
+                mllog!(
+                    "shard_id",
+                    "/scratch/ckpt/step-000123/s07.pt",
+                    reason = "read timeout on /datasets/c4/en/train/shard-00007-of-01024",
+                    step = i,
+                    loss = 0.25
+                );
+                mllog!("shard_id", "complete");
             }
         };
         // Warm up: callsites registered, thread-locals and the record pool in use.
@@ -86,7 +112,7 @@ fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
     assert!(report.is_clean(), "{report}");
     assert_eq!(
         report.records,
-        3 + 2 * 20_000 * 8,
+        3 + 2 * 20_000 * 12,
         "run_start, the run's tracked_stats, run_stop and every event"
     );
 }

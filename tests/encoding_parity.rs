@@ -396,6 +396,40 @@ fn macro_values_match_mlperf_logging_byte_for_byte() {
                 "{'inner': [{'k': '\\u00e9'}]}",
             ));
         }
+        // Metadata captured raw and made values on the worker: strings, numbers and booleans
+        // past the three inline slots, and around a list (made a value on the calling
+        // thread), keep their order; a string value with quotes and a non-ASCII letter.
+        mllog!(
+            "raw_mix",
+            "a \"quoted\" é value",
+            host = "node-017",
+            step = 3u64,
+            ok = true,
+            loss = 0.25,
+            tail = "x\ny",
+            n = -5i64
+        );
+        want.push((
+            "raw_mix",
+            "'a \"quoted\" \\u00e9 value'",
+            "{'host': 'node-017', 'step': 3, 'ok': True, 'loss': 0.25, 'tail': 'x\\ny', 'n': -5}",
+        ));
+        mllog!(
+            "raw_list_between",
+            1,
+            a = "s",
+            l = [1, 2],
+            b = 2,
+            c = "t",
+            d = false
+        );
+        want.push((
+            "raw_list_between",
+            "1",
+            "{'a': 's', 'l': [1, 2], 'b': 2, 'c': 't', 'd': False}",
+        ));
+        mllog!("raw_empty", "", e = "");
+        want.push(("raw_empty", "''", "{'e': ''}"));
         // Plain tracing: `log_value` does what the macro does; a `?` field stays Debug text.
         tracing::info!(
             mllog.key = "plain",

@@ -474,3 +474,54 @@ fn traced_steps_reach_tracing_sinks_but_never_the_mllog_file() {
         "{text}"
     );
 }
+
+/// An `eval_accuracy` that says nothing of where in training it is gets the counted samples
+/// after its own fields, which reach the record in the order they were logged (strings,
+/// numbers and a list among them); one with an `epoch_num` or its own `samples_count` gets
+/// none.
+#[test]
+fn eval_accuracy_gets_samples_count_after_its_own_fields() {
+    let records = run(MllogLayer::builder().global_batch_size(8), |_| {
+        let _run = info_span!("run").entered();
+        for i in 0..2u64 {
+            drop(train_step!(step = i, samples = 8u64).entered());
+        }
+        mllog!(keys::EVAL_ACCURACY, 0.5, step = 1, host = "node-017");
+        mllog!(
+            keys::EVAL_ACCURACY,
+            0.6,
+            host = "node-017",
+            shape = [1, 2],
+            rank = 2,
+            note = "late",
+            last = true
+        );
+        mllog!(keys::EVAL_ACCURACY, 0.7, samples_count = 16, host = "h");
+        mllog!(keys::EVAL_ACCURACY, 0.8, host = "h", epoch_num = 3);
+    });
+    let evals = find(&records, "eval_accuracy");
+    let names = |r: &TracedRecord| -> Vec<String> {
+        r.metadata
+            .fields
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .collect()
+    };
+    assert_eq!(names(evals[0]), ["step", "host", "samples_count"]);
+    assert_eq!(
+        evals[0].metadata.get("samples_count"),
+        Some(&Value::Int(16))
+    );
+    assert_eq!(
+        evals[0].metadata.get("host"),
+        Some(&Value::from("node-017"))
+    );
+    assert_eq!(
+        names(evals[1]),
+        ["host", "shape", "rank", "note", "last", "samples_count"]
+    );
+    assert_eq!(evals[1].metadata.get("note"), Some(&Value::from("late")));
+    assert_eq!(names(evals[2]), ["samples_count", "host"]);
+    assert_eq!(evals[2].value, Value::Float(0.7));
+    assert_eq!(names(evals[3]), ["host", "epoch_num"]);
+}

@@ -21,6 +21,11 @@ pub(crate) enum Class {
     /// name it (relative to the configured root).
     Event {
         roles: [Role; MAPPED_FIELDS],
+        /// The fields (bit `i`: field index `i`) that say where in training a record is, and
+        /// the `samples_count` field among them: an `eval_accuracy` looks at its raw fields
+        /// by these bits instead of by name.
+        progress: u16,
+        samples: u16,
         file: &'static str,
     },
     /// The `train_step` span, with what each of its fields is.

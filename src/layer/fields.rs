@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 use tracing_core::field::{Field, Visit};
 
 use crate::keys;
+use crate::pipeline::{Capture, Kind, Raw};
 use crate::record::{Stash, Str, Value};
 
 /// The field that marks an event as an MLLOG record and names its key.
@@ -92,11 +93,14 @@ fn same(a: &str, b: &str) -> bool {
         return false;
     }
     let n = a.len();
-    let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap());
-    let words = |at: &[usize]| at.iter().all(|&i| word(a, i) == word(b, i));
+    #[inline(always)]
+    fn word(s: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(s[at..at + 8].try_into().unwrap())
+    }
+    let eq = |at: usize| word(a, at) == word(b, at);
     match n {
-        8..=16 => words(&[0, n - 8]),
-        17..=32 => words(&[0, 8, n - 16, n - 8]),
+        8..=16 => eq(0) & eq(n - 8),
+        17..=32 => eq(0) & eq(8) & eq(n - 16) & eq(n - 8),
         _ => a == b,
     }
 }
@@ -186,8 +190,12 @@ fn role_by_name(field: &Field) -> Role {
     role_of(field.name())
 }
 
-/// An event's fields captured straight into the parts of its record, in one pass; metadata
-/// goes directly into the (recycled) record.
+/// An event's fields captured straight into the parts of its record, in one pass. Numbers,
+/// booleans and strings of metadata fields, and a string value, are captured raw into the
+/// record's [`Capture`] (a few stores, a string one copy into a buffer the record keeps); the
+/// worker makes them [`Value`]s (`crate::pipeline::Pending::settle`). Anything else (a list,
+/// a `Debug` text, a field past the capture's room) becomes a `Value` here, after the raw
+/// fields before it are settled, so the metadata keeps the order the fields came in.
 pub(crate) struct EventFields<'a> {
     pub(crate) key: Option<Str>,
     pub(crate) value: Value,
@@ -195,6 +203,8 @@ pub(crate) struct EventFields<'a> {
     pub(crate) metadata: &'a mut SmallVec<[(Str, Value); 3]>,
     /// Cleared buffers of the recycled record: a copied string or a list goes into one.
     stash: &'a mut Stash,
+    /// The raw fields, settled on the worker.
+    capture: &'a mut Capture,
     /// What each field index of the callsite is (fields past its end are classified by name).
     roles: &'a [Role],
     /// The key the callsite logged last (see `callsite::remember_key`).
@@ -207,6 +217,7 @@ impl<'a> EventFields<'a> {
     pub(crate) fn new(
         metadata: &'a mut SmallVec<[(Str, Value); 3]>,
         stash: &'a mut Stash,
+        capture: &'a mut Capture,
         roles: &'a [Role],
         key_hint: &'static str,
     ) -> EventFields<'a> {
@@ -216,6 +227,7 @@ impl<'a> EventFields<'a> {
             namespace: None,
             metadata,
             stash,
+            capture,
             roles,
             key_hint,
             learned_key: None,
@@ -244,13 +256,6 @@ impl<'a> EventFields<'a> {
         }
     }
 
-    /// A string value, copied into a stashed buffer: no allocation once the record pool is warm
-    /// and the buffer large enough. Not interned: with the buffers, a copy is cheaper than the
-    /// look-up (keys and namespaces still are).
-    fn string(&mut self, s: &str) -> Value {
-        Value::Str(Cow::Owned(self.copied(s)))
-    }
-
     /// `s` in a stashed buffer (a new one only while the pool is cold).
     fn copied(&mut self, s: &str) -> String {
         let mut buf = self.stash.take_string();
@@ -265,48 +270,134 @@ impl<'a> EventFields<'a> {
         }
     }
 
-    /// Metadata and the value, the fields nearly every event has, inline; the rest out of
-    /// line, so that the common path saves no registers.
+    /// A number or boolean: captured raw when it is metadata and there is room, set inline
+    /// when it is the value; anything else out of line, so that the common paths save no
+    /// registers.
     #[inline(always)]
+    fn put_raw(&mut self, field: &Field, kind: Kind, bits: u64) {
+        let index = field.index();
+        match self.roles.get(index) {
+            Some(Role::Metadata) => {
+                let raw = Raw {
+                    kind,
+                    index: index as u8,
+                    bits,
+                };
+                if self.capture.push(raw) {
+                    return;
+                }
+            }
+            Some(Role::Value) if self.value.is_null() && !self.capture.has_value() => {
+                // Set once per event, over the `Null` of `new`: nothing to drop.
+                std::mem::forget(std::mem::replace(&mut self.value, number(kind, bits)));
+                return;
+            }
+            _ => {}
+        }
+        self.put_raw_rare(field, kind, bits)
+    }
+
+    #[inline(never)]
+    fn put_raw_rare(&mut self, field: &Field, kind: Kind, bits: u64) {
+        self.put(field, number(kind, bits))
+    }
+
     fn put(&mut self, field: &Field, value: Value) {
         self.put_as(self.role(field), field, value)
     }
 
-    #[inline(always)]
     fn put_as(&mut self, role: Role, field: &Field, value: Value) {
         match role {
-            Role::Metadata => self.metadata.push((Cow::Borrowed(field.name()), value)),
-            Role::Value => {
-                // The value is set once per event, over the `Null` of `new`: no drop call.
-                let old = std::mem::replace(&mut self.value, value);
-                if old.is_null() {
-                    std::mem::forget(old);
-                }
+            Role::Metadata => {
+                // After the raw fields recorded before it: they are settled first.
+                self.capture.settle_into(self.metadata, self.stash);
+                self.metadata.push((Cow::Borrowed(field.name()), value))
             }
-            role => self.put_rare(role, field, value),
+            Role::Value => {
+                // The last `value` field is the value, a captured string one included.
+                self.capture.take_value(self.stash);
+                self.value = value;
+            }
+            Role::ValuePath => {
+                if let Some(v) = self.capture.take_value(self.stash) {
+                    self.value = v;
+                }
+                self.value.set_path(&field.name()["value.".len()..], value)
+            }
+            Role::Key => self.key = Some(text_of(value)),
+            Role::Namespace => self.namespace = Some(text_of(value)),
+            Role::Skip => {}
         }
     }
 
-    #[inline(never)]
-    fn put_rare(&mut self, role: Role, field: &Field, value: Value) {
-        match role {
-            Role::ValuePath => self.value.set_path(&field.name()["value.".len()..], value),
-            Role::Key => self.key = Some(text_of(value)),
-            Role::Namespace => self.namespace = Some(text_of(value)),
-            Role::Metadata | Role::Value | Role::Skip => {}
+    /// A string: the key, or a metadata field or the value copied once, into the record's
+    /// text buffer; the rest out of line.
+    #[inline(always)]
+    fn put_str(&mut self, field: &Field, s: &str) {
+        let index = field.index();
+        match self.roles.get(index) {
+            Some(Role::Metadata) => {
+                if !self.capture.push_text(index, s) {
+                    self.put_str_rare(field, s)
+                }
+            }
+            Some(Role::Value) if self.value.is_null() => self.capture.value_text(s),
+            Some(Role::Key) if same(self.key_hint, s) => {
+                self.key = Some(Cow::Borrowed(self.key_hint));
+            }
+            Some(Role::Key) => self.put_key(s),
+            _ => self.put_str_rare(field, s),
         }
+    }
+
+    /// Out of line, so that the captures beside it need no saved registers.
+    #[inline(never)]
+    fn put_key(&mut self, s: &str) {
+        self.key = Some(self.key(s));
+    }
+
+    #[inline(never)]
+    fn put_str_rare(&mut self, field: &Field, s: &str) {
+        match self.role(field) {
+            Role::Key => self.key = Some(self.key(s)),
+            Role::Namespace => self.namespace = Some(intern_str(s)),
+            Role::Skip => {}
+            role => {
+                let v = Value::Str(Cow::Owned(self.copied(s)));
+                self.put_as(role, field, v)
+            }
+        }
+    }
+
+    /// The value, taking a string value out of the capture (for the callers that read it on
+    /// the calling thread).
+    pub(crate) fn take_value(&mut self) -> Value {
+        match self.capture.take_value(self.stash) {
+            Some(v) => v,
+            None => std::mem::take(&mut self.value),
+        }
+    }
+}
+
+/// The value of a number or boolean captured as bits.
+fn number(kind: Kind, bits: u64) -> Value {
+    match kind {
+        Kind::U64 => Value::Int(bits.into()),
+        Kind::I64 => Value::Int((bits as i64).into()),
+        Kind::F64 => Value::Float(f64::from_bits(bits)),
+        Kind::Bool | Kind::Text => Value::Bool(bits != 0),
     }
 }
 
 impl Visit for EventFields<'_> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(field, Value::Float(value));
+        self.put_raw(field, Kind::F64, value.to_bits());
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field, Value::Int(value.into()));
+        self.put_raw(field, Kind::I64, value as u64);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field, Value::Int(value.into()));
+        self.put_raw(field, Kind::U64, value);
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
         self.put(field, Value::Int(value));
@@ -315,18 +406,10 @@ impl Visit for EventFields<'_> {
         self.put(field, Value::from(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field, Value::Bool(value));
+        self.put_raw(field, Kind::Bool, value.into());
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        match self.role(field) {
-            Role::Key => self.key = Some(self.key(value)),
-            Role::Namespace => self.namespace = Some(intern_str(value)),
-            Role::Skip => {}
-            role => {
-                let v = self.string(value);
-                self.put_as(role, field, v)
-            }
-        }
+        self.put_str(field, value);
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.put(field, Value::Str(Cow::Owned(value.to_string())));

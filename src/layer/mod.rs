@@ -38,7 +38,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
-use crate::pipeline::{lock_until, EndOfRun, Ending, Pipeline};
+use crate::pipeline::{lock_until, EndOfRun, Ending, Pending, Pipeline};
 use crate::record::{EventType, IntervalIds, Metadata, Str, Timestamp, TracedRecord, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
@@ -95,6 +95,26 @@ fn progress_of(md: &Metadata) -> Option<Option<&Value>> {
         }
     }
     progress.then_some(samples)
+}
+
+/// [`progress_of`] for an event whose metadata is partly raw (the raw fields come after the
+/// settled ones), its `samples_count` as a number.
+fn progress_of_event(
+    md: &Metadata,
+    capture: &crate::pipeline::Capture,
+    (progress_bits, samples_bits): (u16, u16),
+) -> Option<Option<f64>> {
+    let settled = progress_of(md);
+    let mut progress = settled.is_some();
+    let mut samples = settled.flatten().map(Value::as_f64);
+    for raw in capture.fields() {
+        let bit = 1u16.checked_shl(raw.index.into()).unwrap_or(0);
+        if samples_bits & bit != 0 {
+            samples = samples.or(Some(raw.number()));
+        }
+        progress |= progress_bits & bit != 0;
+    }
+    progress.then(|| samples.flatten())
 }
 
 /// Whether `meta` comes from a crate whose spans and events are never ours.
@@ -286,11 +306,20 @@ impl Shared {
                 return Class::Ignored;
             }
             let mut roles = [FieldRole::Metadata; MAPPED_FIELDS];
-            for (role, name) in roles.iter_mut().zip(names()) {
+            let (mut progress, mut samples) = (0u16, 0u16);
+            for (i, (role, name)) in roles.iter_mut().zip(names()).enumerate() {
                 *role = fields::role_of(name);
+                if name == keys::SAMPLES_COUNT {
+                    samples |= 1 << i;
+                }
+                if name == keys::SAMPLES_COUNT || PROGRESS_KEYS.contains(&name) {
+                    progress |= 1 << i;
+                }
             }
             return Class::Event {
                 roles,
+                progress,
+                samples,
                 file: self.file_of(meta),
             };
         }
@@ -330,7 +359,7 @@ impl Shared {
         event_type: EventType,
         key: Str,
         value: Value,
-    ) -> Box<TracedRecord> {
+    ) -> Box<Pending> {
         let mut r = self.pipeline.record();
         r.namespace = self.namespace.clone();
         r.time = time;
@@ -352,7 +381,7 @@ impl Shared {
         event_type: EventType,
         ids: IntervalIds,
         fields: &StepFields,
-    ) -> Box<TracedRecord> {
+    ) -> Box<Pending> {
         let key = match event_type {
             EventType::IntervalStart => "train_step_start",
             _ => "train_step_stop",
@@ -368,7 +397,7 @@ impl Shared {
     }
 
     /// A traced step's trace-only end record, now.
-    fn step_end_record(&self, frame: &StepFrame, ids: IntervalIds) -> Box<TracedRecord> {
+    fn step_end_record(&self, frame: &StepFrame, ids: IntervalIds) -> Box<Pending> {
         self.step_trace_record(
             frame.meta,
             Timestamp::now(),
@@ -382,24 +411,45 @@ impl Shared {
     /// samples (a global batch size is configured). For a record that reports progress
     /// (`checked`: a block's or the run's end, an `eval_accuracy`), also looks at the figure.
     fn fill_progress(&self, md: &mut Metadata, checked: Option<&str>) {
-        if self.samples_per_step.is_none() {
-            return;
-        }
-        let counted = self.stats.samples();
-        // `Some`: the record says where it is itself (its `samples_count`, if it has one).
-        let given = progress_of(md);
-        // Said once: after that the check has nothing left to say.
-        if let Some(key) = checked {
-            if !self.state.lost_steps_said.load(Ordering::Relaxed) {
-                self.check_progress(key, counted, given.map(|v| v.and_then(Value::as_f64)));
-            }
-        }
-        if given.is_none() {
+        let given = || progress_of(md).map(|v| v.and_then(Value::as_f64));
+        if let Some(counted) = self.missing_progress(given, checked) {
             md.fields.push((
                 Cow::Borrowed(keys::SAMPLES_COUNT),
                 Value::Int(counted.into()),
             ));
         }
+    }
+
+    /// [`Shared::fill_progress`] for an event whose fields may still be raw: the
+    /// `samples_count` it lacks is added after them when they are settled.
+    fn fill_event_progress(&self, r: &mut Pending, bits: (u16, u16), checked: Option<&str>) {
+        let Pending { traced, capture } = r;
+        let md = &traced.record.metadata;
+        let given = || progress_of_event(md, capture, bits);
+        if let Some(counted) = self.missing_progress(given, checked) {
+            capture.add_after(keys::SAMPLES_COUNT, counted);
+        }
+    }
+
+    /// The samples counted, when a record that `given` says nothing about progress must carry
+    /// them; `given`: `Some` when the record says where it is itself (with its
+    /// `samples_count`, if it has one). Nothing when the layer counts no samples (no global
+    /// batch size is configured).
+    fn missing_progress(
+        &self,
+        given: impl FnOnce() -> Option<Option<f64>>,
+        checked: Option<&str>,
+    ) -> Option<u64> {
+        self.samples_per_step?;
+        let counted = self.stats.samples();
+        let given = given();
+        // Said once: after that the check has nothing left to say.
+        if let Some(key) = checked {
+            if !self.state.lost_steps_said.load(Ordering::Relaxed) {
+                self.check_progress(key, counted, given);
+            }
+        }
+        given.is_none().then_some(counted)
     }
 
     /// Steps that never reach the layer leave no trace of their own: no filter names them
@@ -448,7 +498,7 @@ impl Shared {
         t: Throughput,
         scope: Option<u64>,
         overall: bool,
-    ) -> Box<TracedRecord> {
+    ) -> Box<Pending> {
         let value = Value::Object(vec![
             (Cow::Borrowed("throughput"), Value::Float(t.samples_per_s)),
             (
@@ -980,10 +1030,11 @@ fn feed_eval(stats: &RunStats, value: &mut Value) {
 #[inline(never)]
 fn inactive_eval(shared: &Shared, event: &Event<'_>, roles: &[FieldRole]) {
     let (mut metadata, mut stash) = (smallvec::SmallVec::new(), crate::record::Stash::default());
-    let mut parts = EventFields::new(&mut metadata, &mut stash, roles, "");
+    let mut capture = crate::pipeline::Capture::default();
+    let mut parts = EventFields::new(&mut metadata, &mut stash, &mut capture, roles, "");
     event.record(&mut parts);
     if parts.key.as_deref() == Some(keys::EVAL_ACCURACY) {
-        feed_eval(&shared.stats, &mut parts.value);
+        feed_eval(&shared.stats, &mut parts.take_value());
     }
 }
 
@@ -1114,7 +1165,13 @@ where
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let meta = event.metadata();
         let shared = &*self.shared;
-        let Class::Event { roles, file } = shared.class(meta) else {
+        let Class::Event {
+            roles,
+            progress,
+            samples,
+            file,
+        } = shared.class(meta)
+        else {
             return;
         };
         if !shared.active {
@@ -1123,10 +1180,13 @@ where
         }
         let time = Timestamp::now();
         let mut r = shared.pipeline.record();
-        let metadata = &mut r.record.metadata;
+        let Pending { traced, capture } = &mut *r;
+        capture.set_fields(meta.fields());
+        let metadata = &mut traced.record.metadata;
         let mut parts = EventFields::new(
             &mut metadata.fields,
             &mut metadata.stash,
+            capture,
             &roles,
             callsite::key_hint(meta),
         );
@@ -1134,7 +1194,7 @@ where
         if let Some(learned) = parts.learned_key {
             callsite::remember_key(meta, learned);
         }
-        let (key, mut value, namespace) = (parts.key, parts.value, parts.namespace);
+        let (key, value, namespace) = (parts.key, parts.value, parts.namespace);
         let Some(key) = key else {
             // `mllog.key = field::Empty`: nothing to log.
             return shared.pipeline.recycle(r);
@@ -1143,10 +1203,6 @@ where
         let is_eval = key.len() == keys::EVAL_ACCURACY.len()
             && key.as_bytes()[0] == b'e'
             && key == keys::EVAL_ACCURACY;
-        if is_eval {
-            feed_eval(&shared.stats, &mut value);
-            shared.fill_progress(&mut r.metadata, Some(keys::EVAL_ACCURACY));
-        }
         // The spare record was cleared on the worker: nothing to drop in these fields.
         forget(replace(
             &mut r.namespace,
@@ -1156,6 +1212,17 @@ where
         r.event_type = EventType::PointInTime;
         forget(replace(&mut r.key, key));
         forget(replace(&mut r.value, value));
+        if is_eval {
+            // The layer reads the value itself: a string one is settled here (the metadata
+            // stays raw; `fill_event_progress` reads it as it is).
+            let Pending { traced, capture } = &mut *r;
+            let record = &mut traced.record;
+            if let Some(v) = capture.take_value(&mut record.metadata.stash) {
+                record.value = v;
+            }
+            feed_eval(&shared.stats, &mut record.value);
+            shared.fill_event_progress(&mut r, (progress, samples), Some(keys::EVAL_ACCURACY));
+        }
         r.metadata.file = Some(Cow::Borrowed(file));
         r.metadata.lineno = Some(meta.line().unwrap_or(0));
         r.tid = crate::os_thread::id();

@@ -28,7 +28,7 @@ impl RecordFeed {
     /// Hands `record` to the worker (after the guard's shutdown it is counted as dropped).
     pub fn push(&self, record: Record) {
         let mut slot = self.pipeline.record();
-        *slot = TracedRecord::from(record);
+        slot.traced = TracedRecord::from(record);
         self.pipeline.push(slot);
     }
 }

@@ -8,7 +8,8 @@
 //! record that does not reach a sink is counted and shows up in the [`Report`].
 //!
 //! The rooms: [`queue`](self::queue) (the sending side and the queue it shares with the
-//! worker), [`worker`](self::worker) (the worker thread), [`guard`](self::guard) (the
+//! worker), [`pending`](self::pending) (a record on its way, its event's fields still raw,
+//! settled on the worker), [`worker`](self::worker) (the worker thread), [`guard`](self::guard) (the
 //! [`Guard`] and ending the run once), [`exit`](self::exit) (the process's ways out),
 //! [`report`](self::report) (the [`Report`]); the process-global state is all at the top of
 //! [`exit`](self::exit), each static with its reason.
@@ -16,6 +17,7 @@
 mod exit;
 mod feed;
 mod guard;
+mod pending;
 mod queue;
 mod report;
 mod worker;
@@ -31,6 +33,7 @@ pub(crate) use exit::{handle_signals, lock_until, Ending};
 pub use feed::RecordFeed;
 pub use guard::Guard;
 pub(crate) use guard::{EndOfRun, Placement};
+pub(crate) use pending::{Capture, Kind, Pending, Raw};
 pub use queue::Overflow;
 pub(crate) use queue::Pipeline;
 
@@ -130,9 +133,7 @@ impl Pipeline {
             },
         });
         for _ in 0..spares {
-            let _ = queue
-                .spare
-                .push(Box::new(crate::record::TracedRecord::empty()));
+            let _ = queue.spare.push(Box::new(Pending::empty()));
         }
         let (control, control_rx) = bounded(64);
         // Disconnected when the worker thread ends, however it ends: shutdown waits on it.

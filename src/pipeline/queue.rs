@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
-use crate::record::{EventType, TracedRecord};
+use super::Pending;
+use crate::record::EventType;
 use crate::sink::accounting::SinkCounters;
 
 /// What the layer does when the queue is full (the worker is behind).
@@ -84,10 +85,10 @@ pub(super) struct QueueCounters {
 
 /// What producers and the worker share.
 pub(crate) struct Queue {
-    pub(super) records: ArrayQueue<Box<TracedRecord>>,
+    pub(super) records: ArrayQueue<Box<Pending>>,
     /// Emptied records the worker hands back, so the training thread reuses their memory
     /// instead of allocating: in the steady state a record costs no allocation there.
-    pub(super) spare: ArrayQueue<Box<TracedRecord>>,
+    pub(super) spare: ArrayQueue<Box<Pending>>,
     pub(super) worker: OnceLock<Thread>,
     /// The worker is about to park or parked: a producer must wake it.
     pub(super) sleeping: AtomicBool,
@@ -170,22 +171,22 @@ pub(crate) struct Pipeline {
 
 impl Pipeline {
     /// An empty record to fill: a recycled one when the worker has handed one back.
-    pub(crate) fn record(&self) -> Box<TracedRecord> {
+    pub(crate) fn record(&self) -> Box<Pending> {
         self.queue
             .spare
             .pop()
-            .unwrap_or_else(|| Box::new(TracedRecord::empty()))
+            .unwrap_or_else(|| Box::new(Pending::empty()))
     }
 
     /// Gives back a record that will not be sent after all (cleared here, on the caller's
     /// thread: this is the rare path), so the pool keeps its size.
-    pub(crate) fn recycle(&self, mut record: Box<TracedRecord>) {
+    pub(crate) fn recycle(&self, mut record: Box<Pending>) {
         record.clear();
         let _ = self.queue.spare.push(record);
     }
 
     /// Hands a record to the worker. Never panics; a record that cannot be delivered is counted.
-    pub(crate) fn push(&self, record: Box<TracedRecord>) {
+    pub(crate) fn push(&self, record: Box<Pending>) {
         let urgent = record.event_type != EventType::PointInTime && !record.trace_only;
         self.push_inner(record, urgent);
     }
@@ -193,7 +194,7 @@ impl Pipeline {
     /// Hands a record to the worker and wakes it at once, so that the line reaches the file
     /// without waiting for the worker's timer: for records a reader acts on at once
     /// (`eval_accuracy`: the run may stop and exit right after it).
-    pub(crate) fn push_urgent(&self, record: Box<TracedRecord>) {
+    pub(crate) fn push_urgent(&self, record: Box<Pending>) {
         self.push_inner(record, true);
     }
 
@@ -230,7 +231,7 @@ impl Pipeline {
         Sealing(())
     }
 
-    fn push_inner(&self, record: Box<TracedRecord>, urgent: bool) {
+    fn push_inner(&self, record: Box<Pending>, urgent: bool) {
         let q = &*self.queue;
         q.pushing.fetch_add(1, Ordering::SeqCst);
         if q.refuses() {

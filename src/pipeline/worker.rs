@@ -45,7 +45,9 @@ pub(super) fn run_worker(q: &Queue, control: Receiver<WorkerControl>, mut sinks:
     let drain = |sinks: &mut Vec<Route>| -> bool {
         let mut any = false;
         while let Some(mut record) = q.records.pop() {
-            write_all(sinks, counters, &record);
+            // The event's raw fields become values here, off the training thread.
+            record.settle();
+            write_all(sinks, counters, &record.traced);
             record.clear();
             let _ = q.spare.push(record);
             any = true;
