@@ -277,7 +277,7 @@ fn main() {
             );
         }
     }
-    tables.push(("budgets", events));
+    tables.push(("budgets", events, Some(COUNTS_MOVE)));
 
     let mut barrier = Table::new(
         vec![
@@ -311,7 +311,11 @@ fn main() {
             },
         );
     }
-    tables.push(("budgets-barrier", barrier));
+    // Starting a thread and waiting on it, and tracing-opentelemetry's batch processor handing
+    // spans to its own thread, cost the calling thread what the scheduler makes of them: the
+    // counts move by several percent from run to run, so the check holds these rows, not
+    // their figures (the budget verdicts above still hold them).
+    tables.push(("budgets-barrier", barrier, None));
 
     if cfg!(feature = "otel-sdk") {
         let mut otel = Table::new(
@@ -343,7 +347,7 @@ fn main() {
                 what(workload),
             );
         }
-        tables.push(("budgets-otel", otel));
+        tables.push(("budgets-otel", otel, None));
     }
     if cfg!(feature = "nvtx") {
         let mut nvtx = Table::new(
@@ -379,21 +383,21 @@ fn main() {
                 what(workload),
             );
         }
-        tables.push(("budgets-nvtx", nvtx));
+        tables.push(("budgets-nvtx", nvtx, Some(COUNTS_MOVE)));
     }
 
-    for (_, table) in &tables {
+    for (_, table, _) in &tables {
         println!("{}", table.text());
     }
     let mut doc_failed = false;
     if let Some(action) = perf_doc::doc_action(&args) {
-        for (name, table) in &tables {
+        for (name, table, tolerance) in &tables {
             let result = match &action {
                 perf_doc::DocAction::Write(file) => {
                     perf_doc::write_block(file, name, &table.markdown())
                 }
                 perf_doc::DocAction::Check(file) => {
-                    perf_doc::check_block(file, name, &table.markdown(), Some(COUNTS_MOVE))
+                    perf_doc::check_block(file, name, &table.markdown(), *tolerance)
                 }
             };
             if let Err(e) = result {
