@@ -125,9 +125,18 @@ pub fn round_case(
         );
     }
     let official = t.elapsed().as_secs_f64();
+    // The folder's last two names (`submissions/5.0`): where the corpus lies is the
+    // machine's, not the measurement's.
+    let mut names: Vec<String> = folder
+        .components()
+        .rev()
+        .take(2)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    names.reverse();
     let label = format!(
         "{} ({} submitters, {files} result files)",
-        folder.display(),
+        names.join("/"),
         review.submitters.len()
     );
     rows.push((format!("mllog verify, round {label}"), ours * 1e3, "ms"));
