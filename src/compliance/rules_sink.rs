@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use mllog_core::compliance::engine::{EngineReport, RuleEngine};
+use mllog_core::compliance::engine::{EngineReport, LoadError, RuleEngine};
 use mllog_core::rules_source::RulesSource;
 
 use super::live_rules::LiveRulesHandle;
@@ -180,7 +180,10 @@ fn serve(
 ) {
     let engine = rules.resolve().and_then(|source| {
         state.update(|r| r.source = source.describe());
+        // Every file of the ruleset loaded now, so that a file that cannot be run is said as
+        // the layer is built rather than when the run ends.
         RuleEngine::load(&source.compliance_dir(), USAGE, ruleset.as_str())
+            .and_then(|e| e.load_all().map(|()| e))
             .map_err(|e| format!("the rules of {} cannot be run: {e}", state.report().source))
     });
     if let Err(e) = &engine {
@@ -194,7 +197,10 @@ fn serve(
     for job in jobs {
         match (job, &engine) {
             (Job::RunStart(log), Ok(engine)) => {
-                let mut pending = report_of(engine.check_bytes(&log, false), ruleset);
+                let Some(mut pending) = checked(engine.check_bytes(&log, false), ruleset, &state)
+                else {
+                    continue;
+                };
                 pending.findings.retain(counts_at_run_start);
                 let source = state.report().source;
                 match &policy {
@@ -213,14 +219,32 @@ fn serve(
                 state.update(|r| r.at_run_start = Some(pending));
             }
             (Job::End(log, done), Ok(engine)) => {
-                let report = report_of(engine.check_bytes(&log, false), ruleset);
-                state.update(|r| r.report = Some(report));
+                if let Some(report) = checked(engine.check_bytes(&log, false), ruleset, &state) {
+                    state.update(|r| r.report = Some(report));
+                }
                 let _ = done.send(());
             }
             (Job::End(_, done), Err(_)) => {
                 let _ = done.send(());
             }
             (Job::RunStart(_), Err(_)) => {}
+        }
+    }
+}
+
+/// The report of a check; `None` when a rule file the log's configs reach (one outside the
+/// ruleset's folder, the others being loaded up front) cannot be run, kept as the error.
+fn checked(
+    r: Result<EngineReport, LoadError>,
+    ruleset: Ruleset,
+    state: &LiveRulesHandle,
+) -> Option<ComplianceReport> {
+    match r {
+        Ok(r) => Some(report_of(r, ruleset)),
+        Err(e) => {
+            let e = format!("the rules of {} cannot be run: {e}", state.report().source);
+            state.update(|r| r.error = Some(e));
+            None
         }
     }
 }

@@ -41,6 +41,9 @@ fn every_rule_file_of_every_ruleset_loads() {
     for (usage, ruleset) in &all {
         let engine = RuleEngine::load(&dir, usage, ruleset)
             .unwrap_or_else(|e| panic!("{usage} {ruleset}: {e}"));
+        engine
+            .load_all()
+            .unwrap_or_else(|e| panic!("{usage} {ruleset}: {e}"));
         let names = engine.rule_files();
         assert!(
             names.iter().any(|n| n.ends_with("/common.yaml")),
@@ -125,7 +128,7 @@ fn a_snippet_that_raises_is_the_official_failed_executing_message() {
     );
     let engine = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap();
     let log = ":::MLLOG {\"time_ms\": 1, \"key\": \"a\", \"value\": \"four\", \"metadata\": {}}\n:::MLLOG {\"time_ms\": 2, \"key\": \"b\", \"value\": 1, \"metadata\": {}}\n";
-    let report = engine.check_bytes(log.as_bytes(), false);
+    let report = engine.check_bytes(log.as_bytes(), false).unwrap();
     assert!(!report.passed());
     let msgs: Vec<&str> = report.findings.iter().map(|f| f.message.as_str()).collect();
     assert!(
@@ -143,4 +146,118 @@ fn a_snippet_that_raises_is_the_official_failed_executing_message() {
         "{msgs:?}"
     );
     assert_eq!(report.findings[1].line, Some(2));
+}
+
+/// A chain of configs of our own: `common.yaml` enqueues `<division>.yaml`, `closed.yaml`
+/// enqueues `deep.yaml`; `open.yaml` holds Python the engine does not run.
+fn chained_folder() -> tempfile::TempDir {
+    let dir = folder_with(
+        "- KEY:\n    NAME: division\n    REQ: EXACTLY_ONE\n    POST: \" enqueue_config('training_9.9.9/{}.yaml'.format(v['value'])) \"\n- KEY:\n    NAME: a\n    REQ: EXACTLY_ONE\n    CHECK: \" v['value'] > 3 \"\n",
+    );
+    let folder = dir.path().join("training_9.9.9");
+    std::fs::write(
+        folder.join("closed.yaml"),
+        "- KEY:\n    NAME: b\n    REQ: AT_LEAST_ONE\n    CHECK: \" v['value'] == 'x' \"\n    POST: \" enqueue_config('training_9.9.9/deep.yaml') \"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        folder.join("deep.yaml"),
+        "- KEY:\n    NAME: c\n    REQ: EXACTLY_ONE\n- END:\n    CHECK: \" s.get('never', False) \"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        folder.join("open.yaml"),
+        "- KEY:\n    NAME: b\n    CHECK: \"zip(v, v)\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn record(time: u32, key: &str, value: &str) -> String {
+    format!(":::MLLOG {{\"time_ms\": {time}, \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{}}}}\n")
+}
+
+#[test]
+fn a_rule_file_is_loaded_only_when_a_log_reaches_it() {
+    let dir = chained_folder();
+    let engine = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap();
+    assert_eq!(engine.rule_files(), ["training_9.9.9/common.yaml"]);
+    // The closed chain: open.yaml, which the engine cannot run, is never read.
+    let log = record(1, "division", "\"closed\"") + &record(2, "a", "1") + &record(3, "b", "\"y\"");
+    let report = engine.check_bytes(log.as_bytes(), false).unwrap();
+    assert_eq!(
+        report.rule_files,
+        [
+            "training_9.9.9/common.yaml",
+            "training_9.9.9/closed.yaml",
+            "training_9.9.9/deep.yaml"
+        ]
+    );
+    assert_eq!(engine.rule_files(), {
+        let mut v = report.rule_files.clone();
+        v.sort();
+        v
+    });
+    // A log whose chain reaches open.yaml gets no verdict: the error names the file and line.
+    let open = record(1, "division", "\"open\"") + &record(2, "b", "1");
+    match engine.check_bytes(open.as_bytes(), false) {
+        Err(LoadError::Unsupported { path, line, .. }) => {
+            assert!(path.ends_with("training_9.9.9/open.yaml"), "{path:?}");
+            assert_eq!(line, 3);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Loading the whole folder up front says the same before any log is read.
+    let eager = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap();
+    assert!(matches!(
+        eager.load_all(),
+        Err(LoadError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn a_log_that_reaches_every_file_gets_the_findings_of_every_file() {
+    let dir = chained_folder();
+    std::fs::remove_file(dir.path().join("training_9.9.9/open.yaml")).unwrap();
+    let lazy = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap();
+    let eager = RuleEngine::load(dir.path(), "training", "9.9.9").unwrap();
+    eager.load_all().unwrap();
+    // `a` fails common.yaml's CHECK, `b` closed.yaml's, `c` is missing for deep.yaml, and
+    // deep.yaml's END check fails.
+    let log = record(1, "division", "\"closed\"") + &record(2, "a", "1") + &record(3, "b", "\"y\"");
+    for werror in [false, true] {
+        let (l, e) = (
+            lazy.check_bytes(log.as_bytes(), werror).unwrap(),
+            eager.check_bytes(log.as_bytes(), werror).unwrap(),
+        );
+        assert_eq!(l, e);
+        let msgs: Vec<&str> = l.findings.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(msgs.len(), 4, "{msgs:?}");
+        assert!(
+            msgs[0].starts_with("CHECK for 'a' failed in line 1:"),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[1].starts_with("CHECK for 'b' failed in line 2:"),
+            "{msgs:?}"
+        );
+        assert_eq!(
+            msgs[2],
+            "Required EXACTLY_ONE occurrence of 'c' but found 0"
+        );
+        assert!(
+            msgs[3].starts_with("failed test:  s.get('never', False) "),
+            "{msgs:?}"
+        );
+        let sources: Vec<&str> = l.findings.iter().map(|f| f.source.as_str()).collect();
+        assert_eq!(
+            sources,
+            [
+                "training_9.9.9/common.yaml",
+                "training_9.9.9/closed.yaml",
+                "training_9.9.9/deep.yaml",
+                "training_9.9.9/deep.yaml"
+            ]
+        );
+    }
 }

@@ -126,7 +126,14 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
     for path in &a.files {
         let shown = crate::shown(path);
         let report = match read_input(path) {
-            Ok(bytes) => engine.check_bytes(&bytes, a.werror),
+            Ok(bytes) => match engine.check_bytes(&bytes, a.werror) {
+                Ok(report) => report,
+                // A rule file the log's chain of configs reaches cannot be run: no verdict.
+                Err(e) => {
+                    eprintln!("mllog: {e}");
+                    return crate::USAGE_OR_IO;
+                }
+            },
             Err(e) => {
                 worst = crate::USAGE_OR_IO;
                 if !crate::check::unreadable(a.format, &mut items, &shown, &e) {

@@ -15,7 +15,7 @@
 //!
 //! let dir = Path::new("venv/lib/python3.11/site-packages/mlperf_logging/compliance_checker");
 //! let engine = RuleEngine::load(dir, "training", "4.1.0").unwrap();
-//! let report = engine.check_bytes(&std::fs::read("result_0.txt").unwrap(), false);
+//! let report = engine.check_file(Path::new("result_0.txt"), false).unwrap();
 //! println!("{}", if report.passed() { "SUCCESS" } else { "FAILED" });
 //! ```
 
@@ -122,10 +122,12 @@ impl std::fmt::Debug for RuleEngine {
 }
 
 impl RuleEngine {
-    /// Loads every rule file of `<compliance_dir>/<usage>_<ruleset>/` (an error in any of
-    /// them is an error here, naming the file and line) and picks the log parser the package
-    /// has for the ruleset. Checks start from `<usage>_<ruleset>/common.yaml`, as the
-    /// official CLI's default `--config`.
+    /// Opens the rules of `<compliance_dir>/<usage>_<ruleset>/` and picks the log parser the
+    /// package has for the ruleset. Checks start from `<usage>_<ruleset>/common.yaml`, as the
+    /// official CLI's default `--config`; that file is loaded here (an error in it is an error
+    /// here, naming the file and line), and every other file when a check first reaches it,
+    /// as the official checker reads them: a log is checked by the few files its chain of
+    /// `enqueue_config` names, not the whole folder. [`RuleEngine::load_all`] loads the rest.
     pub fn load(
         compliance_dir: &Path,
         usage: &str,
@@ -159,6 +161,23 @@ impl RuleEngine {
             files: RefCell::new(HashMap::new()),
             compiled: RefCell::new(HashMap::new()),
         };
+        let start = format!("{folder}/common.yaml");
+        lib.file(&start)?;
+        Ok(RuleEngine {
+            lib,
+            usage: usage.into(),
+            ruleset: ruleset.into(),
+            format,
+            start,
+        })
+    }
+
+    /// Loads every rule file of the ruleset's folder now, so that an error in any of them
+    /// (naming the file and line) is known before a log is checked, whether or not a log's
+    /// chain of configs reaches the file.
+    pub fn load_all(&self) -> Result<(), LoadError> {
+        let folder = format!("{}_{}", self.usage, self.ruleset);
+        let dir = self.lib.dir.join(&folder);
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|source| LoadError::Io {
                 path: dir.clone(),
@@ -170,15 +189,9 @@ impl RuleEngine {
             .collect();
         names.sort();
         for n in names {
-            lib.file(&format!("{folder}/{n}"))?;
+            self.lib.file(&format!("{folder}/{n}"))?;
         }
-        Ok(RuleEngine {
-            lib,
-            usage: usage.into(),
-            ruleset: ruleset.into(),
-            format,
-            start: format!("{folder}/common.yaml"),
-        })
+        Ok(())
     }
 
     /// Starts checks from one custom rule file instead (the official `--config FILE`): a
@@ -228,7 +241,9 @@ impl RuleEngine {
     }
 
     /// Checks a whole log as the official checker does (with `werror`, as its `--werror`).
-    pub fn check_bytes(&self, log: &[u8], werror: bool) -> EngineReport {
+    /// A rule file the check reaches that cannot be loaded (malformed, or Python the engine
+    /// does not run) is an error: the log gets no verdict.
+    pub fn check_bytes(&self, log: &[u8], werror: bool) -> Result<EngineReport, LoadError> {
         let parsed = log::parse(log, self.format);
         let mut msgs = run::Messages::new(werror);
         let mut report = EngineReport {
@@ -246,7 +261,7 @@ impl RuleEngine {
             f.line = Some(phys);
             f.source = "mlp_parser".into();
             report.findings.push(f);
-            return report;
+            return Ok(report);
         }
         run::parse_findings(&mut msgs, &parsed.errors);
         let mut lines = lines::Lines::new(log, self.format, parsed.records);
@@ -254,20 +269,28 @@ impl RuleEngine {
             lib: &self.lib,
             msgs,
             applied: Vec::new(),
+            load_error: None,
         };
         let crash = r.check_loglines(&mut lines, &self.start).err();
+        if let Some(e) = r.load_error {
+            return Err(e);
+        }
         report.rule_files = r.applied;
         report.findings = r.msgs.into_findings();
         if let Some(c) = crash {
             report.crashed = true;
             report.findings.push(run::crash_finding(&c));
         }
-        report
+        Ok(report)
     }
 
     /// [`RuleEngine::check_bytes`] of a file.
-    pub fn check_file(&self, path: &Path, werror: bool) -> std::io::Result<EngineReport> {
-        Ok(self.check_bytes(&std::fs::read(path)?, werror))
+    pub fn check_file(&self, path: &Path, werror: bool) -> Result<EngineReport, LoadError> {
+        let log = std::fs::read(path).map_err(|source| LoadError::Io {
+            path: path.into(),
+            source,
+        })?;
+        self.check_bytes(&log, werror)
     }
 }
 

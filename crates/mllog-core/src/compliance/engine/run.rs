@@ -141,6 +141,8 @@ pub(crate) struct Run<'a> {
     pub(crate) lib: &'a Library,
     pub(crate) msgs: Messages,
     pub(crate) applied: Vec<String>,
+    /// A rule file the queue reached that cannot be run: the check has no verdict.
+    pub(crate) load_error: Option<super::LoadError>,
 }
 
 impl Run<'_> {
@@ -184,7 +186,11 @@ impl Run<'_> {
                         shown.display()
                     )));
                 }
-                Err(e) => return Err(Crash(e.to_string())),
+                Err(e) => {
+                    let why = Crash(e.to_string());
+                    self.load_error = Some(e);
+                    return Err(why);
+                }
             };
             self.applied.push(name.to_string());
             self.configured_checks(lines, &file, name, &mut queue)?;
