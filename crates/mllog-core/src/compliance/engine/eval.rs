@@ -3,7 +3,6 @@
 //! `enqueue_config`, and `dataclasses.replace` for the log lines).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::ir::*;
@@ -12,7 +11,7 @@ use super::obj::*;
 use super::ops::*;
 
 /// A namespace (`globals` or `locals` of `eval`/`exec`).
-pub(crate) type Names = HashMap<Box<str>, Obj>;
+pub(crate) type Names = rustc_hash::FxHashMap<Box<str>, Obj>;
 
 /// Where a snippet runs: the globals (the checker's `state`), the locals when `exec`/`eval`
 /// get their own (`{'ll': ..., 'v': ...}`), and the configs `enqueue_config` queued.
@@ -260,7 +259,7 @@ mod tests {
 
     #[test]
     fn evaluates_as_python_does() {
-        let mut g = Names::new();
+        let mut g = Names::default();
         g.insert("s".into(), Obj::dict(Dict::default()));
         g.insert("math".into(), Obj::Math);
         run(

@@ -4,7 +4,7 @@
 //! object per line. Once a snippet is handed the whole list (`loglines`), the list is built
 //! and is what every later pass reads.
 
-use super::log::{build, LogFormat, Rec};
+use super::log::{build, LogFormat, Parsed, Rec};
 use super::obj::Obj;
 
 /// What the pass reads at a position.
@@ -22,18 +22,25 @@ pub(crate) struct Lines<'a> {
     bytes: &'a [u8],
     format: LogFormat,
     records: Vec<Rec>,
+    keys: Vec<Box<str>>,
     /// The list handed to snippets, once one asked for it.
     list: Option<Obj>,
 }
 
 impl<'a> Lines<'a> {
-    pub(crate) fn new(bytes: &'a [u8], format: LogFormat, records: Vec<Rec>) -> Lines<'a> {
+    pub(crate) fn new(bytes: &'a [u8], format: LogFormat, parsed: Parsed) -> Lines<'a> {
         Lines {
             bytes,
             format,
-            records,
+            records: parsed.records,
+            keys: parsed.keys,
             list: None,
         }
+    }
+
+    /// Which of the log's distinct keys `wanted` holds for, by key number.
+    pub(crate) fn wanted_keys(&self, wanted: impl Fn(&str) -> bool) -> Vec<bool> {
+        self.keys.iter().map(|k| wanted(k)).collect()
     }
 
     /// How many lines a pass visits.
@@ -69,9 +76,9 @@ impl<'a> Lines<'a> {
         Ok(list)
     }
 
-    /// The line at `i`, built when `wanted` holds for its key (a record already built is
-    /// always read: its key may have been changed by a snippet).
-    pub(crate) fn get(&mut self, i: usize, wanted: impl Fn(&str) -> bool) -> Result<Step, String> {
+    /// The line at `i`, built when `wanted` (from [`Lines::wanted_keys`]) holds for its key (a
+    /// record already built is always read: its key may have been changed by a snippet).
+    pub(crate) fn get(&mut self, i: usize, wanted: &[bool]) -> Result<Step, String> {
         if let Some(list) = &self.list {
             return Ok(match list {
                 Obj::List(l) => l.borrow().get(i).cloned().map_or(Step::End, Step::Line),
@@ -81,7 +88,7 @@ impl<'a> Lines<'a> {
         let Some(rec) = self.records.get(i) else {
             return Ok(Step::End);
         };
-        if rec.built.is_none() && !wanted(&rec.key) {
+        if rec.built.is_none() && !wanted[rec.key as usize] {
             return Ok(Step::Skip);
         }
         self.built(i).map(Step::Line)

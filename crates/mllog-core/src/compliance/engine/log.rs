@@ -9,11 +9,12 @@
 //! an object, crashes the official parser (a KeyError or TypeError), and here ends the check.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::path::Path;
 use std::rc::Rc;
 
 use super::obj::{Dict, LogLine, Obj};
+use super::skim::{self, Make};
+use super::token_lines::token_lines;
 use crate::record::{parse_json, Value};
 
 /// Which parser a ruleset uses.
@@ -76,13 +77,20 @@ pub(crate) struct Rec {
     pub(crate) lineno: i128,
     /// The stripped record's byte range in the log (ASCII text).
     pub(crate) span: (usize, usize),
-    pub(crate) key: Rc<str>,
+    /// The key's number in [`Parsed::keys`]; [`BUILT`] for a record built at parse time.
+    pub(crate) key: u32,
     pub(crate) built: Option<Obj>,
 }
+
+/// The key number of a record built at parse time (its key is read from its object).
+pub(crate) const BUILT: u32 = u32::MAX;
 
 /// The parsed log.
 pub(crate) struct Parsed {
     pub(crate) records: Vec<Rec>,
+    /// The distinct keys of the records in the common form, numbered in order of appearance:
+    /// a pass asks once per key, not once per record, whether a rule reads it.
+    pub(crate) keys: Vec<Box<str>>,
     pub(crate) errors: Vec<BadLine>,
     /// Where and why the official parser raises (the check ends there).
     pub(crate) crash: Option<(usize, String)>,
@@ -91,26 +99,6 @@ pub(crate) struct Parsed {
 /// Python's `str.strip()` whitespace.
 fn py_space(c: char) -> bool {
     c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
-}
-
-/// Splits Latin-1 text on universal newlines: `(physical line number, line)`.
-fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
-    let mut start = 0;
-    let mut n = 0;
-    std::iter::from_fn(move || {
-        if start >= bytes.len() {
-            return None;
-        }
-        let rest = &bytes[start..];
-        let (line, adv) = match memchr::memchr2(b'\n', b'\r', rest) {
-            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (&rest[..i], i + 2),
-            Some(i) => (&rest[..i], i + 1),
-            None => (rest, rest.len()),
-        };
-        start += adv;
-        n += 1;
-        Some((n, line))
-    })
 }
 
 /// Latin-1 text: every byte one character (ASCII, the usual case, as it is).
@@ -122,49 +110,53 @@ fn latin1(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(bytes.iter().map(|&b| b as char).collect())
 }
 
-/// Where `needle` last occurs in `hay`.
-fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::rfind(hay, needle)
+/// Python's `str.strip()` of the end of a line, on the ASCII whitespace (a line ending in
+/// another Latin-1 space is left to the slow path, which strips it as Python does).
+fn strip_ascii_end(line: &[u8]) -> &[u8] {
+    let keep = line
+        .iter()
+        .rposition(|&c| !matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' '))
+        .map_or(0, |i| i + 1);
+    &line[..keep]
 }
 
 /// Parses a whole log as the official parser of `format` does.
 pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
     let token = format.token().as_bytes();
+    let finder = memchr::memmem::Finder::new(token);
     let mut out = Parsed {
         records: Vec::new(),
+        keys: Vec::new(),
         errors: Vec::new(),
         crash: None,
     };
-    let mut keys: HashSet<Rc<str>> = HashSet::new();
+    let mut numbers: rustc_hash::FxHashMap<&str, u32> = Default::default();
     let mut lineno: i128 = 0;
-    for (phys, raw) in lines(bytes) {
-        let Some(at) = find_last(raw, token) else {
-            continue;
+    for (phys, line) in token_lines(bytes, &finder) {
+        let stripped = strip_ascii_end(line);
+        let head = match format {
+            LogFormat::TextLine => None,
+            _ => stripped.get(token.len()..).and_then(skim::head_key),
         };
-        let text = latin1(&raw[at..]);
-        let ascii = matches!(text, std::borrow::Cow::Borrowed(_));
-        let text = text.trim_matches(py_space);
-        if let Some(key) = head_key(text, format).filter(|_| ascii) {
+        if let Some(key) = head {
             // The common form: kept as its place in the log and its key.
-            let key = match keys.get(&*key) {
-                Some(k) => k.clone(),
-                None => {
-                    let k: Rc<str> = Rc::from(&*key);
-                    keys.insert(k.clone());
-                    k
-                }
-            };
-            let start = text.as_ptr() as usize - bytes.as_ptr() as usize;
+            let key = *numbers.entry(key).or_insert_with(|| {
+                out.keys.push(key.into());
+                out.keys.len() as u32 - 1
+            });
+            let start = stripped.as_ptr() as usize - bytes.as_ptr() as usize;
             out.records.push(Rec {
                 phys,
                 lineno,
-                span: (start, start + text.len()),
+                span: (start, start + stripped.len()),
                 key,
                 built: None,
             });
             lineno += 1;
             continue;
         }
+        let text = latin1(line);
+        let text = text.trim_matches(py_space);
         let r = match format {
             LogFormat::TextLine => text_line(text),
             _ => json_line(text, format.token().len()),
@@ -174,7 +166,7 @@ pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
                 phys,
                 lineno,
                 span: (0, 0),
-                key: Rc::from(""),
+                key: BUILT,
                 built: Some(line_obj(text, ts, key, value, lineno, phys, format)),
             }),
             Err(Fail::Value(message)) => out.errors.push(BadLine { phys, message }),
@@ -208,38 +200,91 @@ fn line_obj(
     })))
 }
 
-/// The Python object of a record kept as its place in the log (`bytes` is the log).
+/// The Python object of a record kept as its place in the log (`bytes` is the log): read in
+/// one walk straight into objects, the record being in the common form the scan checked.
 pub(crate) fn build(bytes: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, String> {
-    let text = std::str::from_utf8(&bytes[rec.span.0..rec.span.1]).map_err(|e| e.to_string())?;
-    match json_line(text, format.token().len()) {
-        Ok((ts, key, value)) => Ok(line_obj(text, ts, key, value, rec.lineno, rec.phys, format)),
-        Err(Fail::Value(m) | Fail::Crash(m)) => Err(m),
-    }
+    let line = &bytes[rec.span.0..rec.span.1];
+    let text = std::str::from_utf8(line).map_err(|e| e.to_string())?;
+    let Some(head) = line
+        .get(format.token().len()..)
+        .and_then(|body| skim::head(body, &mut Objects))
+    else {
+        // Not the common form after all: the official parser's path.
+        return match json_line(text, format.token().len()) {
+            Ok((ts, key, value)) => {
+                Ok(line_obj(text, ts, key, value, rec.lineno, rec.phys, format))
+            }
+            Err(Fail::Value(m) | Fail::Crash(m)) => Err(m),
+        };
+    };
+    // `float(m['time_ms'])`
+    let ts = match Objects.number(head.time_ms, true) {
+        Obj::Float(f) => f,
+        _ => f64::NAN,
+    };
+    let mut d = Dict::default();
+    d.entries.push((Obj::str("value"), head.value));
+    d.entries.push((Obj::str("metadata"), head.metadata));
+    Ok(line_obj(
+        text,
+        ts,
+        Obj::str(head.key),
+        Obj::dict(d),
+        rec.lineno,
+        rec.phys,
+        format,
+    ))
 }
 
-/// The fields a JSON record must have, read without building them: a record that reads so
-/// is one the official parser takes (its time a number, its key a string, no field twice),
-/// and anything else takes the parser's own path.
-#[derive(serde::Deserialize)]
-struct Head<'a> {
-    #[serde(borrow)]
-    key: std::borrow::Cow<'a, str>,
-    #[serde(rename = "time_ms")]
-    _time_ms: f64,
-    #[serde(rename = "value")]
-    _value: serde::de::IgnoredAny,
-    #[serde(rename = "metadata")]
-    _metadata: serde::de::IgnoredAny,
-}
+/// The objects `json.loads` makes of JSON values (strings here are ASCII without escapes).
+struct Objects;
 
-/// The key of a JSON record in the common form; `None` for anything else.
-fn head_key(text: &str, format: LogFormat) -> Option<std::borrow::Cow<'_, str>> {
-    if format == LogFormat::TextLine {
-        return None;
+impl skim::Make for Objects {
+    type Out = Obj;
+    type Dict = Dict;
+
+    fn literal(&mut self, word: &[u8]) -> Obj {
+        match word {
+            b"true" => Obj::Bool(true),
+            b"false" => Obj::Bool(false),
+            _ => Obj::None,
+        }
     }
-    serde_json::from_str::<Head<'_>>(text.get(format.token().len()..)?)
-        .ok()
-        .map(|h| h.key)
+
+    /// An int up to 128 bits, the nearest float beyond, as `record::parse_json` reads it.
+    fn number(&mut self, text: &[u8], float: bool) -> Obj {
+        let text = std::str::from_utf8(text).unwrap_or_default();
+        if !float {
+            if let Ok(i) = text.parse::<i128>() {
+                return Obj::Int(i);
+            }
+            if let Ok(u) = text.parse::<u128>() {
+                return Obj::Float(u as f64);
+            }
+        }
+        Obj::Float(text.parse().unwrap_or(f64::NAN))
+    }
+
+    fn string(&mut self, text: &[u8]) -> Obj {
+        Obj::str(std::str::from_utf8(text).unwrap_or_default())
+    }
+
+    fn list(&mut self, items: Vec<Obj>) -> Obj {
+        Obj::list(items)
+    }
+
+    fn dict(&mut self) -> Dict {
+        Dict::default()
+    }
+
+    fn entry(&mut self, dict: &mut Dict, key: &[u8], value: Obj) {
+        // JSON keys are strings: always hashable, the last of a repeated key wins.
+        let _ = dict.set(self.string(key), value);
+    }
+
+    fn end_dict(&mut self, dict: Dict) -> Obj {
+        Obj::dict(dict)
+    }
 }
 
 enum Fail {
@@ -392,5 +437,29 @@ mod tests {
                 .as_int(),
             Some(7)
         );
+    }
+
+    #[test]
+    fn a_record_read_in_one_walk_is_the_object_the_official_path_makes() {
+        let bodies = [
+            r#"{"key": "a", "value": {"x": [1, -2, 3.5, 1e3, 1E-2, true, false, null, "s", {}, []]}, "time_ms": 1760110091610, "metadata": {"file": "f.py", "lineno": 3}}"#,
+            // Beyond 64 and 128 bits, a float time, a repeated key inside a value.
+            r#"{"time_ms": 1.5e3, "key": "b", "value": [170141183460469231731687303715884105728, 18446744073709551616, -0, 0.1], "metadata": {"a": 1, "a": 2}}"#,
+            r#"{"key": "c", "value": null, "time_ms": -17, "metadata": {}, "namespace": ""}"#,
+        ];
+        for body in bodies {
+            let line = format!(":::MLLOG {body}");
+            let p = parse(line.as_bytes(), LogFormat::JsonDataclass);
+            assert!(p.records[0].built.is_none(), "{body}");
+            let fast = get(line.as_bytes(), &p.records[0], LogFormat::JsonDataclass);
+            let Ok((ts, key, value)) = json_line(&line, LogFormat::JsonDataclass.token().len())
+            else {
+                panic!("{body}")
+            };
+            assert_eq!(fast.timestamp.as_f64(), Some(ts), "{body}");
+            assert_eq!(fast.key.repr(), key.repr(), "{body}");
+            assert_eq!(fast.value.repr(), value.repr(), "{body}");
+            assert_eq!(fast.full_string.to_str(), line);
+        }
     }
 }

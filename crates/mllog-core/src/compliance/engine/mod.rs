@@ -30,6 +30,8 @@ mod ops;
 mod python;
 mod rules;
 mod run;
+mod skim;
+mod token_lines;
 mod yaml;
 
 use std::cell::RefCell;
@@ -244,7 +246,7 @@ impl RuleEngine {
     /// A rule file the check reaches that cannot be loaded (malformed, or Python the engine
     /// does not run) is an error: the log gets no verdict.
     pub fn check_bytes(&self, log: &[u8], werror: bool) -> Result<EngineReport, LoadError> {
-        let parsed = log::parse(log, self.format);
+        let mut parsed = log::parse(log, self.format);
         let mut msgs = run::Messages::new(werror);
         let mut report = EngineReport {
             usage: self.usage.clone(),
@@ -255,7 +257,7 @@ impl RuleEngine {
             findings: Vec::new(),
             crashed: false,
         };
-        if let Some((phys, why)) = parsed.crash {
+        if let Some((phys, why)) = parsed.crash.take() {
             report.crashed = true;
             let mut f = run::crash_finding(&run::Crash(why));
             f.line = Some(phys);
@@ -264,7 +266,7 @@ impl RuleEngine {
             return Ok(report);
         }
         run::parse_findings(&mut msgs, &parsed.errors);
-        let mut lines = lines::Lines::new(log, self.format, parsed.records);
+        let mut lines = lines::Lines::new(log, self.format, parsed);
         let mut r = run::Run {
             lib: &self.lib,
             msgs,

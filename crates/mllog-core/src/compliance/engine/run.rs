@@ -199,7 +199,7 @@ impl Run<'_> {
     }
 
     fn state(&self) -> Names {
-        let mut g = Names::new();
+        let mut g = Names::default();
         g.insert("enqueue_config".into(), Obj::Func(Func::EnqueueConfig));
         g.insert("s".into(), Obj::dict(Dict::default()));
         g.insert("is_integer".into(), Obj::Func(Func::IsInteger));
@@ -223,7 +223,7 @@ impl Run<'_> {
         if let Some(begin) = &file.begin {
             // `exec(CODE, state, locals())`: the checker's own locals, of which the rule files
             // read `loglines` and `s`.
-            let mut locals = Names::new();
+            let mut locals = Names::default();
             if begin.text.contains("loglines") {
                 let all = lines
                     .list()
@@ -260,8 +260,9 @@ impl Run<'_> {
         let mut atleast: Vec<(usize, usize)> = Vec::new(); // (key index, passes), first-seen order
         let total = lines.len();
         let value_key = Obj::str("value");
+        let wanted = lines.wanted_keys(|k| index.contains_key(k));
         for i in 0..total {
-            let obj = match lines.get(i, |k| index.contains_key(k)) {
+            let obj = match lines.get(i, &wanted) {
                 Ok(Step::Line(obj)) => obj,
                 Ok(Step::Skip) => continue,
                 Ok(Step::End) => break,
@@ -398,7 +399,7 @@ impl Run<'_> {
         state: &mut Names,
         queue: &mut Vec<Obj>,
     ) -> Result<Obj, Raise> {
-        let mut locals = Names::with_capacity(2);
+        let mut locals = Names::with_capacity_and_hasher(2, Default::default());
         locals.insert("ll".into(), line.obj.clone());
         locals.insert("v".into(), line.value.clone());
         let mut env = Env {

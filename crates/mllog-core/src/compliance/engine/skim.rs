@@ -1,0 +1,333 @@
+//! A record's key read in one forward walk over its bytes, building nothing: the walk accepts
+//! only text that Python's `json.loads` takes as an object with a string `key` (no escapes), a
+//! numeric `time_ms`, a `value` and a `metadata`, none of the four twice, all of it ASCII.
+//! Anything else (escapes, `NaN`, non-ASCII bytes, deep nesting, a malformed record) is left to
+//! the official parser's path, which gives its errors and crashes; so a `None` here is never
+//! a verdict, only "read it the slow way".
+//!
+//! Hand-written rather than serde_json's `IgnoredAny`: the scan of a large log is mostly this
+//! walk, and serde's generic visitor machinery costs several times as much per byte for the
+//! same answer.
+
+/// How deep values may nest before the walk gives up (the slow path decides).
+const MAX_DEPTH: usize = 100;
+
+/// What a walk makes of the values it reads: nothing (the scan), or Python objects (a record
+/// a rule reads), so that both read one grammar.
+pub(crate) trait Make {
+    type Out;
+    type Dict;
+    fn literal(&mut self, word: &[u8]) -> Self::Out;
+    /// `text` is a number of JSON's grammar; `float` when it has a fraction or an exponent.
+    fn number(&mut self, text: &[u8], float: bool) -> Self::Out;
+    fn string(&mut self, text: &[u8]) -> Self::Out;
+    fn list(&mut self, items: Vec<Self::Out>) -> Self::Out;
+    fn dict(&mut self) -> Self::Dict;
+    fn entry(&mut self, dict: &mut Self::Dict, key: &[u8], value: Self::Out);
+    fn end_dict(&mut self, dict: Self::Dict) -> Self::Out;
+}
+
+/// The walk that makes nothing.
+struct Skip;
+
+impl Make for Skip {
+    type Out = ();
+    type Dict = ();
+    fn literal(&mut self, _: &[u8]) {}
+    fn number(&mut self, _: &[u8], _: bool) {}
+    fn string(&mut self, _: &[u8]) {}
+    fn list(&mut self, _: Vec<()>) {}
+    fn dict(&mut self) {}
+    fn entry(&mut self, _: &mut (), _: &[u8], _: ()) {}
+    fn end_dict(&mut self, _: ()) {}
+}
+
+/// The fields of a record in the common form.
+pub(crate) struct Head<'a, T> {
+    pub(crate) key: &'a str,
+    /// The text of the `time_ms` number.
+    pub(crate) time_ms: &'a [u8],
+    pub(crate) value: T,
+    pub(crate) metadata: T,
+}
+
+/// The key of a record in the common form; `body` is the text after the token, stripped.
+pub(crate) fn head_key(body: &[u8]) -> Option<&str> {
+    head(body, &mut Skip).map(|h| h.key)
+}
+
+/// The fields of a record in the common form, its values made by `make`; `None` for anything
+/// else.
+pub(crate) fn head<'a, M: Make>(body: &'a [u8], make: &mut M) -> Option<Head<'a, M::Out>> {
+    // Two passes over the whole record, each a few bytes per instruction, spare the walk a
+    // test per byte of every string: no byte outside printable ASCII (a tab between tokens,
+    // legal JSON, is rare enough to leave to the slow path), no escape.
+    if !printable(body) || memchr::memchr(b'\\', body).is_some() {
+        return None;
+    }
+    let mut w = Walk { b: body, i: 0 };
+    w.ws();
+    w.eat(b'{')?;
+    let (mut key, mut time_ms, mut value, mut metadata) = (None, None, None, None);
+    loop {
+        w.ws();
+        let name = w.string()?;
+        w.ws();
+        w.eat(b':')?;
+        w.ws();
+        match name {
+            b"key" => {
+                if key.is_some() {
+                    return None;
+                }
+                // ASCII, as checked above: valid UTF-8.
+                key = Some(std::str::from_utf8(w.string()?).ok()?);
+            }
+            b"time_ms" => {
+                let start = w.i;
+                if time_ms.is_some() || !matches!(w.peek()?, b'-' | b'0'..=b'9') {
+                    return None;
+                }
+                w.number()?;
+                time_ms = Some(&body[start..w.i]);
+            }
+            b"value" | b"metadata" => {
+                let slot = if name == b"value" {
+                    &mut value
+                } else {
+                    &mut metadata
+                };
+                if slot.is_some() {
+                    return None;
+                }
+                *slot = Some(w.value(0, make)?);
+            }
+            _ => w.value(0, &mut Skip)?,
+        }
+        w.ws();
+        match w.next()? {
+            b',' => continue,
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    w.ws();
+    if w.i != body.len() {
+        return None;
+    }
+    Some(Head {
+        key: key?,
+        time_ms: time_ms?,
+        value: value?,
+        metadata: metadata?,
+    })
+}
+
+/// Every byte in `' '..='~'`; written without an early exit, so that it is vectorised.
+fn printable(b: &[u8]) -> bool {
+    b.iter().fold(0u8, |bad, &c| {
+        bad | u8::from(c.wrapping_sub(b' ') > b'~' - b' ')
+    }) == 0
+}
+
+struct Walk<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+
+    /// JSON's whitespace, which is all `json.loads` skips.
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    /// A string (the record has no escapes and only printable ASCII, see `head_key`); the
+    /// text between the quotes.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let len = memchr::memchr(b'"', &self.b[start..])?;
+        self.i = start + len + 1;
+        Some(&self.b[start..start + len])
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; whether it has a fraction or an
+    /// exponent.
+    fn number(&mut self) -> Option<bool> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        let first = self.peek()?;
+        let n = self.digits();
+        if n == 0 || (first == b'0' && n > 1) {
+            return None;
+        }
+        let mut float = false;
+        if self.peek() == Some(b'.') {
+            float = true;
+            self.i += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            float = true;
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        Some(float)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i + word.len();
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// Any JSON value of the forms above.
+    fn value<M: Make>(&mut self, depth: usize, make: &mut M) -> Option<M::Out> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(|s| make.string(s)),
+            b'{' => {
+                self.i += 1;
+                self.ws();
+                let mut dict = make.dict();
+                if self.peek()? == b'}' {
+                    self.i += 1;
+                    return Some(make.end_dict(dict));
+                }
+                loop {
+                    self.ws();
+                    let key = self.string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    self.ws();
+                    let value = self.value(depth + 1, make)?;
+                    make.entry(&mut dict, key, value);
+                    self.ws();
+                    match self.next()? {
+                        b',' => continue,
+                        b'}' => return Some(make.end_dict(dict)),
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                let mut items = Vec::new();
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(make.list(items));
+                }
+                loop {
+                    self.ws();
+                    items.push(self.value(depth + 1, make)?);
+                    self.ws();
+                    match self.next()? {
+                        b',' => continue,
+                        b']' => return Some(make.list(items)),
+                        _ => return None,
+                    }
+                }
+            }
+            c @ (b't' | b'f' | b'n') => {
+                let word: &[u8] = match c {
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => b"null",
+                };
+                self.literal(word)?;
+                Some(make.literal(word))
+            }
+            _ => {
+                let start = self.i;
+                let float = self.number()?;
+                Some(make.number(&self.b[start..self.i], float))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_key;
+
+    #[test]
+    fn reads_the_key_of_the_common_form() {
+        let ok = br#"{"namespace": "", "time_ms": 1.5e3, "event_type": "POINT_IN_TIME", "key": "seed", "value": {"a": [1, -2.0, true, false, null, "x", {}, []]}, "metadata": {"file": "f.py", "lineno": 3}}  "#;
+        assert_eq!(head_key(ok), Some("seed"));
+        assert_eq!(
+            head_key(br#" {"key":"a","value":1,"time_ms":-0,"metadata":{}}"#),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn leaves_everything_else_to_the_official_parser() {
+        for body in [
+            // Missing fields, a field twice, a key or time of another type.
+            &br#"{"key": "a", "value": 1, "time_ms": 5}"#[..],
+            br#"{"key": "a", "key": "b", "value": 1, "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": 7, "value": 1, "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": 1, "time_ms": "5", "metadata": {}}"#,
+            br#"{"key": "a", "value": 1, "value": 2, "time_ms": 5, "metadata": {}}"#,
+            // Escapes, Python's non-standard numbers, non-ASCII bytes, control characters.
+            br#"{"key": "a\"b", "value": 1, "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": "\u00e9", "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": NaN, "time_ms": 5, "metadata": {}}"#,
+            "{\"key\": \"a\", \"value\": \"\u{e9}\", \"time_ms\": 5, \"metadata\": {}}".as_bytes(),
+            b"{\"key\": \"a\", \"value\": \"\t\", \"time_ms\": 5, \"metadata\": {}}",
+            // Malformed JSON: numbers, literals, separators, trailing text.
+            br#"{"key": "a", "value": 01, "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": 1., "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": 1e, "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": tru, "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": [1,], "time_ms": 5, "metadata": {}}"#,
+            br#"{"key": "a", "value": 1, "time_ms": 5, "metadata": {},}"#,
+            br#"{"key": "a", "value": 1, "time_ms": 5, "metadata": {}} x"#,
+            br#"{"key": "a", "value": 1, "time_ms": 5, "metadata": {}"#,
+            b"",
+            b"null",
+        ] {
+            assert_eq!(head_key(body), None, "{}", String::from_utf8_lossy(body));
+        }
+        let deep = format!(
+            r#"{{"key": "a", "value": {}1{}, "time_ms": 5, "metadata": {{}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(head_key(deep.as_bytes()), None);
+    }
+}
