@@ -261,3 +261,37 @@ fn a_log_that_reaches_every_file_gets_the_findings_of_every_file() {
         );
     }
 }
+
+#[test]
+fn a_log_read_as_a_stream_gets_the_report_of_the_log_read_whole() {
+    let Ok(corpus) = std::env::var("MLLOG_CORPUS") else {
+        eprintln!("skipped: MLLOG_CORPUS not set");
+        return;
+    };
+    let dir = compliance_dir();
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(PathBuf::from(corpus).join("real"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    logs.sort();
+    assert!(!logs.is_empty());
+    for ruleset in ["5.0.0", "5.1.0"] {
+        let engine = RuleEngine::load(&dir, "training", ruleset).unwrap();
+        for log in &logs {
+            let bytes = std::fs::read(log).unwrap();
+            for werror in [false, true] {
+                let whole = engine.check_bytes(&bytes, werror).unwrap();
+                let streamed = engine.check_file(log, werror).unwrap();
+                assert_eq!(streamed, whole, "{} under {ruleset}", log.display());
+            }
+        }
+    }
+    // A log that cannot be read is the log's own error, naming it.
+    let engine = RuleEngine::load(&dir, "training", "5.1.0").unwrap();
+    match engine.check_file("no/such/log.txt".as_ref(), false) {
+        Err(LoadError::Io { path, .. }) => assert_eq!(path, PathBuf::from("no/such/log.txt")),
+        other => panic!("{other:?}"),
+    }
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::check::{Args, Format};
 use crate::{diag, machine};
-use mllog_core::compliance::engine::{rulesets, EngineReport, RuleEngine};
+use mllog_core::compliance::engine::{rulesets, EngineReport, LoadError, RuleEngine};
 use mllog_core::compliance::Severity;
 use mllog_core::rules_source::{RulesOrigin, RulesSource};
 
@@ -35,13 +35,22 @@ fn source_json(src: &RulesSource) -> serde_json::Value {
     })
 }
 
-fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
+/// The engine's check of one input: standard input read whole, a file read as a stream. The
+/// outer error is the log's own (it cannot be read); the inner one a rule file that cannot be
+/// run.
+fn check_input(
+    engine: &RuleEngine,
+    path: &Path,
+    werror: bool,
+) -> std::io::Result<Result<EngineReport, LoadError>> {
     if path.as_os_str() == "-" {
         let mut buf = Vec::new();
         std::io::stdin().lock().read_to_end(&mut buf)?;
-        Ok(buf)
-    } else {
-        std::fs::read(path)
+        return Ok(engine.check_bytes(&buf, werror));
+    }
+    match engine.check_file(path, werror) {
+        Err(LoadError::Io { path: p, source }) if p == path => Err(source),
+        r => Ok(r),
     }
 }
 
@@ -125,8 +134,8 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
     let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
     for path in &a.files {
         let shown = crate::shown(path);
-        let report = match read_input(path) {
-            Ok(bytes) => match engine.check_bytes(&bytes, a.werror) {
+        let report = match check_input(&engine, path, a.werror) {
+            Ok(checked) => match checked {
                 Ok(report) => report,
                 // A rule file the log's chain of configs reaches cannot be run: no verdict.
                 Err(e) => {

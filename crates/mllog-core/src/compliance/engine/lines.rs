@@ -6,6 +6,7 @@
 
 use super::log::{build, LogFormat, Parsed, Rec};
 use super::obj::Obj;
+use super::stream::LogText;
 
 /// What the pass reads at a position.
 pub(crate) enum Step {
@@ -19,7 +20,7 @@ pub(crate) enum Step {
 
 /// The records of one log.
 pub(crate) struct Lines<'a> {
-    bytes: &'a [u8],
+    text: LogText<'a>,
     format: LogFormat,
     records: Vec<Rec>,
     keys: Vec<Box<str>>,
@@ -28,9 +29,9 @@ pub(crate) struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
-    pub(crate) fn new(bytes: &'a [u8], format: LogFormat, parsed: Parsed) -> Lines<'a> {
+    pub(crate) fn new(text: LogText<'a>, format: LogFormat, parsed: Parsed) -> Lines<'a> {
         Lines {
-            bytes,
+            text,
             format,
             records: parsed.records,
             keys: parsed.keys,
@@ -57,7 +58,11 @@ impl<'a> Lines<'a> {
         if let Some(o) = &rec.built {
             return Ok(o.clone());
         }
-        let o = build(self.bytes, rec, self.format)
+        let o = self
+            .text
+            .read(rec.span)
+            .map_err(|e| format!("the log cannot be read again: {e}"))
+            .and_then(|line| build(&line, rec, self.format))
             .map_err(|e| format!("{e} (the record on line {} of the log)", rec.phys))?;
         rec.built = Some(o.clone());
         Ok(o)

@@ -82,6 +82,9 @@ pub(crate) struct Rec {
     pub(crate) built: Option<Obj>,
 }
 
+/// How many unparsable lines are kept to be listed one by one.
+pub(crate) const MAX_BAD_LINES: usize = 100;
+
 /// The key number of a record built at parse time (its key is read from its object).
 pub(crate) const BUILT: u32 = u32::MAX;
 
@@ -91,7 +94,10 @@ pub(crate) struct Parsed {
     /// The distinct keys of the records in the common form, numbered in order of appearance:
     /// a pass asks once per key, not once per record, whether a rule reads it.
     pub(crate) keys: Vec<Box<str>>,
+    /// The first [`MAX_BAD_LINES`] unparsable lines.
     pub(crate) errors: Vec<BadLine>,
+    /// All unparsable lines.
+    pub(crate) error_count: usize,
     /// Where and why the official parser raises (the check ends there).
     pub(crate) crash: Option<(usize, String)>,
 }
@@ -120,64 +126,128 @@ fn strip_ascii_end(line: &[u8]) -> &[u8] {
     &line[..keep]
 }
 
-/// Parses a whole log as the official parser of `format` does.
-pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
-    let token = format.token().as_bytes();
-    let finder = memchr::memmem::Finder::new(token);
-    let mut out = Parsed {
-        records: Vec::new(),
-        keys: Vec::new(),
-        errors: Vec::new(),
-        crash: None,
-    };
-    let mut numbers: rustc_hash::FxHashMap<&str, u32> = Default::default();
-    let mut lineno: i128 = 0;
-    for (phys, line) in token_lines(bytes, &finder) {
-        let stripped = strip_ascii_end(line);
-        let head = match format {
-            LogFormat::TextLine => None,
-            _ => stripped.get(token.len()..).and_then(skim::head_key),
-        };
-        if let Some(key) = head {
-            // The common form: kept as its place in the log and its key.
-            let key = *numbers.entry(key).or_insert_with(|| {
-                out.keys.push(key.into());
-                out.keys.len() as u32 - 1
-            });
-            let start = stripped.as_ptr() as usize - bytes.as_ptr() as usize;
-            out.records.push(Rec {
-                phys,
-                lineno,
-                span: (start, start + stripped.len()),
-                key,
-                built: None,
-            });
-            lineno += 1;
-            continue;
+/// The official parser of `format` run over a log fed in pieces of whole lines, keeping only
+/// what the checks need: each record's place and key, the objects of the records the first rule
+/// file reads (built as they go by, where the log is at hand), the first unparsable lines.
+pub(crate) struct Scan<'w> {
+    format: LogFormat,
+    finder: memchr::memmem::Finder<'static>,
+    out: Parsed,
+    numbers: rustc_hash::FxHashMap<Box<str>, u32>,
+    /// Whether the first rule file reads a key, by key number.
+    build_now: Vec<bool>,
+    wanted: &'w dyn Fn(&str) -> bool,
+    lineno: i128,
+    /// Line breaks before the piece being read.
+    breaks: usize,
+}
+
+impl<'w> Scan<'w> {
+    /// A scan that builds the records whose key `wanted` names as it reads them.
+    pub(crate) fn new(format: LogFormat, wanted: &'w dyn Fn(&str) -> bool) -> Scan<'w> {
+        Scan {
+            format,
+            finder: memchr::memmem::Finder::new(format.token().as_bytes()),
+            out: Parsed {
+                records: Vec::new(),
+                keys: Vec::new(),
+                errors: Vec::new(),
+                error_count: 0,
+                crash: None,
+            },
+            numbers: Default::default(),
+            build_now: Vec::new(),
+            wanted,
+            lineno: 0,
+            breaks: 0,
         }
-        let text = latin1(line);
-        let text = text.trim_matches(py_space);
-        let r = match format {
-            LogFormat::TextLine => text_line(text),
-            _ => json_line(text, format.token().len()),
-        };
-        match r {
-            Ok((ts, key, value)) => out.records.push(Rec {
-                phys,
-                lineno,
-                span: (0, 0),
-                key: BUILT,
-                built: Some(line_obj(text, ts, key, value, lineno, phys, format)),
-            }),
-            Err(Fail::Value(message)) => out.errors.push(BadLine { phys, message }),
-            Err(Fail::Crash(message)) => {
-                out.crash = Some((phys, message));
-                return out;
-            }
-        }
-        lineno += 1;
     }
-    out
+
+    /// Reads `piece`, whole lines found at byte `offset` of the log; `false` once the official
+    /// parser has raised (nothing more is read).
+    pub(crate) fn feed(&mut self, piece: &[u8], offset: usize) -> bool {
+        let token = self.format.token().len();
+        let mut lines = token_lines(piece, &self.finder);
+        for (phys, line) in lines.by_ref() {
+            let phys = self.breaks + phys;
+            let stripped = strip_ascii_end(line);
+            let head = match self.format {
+                LogFormat::TextLine => None,
+                _ => stripped.get(token..).and_then(skim::head_key),
+            };
+            if let Some(key) = head {
+                // The common form: kept as its place in the log and its key.
+                let key = match self.numbers.get(key) {
+                    Some(&k) => k,
+                    None => {
+                        let k = self.out.keys.len() as u32;
+                        self.numbers.insert(key.into(), k);
+                        self.out.keys.push(key.into());
+                        self.build_now.push((self.wanted)(key));
+                        k
+                    }
+                };
+                let start = offset + (stripped.as_ptr() as usize - piece.as_ptr() as usize);
+                let mut rec = Rec {
+                    phys,
+                    lineno: self.lineno,
+                    span: (start, start + stripped.len()),
+                    key,
+                    built: None,
+                };
+                if self.build_now[key as usize] {
+                    rec.built = build(stripped, &rec, self.format).ok();
+                }
+                self.out.records.push(rec);
+                self.lineno += 1;
+                continue;
+            }
+            let text = latin1(line);
+            let text = text.trim_matches(py_space);
+            let r = match self.format {
+                LogFormat::TextLine => text_line(text),
+                _ => json_line(text, token),
+            };
+            match r {
+                Ok((ts, key, value)) => {
+                    let obj = line_obj(text, ts, key, value, self.lineno, phys, self.format);
+                    self.out.records.push(Rec {
+                        phys,
+                        lineno: self.lineno,
+                        span: (0, 0),
+                        key: BUILT,
+                        built: Some(obj),
+                    })
+                }
+                Err(Fail::Value(message)) => {
+                    self.out.error_count += 1;
+                    if self.out.errors.len() < MAX_BAD_LINES {
+                        self.out.errors.push(BadLine { phys, message });
+                    }
+                }
+                Err(Fail::Crash(message)) => {
+                    self.out.crash = Some((phys, message));
+                    return false;
+                }
+            }
+            self.lineno += 1;
+        }
+        self.breaks += lines.breaks_to_end();
+        true
+    }
+
+    /// What the scan kept.
+    pub(crate) fn finish(self) -> Parsed {
+        self.out
+    }
+}
+
+/// A whole log held in memory, parsed as the official parser of `format` does.
+#[cfg(test)]
+pub(crate) fn parse(bytes: &[u8], format: LogFormat) -> Parsed {
+    let mut scan = Scan::new(format, &|_| false);
+    scan.feed(bytes, 0);
+    scan.finish()
 }
 
 fn line_obj(
@@ -200,10 +270,9 @@ fn line_obj(
     })))
 }
 
-/// The Python object of a record kept as its place in the log (`bytes` is the log): read in
-/// one walk straight into objects, the record being in the common form the scan checked.
-pub(crate) fn build(bytes: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, String> {
-    let line = &bytes[rec.span.0..rec.span.1];
+/// The Python object of a record kept as its place in the log (`line` is its text there): read
+/// in one walk straight into objects, the record being in the common form the scan checked.
+pub(crate) fn build(line: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, String> {
     let text = std::str::from_utf8(line).map_err(|e| e.to_string())?;
     let Some(head) = line
         .get(format.token().len()..)
@@ -390,7 +459,7 @@ mod tests {
     fn get(log: &[u8], rec: &Rec, format: LogFormat) -> LogLine {
         let obj = match &rec.built {
             Some(o) => o.clone(),
-            None => build(log, rec, format).unwrap(),
+            None => build(&log[rec.span.0..rec.span.1], rec, format).unwrap(),
         };
         let Obj::Line(l) = obj else {
             panic!("not a line")

@@ -31,6 +31,7 @@ mod python;
 mod rules;
 mod run;
 mod skim;
+mod stream;
 mod token_lines;
 mod yaml;
 
@@ -45,6 +46,7 @@ pub use rules::LoadError;
 use super::report::{Finding, Severity};
 
 use rules::RuleFile;
+use stream::LogText;
 
 /// The rule files of a compliance checker folder, loaded once each (by the name the checker
 /// enqueues them under, e.g. `training_4.1.0/closed_bert.yaml`).
@@ -246,7 +248,49 @@ impl RuleEngine {
     /// A rule file the check reaches that cannot be loaded (malformed, or Python the engine
     /// does not run) is an error: the log gets no verdict.
     pub fn check_bytes(&self, log: &[u8], werror: bool) -> Result<EngineReport, LoadError> {
-        let mut parsed = log::parse(log, self.format);
+        let parsed = self.scan(|scan| {
+            scan.feed(log, 0);
+            Ok(())
+        })?;
+        self.check_parsed(parsed, LogText::Bytes(log), werror)
+    }
+
+    /// [`RuleEngine::check_bytes`] of a file, read as a stream: the engine holds the records'
+    /// places and keys and the objects of the records the rules read, not the file; the text of
+    /// a record a later rule file reads is read again from the file.
+    pub fn check_file(&self, path: &Path, werror: bool) -> Result<EngineReport, LoadError> {
+        let io = |source| LoadError::Io {
+            path: path.into(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let parsed = self.scan(|scan| stream::scan_reader(&file, scan).map_err(io))?;
+        self.check_parsed(parsed, LogText::File(&file), werror)
+    }
+
+    /// Runs the official parser through `feed`, building as it goes the records the first rule
+    /// file reads.
+    fn scan(
+        &self,
+        feed: impl FnOnce(&mut log::Scan) -> Result<(), LoadError>,
+    ) -> Result<log::Parsed, LoadError> {
+        let first = self.lib.file(&self.start)?;
+        let wanted = |key: &str| {
+            first
+                .as_ref()
+                .is_some_and(|f| f.keys.iter().any(|k| k.name == key))
+        };
+        let mut scan = log::Scan::new(self.format, &wanted);
+        feed(&mut scan)?;
+        Ok(scan.finish())
+    }
+
+    fn check_parsed(
+        &self,
+        mut parsed: log::Parsed,
+        text: LogText,
+        werror: bool,
+    ) -> Result<EngineReport, LoadError> {
         let mut msgs = run::Messages::new(werror);
         let mut report = EngineReport {
             usage: self.usage.clone(),
@@ -265,8 +309,8 @@ impl RuleEngine {
             report.findings.push(f);
             return Ok(report);
         }
-        run::parse_findings(&mut msgs, &parsed.errors);
-        let mut lines = lines::Lines::new(log, self.format, parsed);
+        run::parse_findings(&mut msgs, &parsed.errors, parsed.error_count);
+        let mut lines = lines::Lines::new(text, self.format, parsed);
         let mut r = run::Run {
             lib: &self.lib,
             msgs,
@@ -284,15 +328,6 @@ impl RuleEngine {
             report.findings.push(run::crash_finding(&c));
         }
         Ok(report)
-    }
-
-    /// [`RuleEngine::check_bytes`] of a file.
-    pub fn check_file(&self, path: &Path, werror: bool) -> Result<EngineReport, LoadError> {
-        let log = std::fs::read(path).map_err(|source| LoadError::Io {
-            path: path.into(),
-            source,
-        })?;
-        self.check_bytes(&log, werror)
     }
 }
 

@@ -16,8 +16,8 @@ use super::rules::{RuleFile, Snippet};
 use super::Library;
 use crate::compliance::report::{Finding, FindingKind, Severity};
 
-/// How many unparsable lines are listed one by one.
-const MAX_PARSE_FINDINGS: usize = 100;
+/// How many unparsable lines are listed one by one (the scan keeps as many).
+const MAX_PARSE_FINDINGS: usize = super::log::MAX_BAD_LINES;
 
 /// The official checker raised: the check ends with what it had.
 pub(crate) struct Crash(pub(crate) String);
@@ -645,8 +645,8 @@ impl Run<'_> {
 }
 
 /// Findings for unparsable lines and the checker's one message about them.
-pub(crate) fn parse_findings(msgs: &mut Messages, errors: &[super::log::BadLine]) {
-    if errors.is_empty() {
+pub(crate) fn parse_findings(msgs: &mut Messages, errors: &[super::log::BadLine], count: usize) {
+    if count == 0 {
         return;
     }
     for e in errors.iter().take(MAX_PARSE_FINDINGS) {
@@ -659,15 +659,15 @@ pub(crate) fn parse_findings(msgs: &mut Messages, errors: &[super::log::BadLine]
             "mlp_parser",
         ));
     }
-    if errors.len() > MAX_PARSE_FINDINGS {
+    if count > MAX_PARSE_FINDINGS {
         msgs.add(finding(
             FindingKind::Parse,
             None,
             None,
             format!(
                 "{} more unparsable lines ({} in all)",
-                errors.len() - MAX_PARSE_FINDINGS,
-                errors.len()
+                count - MAX_PARSE_FINDINGS,
+                count
             ),
             "parser".into(),
             "mlp_parser",

@@ -8,16 +8,38 @@ use memchr::memmem::Finder;
 
 /// The lines holding `finder`'s token: `(physical line number from 1, the line from the
 /// token's last occurrence to its end)`.
-pub(crate) fn token_lines<'a>(
+pub(crate) fn token_lines<'a>(bytes: &'a [u8], finder: &'a Finder<'a>) -> TokenLines<'a> {
+    TokenLines {
+        bytes,
+        finder,
+        pos: 0,
+        breaks: 0,
+    }
+}
+
+/// The iterator of [`token_lines`].
+pub(crate) struct TokenLines<'a> {
     bytes: &'a [u8],
     finder: &'a Finder<'a>,
-) -> impl Iterator<Item = (usize, &'a [u8])> + 'a {
-    let mut pos = 0;
-    // Line breaks before `pos`.
-    let mut breaks = 0;
-    std::iter::from_fn(move || {
-        let first = pos + finder.find(&bytes[pos..])?;
-        breaks += count_breaks(&bytes[pos..first]);
+    pos: usize,
+    /// Line breaks before `pos`.
+    breaks: usize,
+}
+
+impl TokenLines<'_> {
+    /// The line breaks of the whole text, once the iterator has run to its end.
+    pub(crate) fn breaks_to_end(&self) -> usize {
+        self.breaks + count_breaks(&self.bytes[self.pos..])
+    }
+}
+
+impl<'a> Iterator for TokenLines<'a> {
+    type Item = (usize, &'a [u8]);
+
+    fn next(&mut self) -> Option<(usize, &'a [u8])> {
+        let (bytes, pos) = (self.bytes, self.pos);
+        let first = pos + self.finder.find(&bytes[pos..])?;
+        self.breaks += count_breaks(&bytes[pos..first]);
         let rest = &bytes[first..];
         let (len, adv) = match memchr::memchr2(b'\n', b'\r', rest) {
             Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (i, i + 2),
@@ -26,13 +48,16 @@ pub(crate) fn token_lines<'a>(
         };
         let line = &rest[..len];
         let mut at = 0;
-        while let Some(next) = finder.find(&line[at + 1..]) {
+        while let Some(next) = self.finder.find(&line[at + 1..]) {
             at += 1 + next;
         }
-        pos = first + adv;
-        breaks += 1;
-        Some((breaks, &line[at..]))
-    })
+        self.pos = first + adv;
+        let phys = self.breaks + 1;
+        if adv > len {
+            self.breaks += 1;
+        }
+        Some((phys, &line[at..]))
+    }
 }
 
 /// Universal newlines in `text`: `\n`, `\r\n` and a lone `\r` each end one line.
@@ -71,6 +96,11 @@ mod tests {
             .collect();
         assert_eq!(by_line, [2, 5, 8]);
         assert_eq!(token_lines(b"", &finder).count(), 0);
-        assert_eq!(token_lines(b"no token\n", &finder).count(), 0);
+        let mut none = token_lines(b"no token\n\r\n\r", &finder);
+        assert_eq!(none.next(), None);
+        assert_eq!(none.breaks_to_end(), 3);
+        let mut all = token_lines(log, &finder);
+        all.by_ref().count();
+        assert_eq!(all.breaks_to_end(), 7, "the last line has no break");
     }
 }
