@@ -67,14 +67,8 @@ pub(crate) fn head<'a, M: Make>(body: &'a [u8], make: &mut M) -> Option<Head<'a,
     }
     let mut w = Walk { b: body, i: 0 };
     w.ws();
-    w.eat(b'{')?;
     let (mut key, mut time_ms, mut value, mut metadata) = (None, None, None, None);
-    loop {
-        w.ws();
-        let name = w.string()?;
-        w.ws();
-        w.eat(b':')?;
-        w.ws();
+    w.members(|w, name| {
         match name {
             b"key" => {
                 if key.is_some() {
@@ -104,13 +98,8 @@ pub(crate) fn head<'a, M: Make>(body: &'a [u8], make: &mut M) -> Option<Head<'a,
             }
             _ => w.value(0, &mut Skip)?,
         }
-        w.ws();
-        match w.next()? {
-            b',' => continue,
-            b'}' => break,
-            _ => return None,
-        }
-    }
+        Some(())
+    })?;
     w.ws();
     if w.i != body.len() {
         return None;
@@ -212,6 +201,30 @@ impl<'a> Walk<'a> {
         (self.b.get(self.i..end)? == word).then(|| self.i = end)
     }
 
+    /// An object's members, each name handed to `member`, which reads the value.
+    fn members(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let name = self.string()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            member(self, name)?;
+            self.ws();
+            match self.next()? {
+                b',' => continue,
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
     /// Any JSON value of the forms above.
     fn value<M: Make>(&mut self, depth: usize, make: &mut M) -> Option<M::Out> {
         if depth > MAX_DEPTH {
@@ -220,28 +233,13 @@ impl<'a> Walk<'a> {
         match self.peek()? {
             b'"' => self.string().map(|s| make.string(s)),
             b'{' => {
-                self.i += 1;
-                self.ws();
                 let mut dict = make.dict();
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                    return Some(make.end_dict(dict));
-                }
-                loop {
-                    self.ws();
-                    let key = self.string()?;
-                    self.ws();
-                    self.eat(b':')?;
-                    self.ws();
-                    let value = self.value(depth + 1, make)?;
+                self.members(|w, key| {
+                    let value = w.value(depth + 1, make)?;
                     make.entry(&mut dict, key, value);
-                    self.ws();
-                    match self.next()? {
-                        b',' => continue,
-                        b'}' => return Some(make.end_dict(dict)),
-                        _ => return None,
-                    }
-                }
+                    Some(())
+                })?;
+                Some(make.end_dict(dict))
             }
             b'[' => {
                 self.i += 1;
