@@ -471,11 +471,18 @@ except Exception as e:
 
 /// `value` without the keys that name where the RCPs come from (the source, the file in the
 /// decisions, the ruleset lines).
+/// The document without what names the source, and without the words of compliance
+/// findings: under `--rules` each file is checked by the rule engine, whose messages are the
+/// official checker's texts (the verdicts, `compliant`, stay compared).
 fn without_source(value: &Value) -> Value {
     match value {
         Value::Object(m) => Value::Object(
             m.iter()
                 .filter(|(k, _)| !matches!(k.as_str(), "rcps" | "decisions" | "ruleset_evidence"))
+                .filter(|(k, _)| {
+                    !(m.contains_key("compliant")
+                        && matches!(k.as_str(), "error" | "errors" | "decision"))
+                })
                 .map(|(k, v)| (k.clone(), without_source(v)))
                 .collect(),
         ),

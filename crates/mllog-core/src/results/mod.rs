@@ -19,6 +19,9 @@
 //! - `round` (feature `review`): the review of a whole round, every submitter folder, one
 //!   table of final scores.
 //! - `ruleset` (feature `review`): which ruleset a results folder was made for, with the evidence.
+//! - `rules_check` (features `review` and `rules`): the compliance step of `score` and `verify`
+//!   by the official rule files of a package, read at run time; `rules_ruleset`: which of the
+//!   package's rulesets a folder was made for.
 //!
 //! ```
 //! use mllog_core::compliance::{example_log, Division, Ruleset};
@@ -58,6 +61,12 @@ pub mod repo_check;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod round;
+#[cfg(all(feature = "review", feature = "rules"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "review", feature = "rules"))))]
+pub mod rules_check;
+#[cfg(all(feature = "review", feature = "rules"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "review", feature = "rules"))))]
+pub mod rules_ruleset;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod ruleset;

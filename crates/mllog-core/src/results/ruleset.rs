@@ -457,13 +457,13 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
 }
 
 /// A reference point serves the folder's batch size.
-fn has_record(r: &super::rcp::RcpResult) -> bool {
+pub(super) fn has_record(r: &super::rcp::RcpResult) -> bool {
     use super::rcp::RcpStatus::*;
     matches!(r.status, Found | Interpolated | BelowSmallest)
 }
 
 /// The ruleset has no reference point for the folder's batch size.
-fn lacks_record(r: &super::rcp::RcpResult) -> bool {
+pub(super) fn lacks_record(r: &super::rcp::RcpResult) -> bool {
     use super::rcp::RcpStatus::*;
     matches!(r.status, Missing | NoRcps)
         || (r.status == Error

@@ -98,17 +98,32 @@ pub fn label(folder: &Path) -> String {
 
 /// The ruleset lines of the text output.
 pub fn ruleset_text(choice: &RulesetChoice) -> String {
+    ruleset_lines(
+        choice.ruleset.as_str(),
+        choice.given,
+        &choice.evidence,
+        &choice.unreadable,
+    )
+}
+
+/// The ruleset lines of the text output, from the parts of a choice.
+pub fn ruleset_lines(
+    ruleset: &str,
+    given: bool,
+    evidence: &[String],
+    unreadable: &[String],
+) -> String {
     let mut out = format!(
         "ruleset {} ({})\n",
-        choice.ruleset,
-        if choice.given { "given" } else { "inferred" }
+        ruleset,
+        if given { "given" } else { "inferred" }
     );
-    if !choice.given {
-        for e in &choice.evidence {
+    if !given {
+        for e in evidence {
             out.push_str(&format!("  - {e}\n"));
         }
     }
-    for u in &choice.unreadable {
+    for u in unreadable {
         out.push_str(&format!("  - error: {u} (left out of the inference)\n"));
     }
     out.push('\n');

@@ -1,0 +1,375 @@
+//! `mllog score --rules` and `mllog verify --rules`: each result file's compliance from the
+//! rule engine running the source's rule files, so that rulesets this build has no rules for
+//! are scored and reviewed. The oracles are the official tools of the installed package
+//! (through `MLLOG_PYTHON`): `result_summarizer._compute_strong_score_standalone` for the
+//! score, `package_checker` for the review. The logs are the real ones of
+//! `$MLLOG_CORPUS/rounds` (training 3.1.0, 4.0.0, 4.1.0), laid out by this test as benchmark
+//! folders, as they are and mutated; and a copy of the package with its 6.1.0 rules and RCPs
+//! renamed 6.2.0, a ruleset no build of `mllog` has, against the official tools under 6.1.0.
+
+mod common;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use common::mllog;
+use support::copy_dir;
+
+fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
+    support::python(common::python(), code, args)
+}
+
+/// One benchmark folder of the rounds corpus: `(ruleset, system, benchmark, logs)`.
+type Group = (String, String, String, Vec<PathBuf>);
+
+/// The training logs of the rounds corpus, grouped by round, system and benchmark.
+fn round_groups(c: &Path) -> Vec<Group> {
+    let text = std::fs::read_to_string(c.join("MANIFEST.tsv")).unwrap();
+    let mut groups: BTreeMap<(String, String, String), Vec<PathBuf>> = BTreeMap::new();
+    for l in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        let r: Vec<&str> = l.split('\t').collect();
+        if r[5] != "training" {
+            continue;
+        }
+        // source_path: <submitter>/results/<system>/<benchmark>/result_N.txt
+        let p: Vec<&str> = r[3].split('/').collect();
+        let key = (
+            r[6].to_owned(),
+            format!("{}_{}", p[0], p[2]),
+            p[3].to_owned(),
+        );
+        groups.entry(key).or_default().push(c.join(r[0]));
+    }
+    groups
+        .into_iter()
+        .map(|((rs, sys, b), logs)| (rs, sys, b, logs))
+        .collect()
+}
+
+/// `text` without its lines of `key`.
+fn without_key(text: &str, key: &str) -> String {
+    let needle = format!("\"key\": \"{key}\"");
+    text.lines()
+        .filter(|l| !l.contains(&needle))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `text` with its first `submission_benchmark` line logged a second time, with another value
+/// (an EXACTLY_ONE key logged twice with different values: every ruleset fails it).
+fn benchmark_twice(text: &str) -> String {
+    let needle = "\"key\": \"submission_benchmark\"";
+    let mut out = String::new();
+    let mut done = false;
+    for l in text.lines() {
+        out.push_str(l);
+        out.push('\n');
+        if !done && l.contains(needle) {
+            let v = l.find("\"value\": ").unwrap() + "\"value\": ".len();
+            let end = v + l[v..].find(',').unwrap();
+            out.push_str(&format!("{}\"other\"{}\n", &l[..v], &l[end..]));
+            done = true;
+        }
+    }
+    out
+}
+
+/// Writes `n` result files into `folder` from `logs` (cycled), the first `broken` of them
+/// changed by `change`.
+fn write_folder(
+    folder: &Path,
+    logs: &[PathBuf],
+    n: usize,
+    broken: usize,
+    change: fn(&str) -> String,
+) {
+    std::fs::create_dir_all(folder).unwrap();
+    for i in 0..n {
+        let bytes = std::fs::read(&logs[i % logs.len()]).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        let text = if i < broken {
+            change(&text)
+        } else {
+            text.into_owned()
+        };
+        std::fs::write(folder.join(format!("result_{i}.txt")), text).unwrap();
+    }
+}
+
+/// The official score of each benchmark folder: `{folder: {runs: {file: minutes}, score}}`.
+const SUMMARIZER: &str = r#"
+import contextlib, io, json, os, sys
+from mlperf_logging.result_summarizer import result_summarizer as rs
+cases = json.loads(sys.argv[1])
+out = {}
+for folder, ruleset in cases:
+    bench = os.path.basename(folder)
+    system = os.path.basename(os.path.dirname(folder))
+    with contextlib.redirect_stdout(io.StringIO()):
+        track, _, score, _, scale = rs._compute_strong_score_standalone(
+            bench, system, False, folder, "training", ruleset, return_full_scores=True)
+    out[folder] = {"runs": {os.path.basename(k): v for k, v in track.items()}, "score": score}
+print(json.dumps(out))
+"#;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// `mllog score --rules SRC --ruleset R --format json FOLDER` against the summarizer's
+/// `expected` (`{runs, score}`): the same files kept with the same minutes, the same score.
+fn assert_score_matches(src: &Path, ruleset: &str, folder: &Path, expected: &Value) -> Value {
+    let (code, out, err) = mllog([
+        "score".as_ref(),
+        "--rules".as_ref(),
+        src.as_os_str(),
+        "--ruleset".as_ref(),
+        ruleset.as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        folder.as_os_str(),
+    ]);
+    assert!(!err.contains("panicked"), "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let b = &doc["benchmarks"][0];
+    let what = format!("{} under {ruleset}", folder.display());
+    let mut ours: Vec<(String, f64)> = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["minutes"].is_number())
+        .map(|r| {
+            let f = r["file"].as_str().unwrap();
+            let name = Path::new(f)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (name, r["minutes"].as_f64().unwrap())
+        })
+        .collect();
+    ours.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut theirs: Vec<(String, f64)> = expected["runs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
+        .collect();
+    theirs.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        ours.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        theirs.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        "{what}: kept files differ: {doc}"
+    );
+    for (o, t) in ours.iter().zip(&theirs) {
+        assert!(close(o.1, t.1), "{what} {}: {} vs {}", o.0, o.1, t.1);
+    }
+    match (b["score"].as_f64(), expected["score"].as_f64()) {
+        (Some(x), Some(y)) => assert!(close(x, y), "{what}: score {x} vs {y}"),
+        (None, None) => assert_ne!(code, 0, "{what}: no score, exit 0"),
+        (x, y) => panic!("{what}: ours {x:?}, result_summarizer {y:?}: {doc}"),
+    }
+    assert_eq!(doc["ruleset"]["ruleset"], ruleset, "{what}");
+    assert_eq!(b["ruleset"], ruleset, "{what}");
+    doc
+}
+
+/// The package `MLLOG_PYTHON` imports.
+fn package() -> PathBuf {
+    let v = python(
+        "import json, os, mlperf_logging; print(json.dumps(os.path.dirname(mlperf_logging.__file__)))",
+        &[],
+    );
+    PathBuf::from(v.as_str().unwrap())
+}
+
+/// Every training folder of the rounds corpus, under its own ruleset (which no build of
+/// `mllog` has rules for), scored with the package's rules: as published (five runs from its
+/// logs), with one run without `run_stop` (dropped, olympic scoring goes on), and with two runs
+/// logging `submission_benchmark` twice (no score): the summarizer's runs and scores.
+#[test]
+fn score_under_older_rulesets_equals_result_summarizer() {
+    let Some(c) = common::corpus("rounds", "mllog score --rules on the rounds' logs") else {
+        return;
+    };
+    let groups = round_groups(&c);
+    assert!(groups.len() >= 10, "{}", groups.len());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cases: Vec<(String, String)> = Vec::new();
+    for (i, (rs, sys, bench, logs)) in groups.iter().enumerate() {
+        let variants: [(&str, usize, fn(&str) -> String); 3] = [
+            ("as_is", 0, |t| t.to_owned()),
+            ("no_stop", 1, |t| without_key(t, "run_stop")),
+            ("twice", 2, benchmark_twice),
+        ];
+        for (name, broken, change) in variants {
+            let folder = tmp.path().join(format!("{i}_{name}/results/{sys}/{bench}"));
+            write_folder(&folder, logs, 5, broken, change);
+            cases.push((folder.display().to_string(), rs.clone()));
+        }
+    }
+    let arg = serde_json::to_string(&cases).unwrap();
+    let official = python(SUMMARIZER, &[arg.as_ref()]);
+    let pkg = package();
+    let (mut scored, mut unscored) = (0, 0);
+    for (folder, rs) in &cases {
+        let expected = &official[folder.as_str()];
+        assert_score_matches(&pkg, rs, Path::new(folder), expected);
+        if expected["score"].is_number() {
+            scored += 1;
+        } else {
+            unscored += 1;
+        }
+    }
+    assert!(
+        scored > 0 && unscored > 0,
+        "{scored} scored, {unscored} not"
+    );
+}
+
+/// A copy of the package's `compliance_checker` and `rcp_checker` with `training_6.1.0`, its
+/// log parser and its RCPs renamed 6.2.0: under `--rules COPY`, `score --ruleset 6.2.0` of
+/// generated 6.1.0 folders equals the summarizer's under 6.1.0, and without `--ruleset` the
+/// ruleset is inferred among the copy's and said.
+#[test]
+fn score_under_a_ruleset_no_build_has_equals_result_summarizer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = renamed_package(tmp.path());
+    let mut cases = Vec::new();
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use mllog_core::Benchmark;
+    for (i, b) in [Benchmark::Llama2_70bLora, Benchmark::Flux1]
+        .iter()
+        .enumerate()
+    {
+        let log = example_log(Ruleset::V6_1_0, *b, Division::Closed).unwrap();
+        let src = tmp.path().join(format!("log_{i}.txt"));
+        std::fs::write(&src, &log).unwrap();
+        for (name, broken, change) in [
+            ("as_is", 0, (|t: &str| t.to_owned()) as fn(&str) -> String),
+            ("no_stop", 1, |t| without_key(t, "run_stop")),
+            ("twice", 2, benchmark_twice),
+        ] {
+            let folder = tmp
+                .path()
+                .join(format!("s{i}_{name}/results/sys/{}", b.as_str()));
+            write_folder(&folder, std::slice::from_ref(&src), 10, broken, change);
+            cases.push((folder.display().to_string(), "6.1.0".to_owned()));
+        }
+    }
+    let arg = serde_json::to_string(&cases).unwrap();
+    let official = python(SUMMARIZER, &[arg.as_ref()]);
+    for (folder, _) in &cases {
+        assert_score_matches(
+            &copy,
+            "6.2.0",
+            Path::new(folder),
+            &official[folder.as_str()],
+        );
+    }
+    // Inferred: the evidence names the copy's rulesets; a 6.1.0 llama2_70b_lora log passes
+    // 6.2.0 and 6.1.0 alike, so the inference refuses between them.
+    let (code, _, err) = mllog([
+        "score".as_ref(),
+        "--rules".as_ref(),
+        copy.as_os_str(),
+        Path::new(&cases[0].0).as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("6.1.0, 6.2.0 fit the evidence"), "{err}");
+    // A copy with 6.2.0 only: inferred, and said.
+    let only = tmp.path().join("only");
+    let cc = only.join("compliance_checker");
+    std::fs::create_dir_all(&cc).unwrap();
+    copy_dir(
+        &copy.join("compliance_checker/training_6.2.0"),
+        &cc.join("training_6.2.0"),
+    );
+    copy_dir(
+        &copy.join("compliance_checker/mlp_parser"),
+        &cc.join("mlp_parser"),
+    );
+    copy_dir(&copy.join("rcp_checker"), &only.join("rcp_checker"));
+    let (code, out, err) = mllog([
+        "score".as_ref(),
+        "--rules".as_ref(),
+        only.as_os_str(),
+        Path::new(&cases[0].0).as_os_str(),
+    ]);
+    // Scored (1 where the generated runs fail the RCP test: no final score).
+    assert_ne!(code, 2, "{out}{err}");
+    assert!(out.contains("ruleset 6.2.0 (inferred)"), "{out}");
+    assert!(out.contains("has training rulesets 6.2.0"), "{out}");
+    assert!(out.contains("SCORE sys/llama2_70b_lora: "), "{out}");
+    assert!(
+        out.contains("compliance: the rules of training_6.2.0 read from"),
+        "{out}"
+    );
+    // A folder of a benchmark the source has no rules for: an error naming the source and
+    // what it has.
+    let resnet = tmp.path().join("r/results/sys/resnet");
+    std::fs::create_dir_all(&resnet).unwrap();
+    std::fs::copy(tmp.path().join("log_0.txt"), resnet.join("result_0.txt")).unwrap();
+    let (code, _, err) = mllog([
+        "score".as_ref(),
+        "--rules".as_ref(),
+        only.as_os_str(),
+        resnet.as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has training rulesets 6.2.0"), "{err}");
+    assert!(err.contains("resnet"), "{err}");
+    // A ruleset the source lacks, given.
+    let (code, _, err) = mllog([
+        "score".as_ref(),
+        "--rules".as_ref(),
+        only.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.1.0".as_ref(),
+        resnet.as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("ruleset 6.1.0: not in the rules read")
+            && err.contains(&only.display().to_string()),
+        "{err}"
+    );
+}
+
+/// `<tmp>/mlperf_logging`: the package's `compliance_checker` and `rcp_checker` with 6.1.0
+/// also as 6.2.0 (rules, log parser, RCPs), and its `benchmark_meta.py` with 6.2 beside 6.1.
+fn renamed_package(tmp: &Path) -> PathBuf {
+    let pkg = package();
+    let root = tmp.join("mlperf_logging");
+    copy_dir(
+        &pkg.join("compliance_checker"),
+        &root.join("compliance_checker"),
+    );
+    copy_dir(&pkg.join("rcp_checker"), &root.join("rcp_checker"));
+    let cc = root.join("compliance_checker");
+    copy_dir(&cc.join("training_6.1.0"), &cc.join("training_6.2.0"));
+    std::fs::copy(
+        cc.join("mlp_parser/ruleset_610.py"),
+        cc.join("mlp_parser/ruleset_620.py"),
+    )
+    .unwrap();
+    let rcp = root.join("rcp_checker");
+    copy_dir(&rcp.join("training_6.1.0"), &rcp.join("training_6.2.0"));
+    let meta = std::fs::read_to_string(pkg.join("benchmark_meta.py")).unwrap();
+    let at = meta
+        .find("    '6.1': [")
+        .expect("benchmark_meta.py lists 6.1");
+    let end = at + meta[at..].find(']').unwrap() + 1;
+    let six_one = &meta[at..end];
+    let meta = format!(
+        "{}{six_one},\n{}{}",
+        &meta[..at],
+        six_one.replace("'6.1'", "'6.2'"),
+        &meta[end..]
+    );
+    std::fs::write(root.join("benchmark_meta.py"), meta).unwrap();
+    root
+}
