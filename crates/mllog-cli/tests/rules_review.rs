@@ -8,6 +8,8 @@
 //! renamed 6.2.0, a ruleset no build of `mllog` has, against the official tools under 6.1.0.
 
 mod common;
+#[path = "support/review.rs"]
+mod review;
 mod support;
 
 use std::collections::BTreeMap;
@@ -339,8 +341,9 @@ fn score_under_a_ruleset_no_build_has_equals_result_summarizer() {
     );
 }
 
-/// `<tmp>/mlperf_logging`: the package's `compliance_checker` and `rcp_checker` with 6.1.0
-/// also as 6.2.0 (rules, log parser, RCPs), and its `benchmark_meta.py` with 6.2 beside 6.1.
+/// `<tmp>/mlperf_logging`: the package's `compliance_checker`, `rcp_checker` and
+/// `system_desc_checker` with 6.1.0 also as 6.2.0 (rules, log parser, RCPs), and its
+/// `benchmark_meta.py` with 6.2 beside 6.1.
 fn renamed_package(tmp: &Path) -> PathBuf {
     let pkg = package();
     let root = tmp.join("mlperf_logging");
@@ -349,6 +352,10 @@ fn renamed_package(tmp: &Path) -> PathBuf {
         &root.join("compliance_checker"),
     );
     copy_dir(&pkg.join("rcp_checker"), &root.join("rcp_checker"));
+    copy_dir(
+        &pkg.join("system_desc_checker"),
+        &root.join("system_desc_checker"),
+    );
     let cc = root.join("compliance_checker");
     copy_dir(&cc.join("training_6.1.0"), &cc.join("training_6.2.0"));
     std::fs::copy(
@@ -372,4 +379,188 @@ fn renamed_package(tmp: &Path) -> PathBuf {
     );
     std::fs::write(root.join("benchmark_meta.py"), meta).unwrap();
     root
+}
+
+/// `text` with its `seed` values moved by `by` (copies of one run would share their seeds,
+/// which the seed checker refuses).
+fn seed_moved(text: &str, by: usize) -> String {
+    let needle = "\"key\": \"seed\", \"value\": ";
+    text.lines()
+        .map(|l| match l.find(needle) {
+            Some(at) => {
+                let v = at + needle.len();
+                let end = v + l[v..].find(|c: char| !c.is_ascii_digit()).unwrap_or(0);
+                match l[v..end].parse::<u64>() {
+                    Ok(n) => format!("{}{}{}\n", &l[..v], n + by as u64, &l[end..]),
+                    Err(_) => format!("{l}\n"),
+                }
+            }
+            None => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// A closed-division system description with every field `system_desc_checker` requires.
+fn system_json(system: &str) -> String {
+    let mut m = serde_json::Map::new();
+    for f in mllog_core::results::package::SYSTEM_DESC_FIELDS {
+        m.insert(f.into(), "x".into());
+    }
+    for (k, v) in [
+        ("submitter", "Org"),
+        ("division", "closed"),
+        ("status", "Available on-premise"),
+        ("system_name", system),
+        ("number_of_nodes", "1"),
+        ("host_processors_per_node", "2"),
+        ("accelerators_per_node", "8"),
+    ] {
+        m.insert(k.into(), v.into());
+    }
+    serde_json::to_string_pretty(&Value::Object(m)).unwrap()
+}
+
+/// A submitter folder of one round's logs: every benchmark folder with the result count the
+/// package checker wants (the logs cycled, seeds moved), a system description per system;
+/// in the first folder one run without `run_stop` (accepted under olympic scoring), in the
+/// second two (the folder fails).
+fn round_submission(root: &Path, groups: &[&Group]) {
+    for (gi, (_, sys, bench, logs)) in groups.iter().enumerate() {
+        let n = mllog_core::results::verify::result_file_count(bench).unwrap_or(5);
+        let folder = root.join("results").join(sys).join(bench);
+        std::fs::create_dir_all(&folder).unwrap();
+        let broken = match gi {
+            0 => 1,
+            1 => 2,
+            _ => 0,
+        };
+        for i in 0..n {
+            let bytes = std::fs::read(&logs[i % logs.len()]).unwrap();
+            let mut text = seed_moved(&String::from_utf8_lossy(&bytes), i);
+            if i < broken {
+                text = without_key(&text, "run_stop");
+            }
+            std::fs::write(folder.join(format!("result_{i}.txt")), text).unwrap();
+        }
+        let systems = root.join("systems");
+        std::fs::create_dir_all(&systems).unwrap();
+        std::fs::write(systems.join(format!("{sys}.json")), system_json(sys)).unwrap();
+    }
+}
+
+/// For each training round of the rounds corpus (3.1.0, 4.0.0, 4.1.0: rulesets no build of
+/// `mllog` has rules or review facts for), a submitter folder of its real logs is reviewed by
+/// the installed package's `package_checker` and `result_summarizer` and by `mllog verify
+/// --rules`: every verdict, scaling factor and table cell agrees.
+#[test]
+fn verify_under_older_rulesets_agrees_with_the_package_checker() {
+    let Some(c) = common::corpus("rounds", "mllog verify --rules on the rounds' logs") else {
+        return;
+    };
+    let groups = round_groups(&c);
+    let python = common::python().display().to_string();
+    let pkg = package();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rounds: Vec<&str> = groups.iter().map(|g| g.0.as_str()).collect();
+    rounds.dedup();
+    assert!(rounds.len() >= 3, "{rounds:?}");
+    for rs in rounds {
+        let mine: Vec<&Group> = groups.iter().filter(|g| g.0 == rs).collect();
+        let base = tmp.path().join(rs);
+        let (ours_dir, official_dir) = (base.join("ours/Org"), base.join("official/Org"));
+        round_submission(&ours_dir, &mine);
+        round_submission(&official_dir, &mine);
+        let us = review::ours_with(&ours_dir, rs, &["--rules".as_ref(), pkg.as_os_str()]);
+        let off = review::official(&python, &official_dir, rs, &base.join("work"));
+        review::assert_agree(&format!("round {rs}"), &off, &us);
+        let benches = us.json["benchmarks"].as_array().unwrap();
+        assert!(
+            benches.iter().any(|b| b["passed"] == true)
+                && benches.iter().any(|b| b["passed"] == false),
+            "{rs}: both verdicts expected: {}",
+            us.text
+        );
+        assert!(
+            us.text.contains("compliance: the rules of training_"),
+            "{}",
+            us.text
+        );
+    }
+}
+
+/// The package copy with 6.1.0 renamed 6.2.0: `verify --rules COPY --ruleset 6.2.0` of a
+/// generated submission gives the verdicts, factors and scores that the built-in review gives
+/// under 6.1.0 (itself held to the official tools in `verify.rs`); the facts of 6.2.0 come from
+/// the copy's `benchmark_meta.py`. Without the 6.2 entry there, the review says so, naming
+/// the file.
+#[test]
+fn verify_under_a_ruleset_no_build_has_matches_its_source_ruleset() {
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = renamed_package(tmp.path());
+    let sub = tmp.path().join("Org");
+    for (sys, b) in [("sa", Benchmark::Llama2_70bLora), ("sb", Benchmark::Flux1)] {
+        let log = example_log(Ruleset::V6_1_0, b, Division::Closed).unwrap();
+        let folder = sub.join("results").join(sys).join(b.as_str());
+        std::fs::create_dir_all(&folder).unwrap();
+        for i in 0..10 {
+            std::fs::write(folder.join(format!("result_{i}.txt")), seed_moved(&log, i)).unwrap();
+        }
+        std::fs::create_dir_all(sub.join("systems")).unwrap();
+        std::fs::write(sub.join(format!("systems/{sys}.json")), system_json(sys)).unwrap();
+    }
+    let built_in = review::ours(&sub, "6.1.0");
+    let read = review::ours_with(&sub, "6.2.0", &["--rules".as_ref(), copy.as_os_str()]);
+    assert_eq!(read.code, built_in.code, "{}\n{}", read.text, built_in.text);
+    let a = built_in.json["benchmarks"].as_array().unwrap();
+    let b = read.json["benchmarks"].as_array().unwrap();
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        for k in [
+            "passed",
+            "score",
+            "scaling_factor",
+            "reviewed",
+            "olympic_mean",
+        ] {
+            assert_eq!(x[k], y[k], "{k}: {}\n{}", read.text, built_in.text);
+        }
+        let compliant = |v: &Value| -> Vec<Value> {
+            v["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["compliant"].clone())
+                .collect()
+        };
+        assert_eq!(compliant(x), compliant(y));
+    }
+    assert_eq!(read.json["ruleset"], "6.2.0");
+    assert_eq!(read.table.len(), built_in.table.len());
+    for (x, y) in read.table.iter().zip(&built_in.table) {
+        assert_eq!(
+            x.keys().collect::<Vec<_>>(),
+            y.keys().collect::<Vec<_>>(),
+            "the columns of 6.2.0 are 6.1.0's"
+        );
+    }
+    // A package that lists no benchmarks for 6.2: said, naming the file.
+    let meta = copy.join("benchmark_meta.py");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, text.replace("'6.2'", "'6.3'")).unwrap();
+    let (code, _, err) = mllog([
+        "verify".as_ref(),
+        sub.as_os_str(),
+        "--rules".as_ref(),
+        copy.as_os_str(),
+        "--ruleset".as_ref(),
+        "6.2.0".as_ref(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&meta.display().to_string()) && err.contains("6.2.0"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
 }

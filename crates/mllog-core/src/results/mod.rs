@@ -46,6 +46,9 @@ pub mod rcp;
 #[rustfmt::skip]
 mod rcp_data;
 #[cfg(feature = "review")]
+#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
+pub mod package_facts;
+#[cfg(feature = "review")]
 mod py_literal;
 #[cfg(feature = "review")]
 mod py_sort;

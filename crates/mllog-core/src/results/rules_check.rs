@@ -19,6 +19,7 @@ use crate::rules_source::RulesSource;
 /// The rules of one usage and ruleset of a package, for checking result files.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RulesCheck {
+    root: PathBuf,
     compliance_dir: PathBuf,
     usage: String,
     ruleset: String,
@@ -36,6 +37,7 @@ impl RulesCheck {
     /// load: the error names the folder or the file and line).
     pub fn load(source: &RulesSource, usage: &str, ruleset: &str) -> Result<RulesCheck, LoadError> {
         let check = RulesCheck {
+            root: source.root.clone(),
             compliance_dir: source.compliance_dir(),
             usage: usage.to_owned(),
             ruleset: ruleset.to_owned(),
@@ -53,6 +55,11 @@ impl RulesCheck {
     /// The usage (`training`).
     pub fn usage(&self) -> &str {
         &self.usage
+    }
+
+    /// The `mlperf_logging` package folder the rules are read from.
+    pub fn package_root(&self) -> &Path {
+        &self.root
     }
 
     /// Where the rules come from, in words (`mlperf-logging 4.1.68 at …`).

@@ -45,18 +45,7 @@ pub fn choose_source_ruleset(
     dir: &Path,
 ) -> Result<SourceChoice, String> {
     let have = source_rulesets(source, "training");
-    let has = || {
-        format!(
-            "{} ({}) has training rulesets {}",
-            source.describe(),
-            source.compliance_dir().display(),
-            if have.is_empty() {
-                "none".to_string()
-            } else {
-                have.join(", ")
-            }
-        )
-    };
+    let has = || has_words(source, &have);
     if let Some(r) = given {
         if !have.iter().any(|h| h == r) {
             return Err(format!("ruleset {r}: not in the rules read: {}", has()));
@@ -69,11 +58,68 @@ pub fn choose_source_ruleset(
             unreadable: Vec::new(),
         });
     }
+    let Inferred {
+        left,
+        mut evidence,
+        unreadable,
+    } = infer(source, dir)?;
+    match left.as_slice() {
+        [r] => {
+            evidence.push(format!(
+                "ruleset {r}: the only one of the rules read consistent with all the evidence"
+            ));
+            Ok(SourceChoice {
+                ruleset: r.clone(),
+                given: false,
+                candidates: left.clone(),
+                evidence,
+                unreadable,
+            })
+        }
+        [] => Err(format!(
+            "{}: no ruleset of the rules read fits the folder: {}; {}",
+            dir.display(),
+            evidence[1..].join("; "),
+            has()
+        )),
+        several => Err(format!(
+            "{}: the ruleset cannot be inferred ({} fit the evidence): {}; pass --ruleset X.Y.Z \
+             with the round you submit to (one of {})",
+            dir.display(),
+            several.join(", "),
+            evidence.join("; "),
+            several.join(", ")
+        )),
+    }
+}
+
+/// What the evidence leaves of the source's training rulesets for one folder.
+struct Inferred {
+    left: Vec<String>,
+    evidence: Vec<String>,
+    unreadable: Vec<String>,
+}
+
+fn has_words(source: &RulesSource, have: &[String]) -> String {
+    format!(
+        "{} ({}) has training rulesets {}",
+        source.describe(),
+        source.compliance_dir().display(),
+        if have.is_empty() {
+            "none".to_string()
+        } else {
+            have.join(", ")
+        }
+    )
+}
+
+fn infer(source: &RulesSource, dir: &Path) -> Result<Inferred, String> {
+    let have = source_rulesets(source, "training");
     let folders = benchmark_folders(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if folders.is_empty() {
         return Err(super::ruleset::no_results_words(dir));
     }
-    let mut evidence = vec![format!("the rules read: {}", has())];
+    let mut evidence = vec![format!("the rules read: {}", has_words(source, &have))];
     let mut unreadable = Vec::new();
     let checks: Vec<RulesCheck> = have
         .iter()
@@ -213,10 +259,53 @@ pub fn choose_source_ruleset(
             evidence.push(format!("not {}: {}", checks[c].ruleset(), a.join("; ")));
         }
     }
+    Ok(Inferred {
+        left,
+        evidence,
+        unreadable,
+    })
+}
+
+/// The ruleset of a round (a folder of submitter folders) among the source's: `given`, or the
+/// one every submitter folder's evidence leaves; otherwise an error naming the candidates.
+pub fn choose_source_round_ruleset(
+    source: &RulesSource,
+    given: Option<&str>,
+    dir: &Path,
+    submitters: &[std::path::PathBuf],
+) -> Result<SourceChoice, String> {
+    if given.is_some() {
+        return choose_source_ruleset(source, given, dir);
+    }
+    let have = source_rulesets(source, "training");
+    let mut left = have.clone();
+    let mut evidence = vec![format!("the rules read: {}", has_words(source, &have))];
+    let mut unreadable = Vec::new();
+    for s in submitters {
+        let n = s
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if benchmark_folders(s).map(|f| f.is_empty()).unwrap_or(false) {
+            evidence.push(format!("{n}: no result_*.txt, no evidence"));
+            continue;
+        }
+        let i = infer(source, s)?;
+        left.retain(|r| i.left.contains(r));
+        evidence.push(format!(
+            "{n}: one of {}",
+            if i.left.is_empty() {
+                "none".into()
+            } else {
+                i.left.join(", ")
+            }
+        ));
+        unreadable.extend(i.unreadable);
+    }
     match left.as_slice() {
         [r] => {
             evidence.push(format!(
-                "ruleset {r}: the only one of the rules read consistent with all the evidence"
+                "ruleset {r}: the only one of the rules read consistent with every submitter folder"
             ));
             Ok(SourceChoice {
                 ruleset: r.clone(),
@@ -226,19 +315,16 @@ pub fn choose_source_ruleset(
                 unreadable,
             })
         }
-        [] => Err(format!(
-            "{}: no ruleset of the rules read fits the folder: {}; {}",
+        _ => Err(format!(
+            "{}: the ruleset cannot be inferred ({}): {}; pass --ruleset X.Y.Z with the round you \
+             submit to",
             dir.display(),
-            evidence[1..].join("; "),
-            has()
-        )),
-        several => Err(format!(
-            "{}: the ruleset cannot be inferred ({} fit the evidence): {}; pass --ruleset X.Y.Z \
-             with the round you submit to (one of {})",
-            dir.display(),
-            several.join(", "),
-            evidence.join("; "),
-            several.join(", ")
+            if left.is_empty() {
+                "no ruleset of the rules read fits".to_string()
+            } else {
+                format!("{} fit the evidence", left.join(", "))
+            },
+            evidence.join("; ")
         )),
     }
 }

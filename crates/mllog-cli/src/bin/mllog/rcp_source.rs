@@ -7,8 +7,11 @@ use std::sync::Arc;
 
 use mllog_core::compliance::Ruleset;
 use mllog_core::results::rcp_tables::RcpTables;
+use mllog_core::results::round::submitter_folders;
 use mllog_core::results::rules_check::RulesCheck;
-use mllog_core::results::rules_ruleset::choose_source_ruleset;
+use mllog_core::results::rules_ruleset::{
+    choose_source_round_ruleset, choose_source_ruleset, SourceChoice,
+};
 use mllog_core::results::ruleset::RulesetChoice;
 use mllog_core::rules_source::{RulesSource, RULES_ENV};
 
@@ -101,6 +104,30 @@ impl RcpSourceArgs {
         dir: &std::path::Path,
         infer: impl FnOnce(Option<Ruleset>) -> Result<RulesetChoice, String>,
     ) -> Result<Chosen, String> {
+        self.choose_with(given, infer, |src| choose_source_ruleset(src, given, dir))
+    }
+
+    /// [`RcpSourceArgs::choose`] for a round (a folder of submitter folders): under `--rules`,
+    /// the one ruleset of the source every submitter folder's evidence leaves.
+    pub fn choose_round(
+        &self,
+        given: Option<&str>,
+        dir: &std::path::Path,
+        infer: impl FnOnce(Option<Ruleset>) -> Result<RulesetChoice, String>,
+    ) -> Result<Chosen, String> {
+        self.choose_with(given, infer, |src| {
+            let (subs, _) =
+                submitter_folders(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            choose_source_round_ruleset(src, given, dir, &subs)
+        })
+    }
+
+    fn choose_with(
+        &self,
+        given: Option<&str>,
+        infer: impl FnOnce(Option<Ruleset>) -> Result<RulesetChoice, String>,
+        infer_source: impl FnOnce(&RulesSource) -> Result<SourceChoice, String>,
+    ) -> Result<Chosen, String> {
         match self.source().transpose()? {
             None => {
                 let built_in = given
@@ -126,7 +153,7 @@ impl RcpSourceArgs {
                 })
             }
             Some(src) => {
-                let c = choose_source_ruleset(&src, given, dir)?;
+                let c = infer_source(&src)?;
                 let rules =
                     RulesCheck::load(&src, "training", &c.ruleset).map_err(|e| e.to_string())?;
                 Ok(Chosen {
