@@ -564,3 +564,128 @@ fn verify_under_a_ruleset_no_build_has_matches_its_source_ruleset() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Without `--ruleset` under `--rules`, each command picks among the rulesets the source
+/// ships and says which and why: `check` the newest with rules for the log's benchmark (the
+/// official checker gives the same verdict under it), `rcp` and `score` the one the folder's
+/// evidence leaves or a refusal naming the candidates; a log or folder of a benchmark the
+/// source has no rules for is an error naming the source and what it has.
+#[test]
+fn inference_under_rules_uses_what_the_source_ships() {
+    let Some(c) = common::corpus("rounds", "ruleset inference under --rules") else {
+        return;
+    };
+    let pkg = package();
+    let tmp = tempfile::tempdir().unwrap();
+    // check: every training log of the rounds, its ruleset inferred among the package's.
+    let mut inferred = std::collections::BTreeSet::new();
+    for (_, _, _, logs) in round_groups(&c) {
+        let log = &logs[0];
+        let (code, out, err) = mllog([
+            "check".as_ref(),
+            "--rules".as_ref(),
+            pkg.as_os_str(),
+            log.as_os_str(),
+        ]);
+        assert!(!err.contains("panicked"), "{err}");
+        let line = out
+            .lines()
+            .find(|l| l.contains(": ruleset ") && l.contains("the newest of the rules read"))
+            .unwrap_or_else(|| panic!("{}: no inference said: {out}{err}", log.display()));
+        let rs = line
+            .split(": ruleset ")
+            .nth(1)
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap();
+        inferred.insert(rs.to_owned());
+        let (official, text) = common::official_check(log, rs, false);
+        assert_eq!(
+            code == 0,
+            official,
+            "{} under {rs}: {out}\n{text}",
+            log.display()
+        );
+    }
+    assert!(inferred.len() >= 2, "{inferred:?}");
+    // A source with 6.2.0 only has no rules for these benchmarks: said, naming it.
+    let copy = renamed_package(tmp.path());
+    let only = tmp.path().join("only");
+    let cc = only.join("compliance_checker");
+    std::fs::create_dir_all(&cc).unwrap();
+    copy_dir(
+        &copy.join("compliance_checker/training_6.2.0"),
+        &cc.join("training_6.2.0"),
+    );
+    copy_dir(
+        &copy.join("compliance_checker/mlp_parser"),
+        &cc.join("mlp_parser"),
+    );
+    copy_dir(&copy.join("rcp_checker"), &only.join("rcp_checker"));
+    let resnet = round_groups(&c)
+        .into_iter()
+        .find(|g| g.2 == "resnet")
+        .expect("a resnet log in the rounds");
+    let (code, _, err) = mllog([
+        "check".as_ref(),
+        "--rules".as_ref(),
+        only.as_os_str(),
+        resnet.3[0].as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("\"resnet\" has rules in no ruleset of the rules read")
+            && err.contains("training rulesets 6.2.0")
+            && err.contains(&only.display().to_string()),
+        "{err}"
+    );
+    // rcp and score: a folder of the resnet logs is inferred among the package's rulesets
+    // (never the built-in ones, which have no resnet), or refused naming the candidates.
+    let folder = tmp.path().join("f/results/sys/resnet");
+    write_folder(&folder, &resnet.3, 5, 0, |t| t.to_owned());
+    for cmd in ["rcp", "score"] {
+        let (code, out, err) = mllog([
+            cmd.as_ref(),
+            "--rules".as_ref(),
+            pkg.as_os_str(),
+            folder.as_os_str(),
+        ]);
+        assert!(!err.contains("panicked"), "{err}");
+        if code == 2 {
+            assert!(
+                err.contains("fit the evidence") && err.contains(&resnet.0),
+                "{cmd}: {err}"
+            );
+        } else {
+            assert!(out.contains("the rules read: "), "{cmd}: {out}");
+        }
+        let (code, _, err) = mllog([
+            cmd.as_ref(),
+            "--rules".as_ref(),
+            only.as_os_str(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{cmd}: {err}");
+        assert!(
+            err.contains("training rulesets 6.2.0") && err.contains("resnet"),
+            "{cmd}: {err}"
+        );
+    }
+    // A rule file that does not load stops score and verify, naming the file.
+    let broken = copy.join("compliance_checker/training_6.2.0/closed_common.yaml");
+    std::fs::write(&broken, "- KEY:\n    NAME: x\n   bad: [\n").unwrap();
+    for cmd in ["score", "verify"] {
+        let (code, _, err) = mllog([
+            cmd.as_ref(),
+            "--rules".as_ref(),
+            copy.as_os_str(),
+            "--ruleset".as_ref(),
+            "6.2.0".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{cmd}: {err}");
+        assert!(err.contains("closed_common.yaml"), "{cmd}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
