@@ -689,3 +689,86 @@ fn inference_under_rules_uses_what_the_source_ships() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// The review facts read from the package equal what its own functions give, for every
+/// training ruleset it allows benchmarks for: `get_allowed_benchmarks` (repeats dropped),
+/// `_get_column_schema` detailed and not, and the fields `check_system_desc` requires (each
+/// probed: a description without it fails, with every field passes); and the built-in facts
+/// of 5.0.0 to 6.1.0 equal the ones read.
+#[test]
+fn review_facts_read_from_the_package_equal_its_functions() {
+    let code = r#"
+import json, logging
+logging.disable(logging.CRITICAL)
+from mlperf_logging import benchmark_meta
+from mlperf_logging.result_summarizer import result_summarizer as rs
+from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
+out = {}
+for r in sorted(rule_choices()):
+    try:
+        allowed = list(dict.fromkeys(benchmark_meta.get_allowed_benchmarks("training", r)))
+    except ValueError:
+        continue
+    out[r] = {
+        "allowed": allowed,
+        "detailed": list(rs._get_column_schema("training", r, detailed=True).keys()),
+        "summary": list(rs._get_column_schema("training", r).keys()),
+    }
+print(json.dumps(out))
+"#;
+    let official = python(code, &[]);
+    let pkg = package();
+    let rulesets = official.as_object().unwrap();
+    assert!(rulesets.len() >= 10, "{}", rulesets.len());
+    for (r, want) in rulesets {
+        let got = mllog_core::results::package_facts::read_facts(&pkg, r)
+            .unwrap_or_else(|e| panic!("{r}: {e}"));
+        let strs = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(got.allowed_benchmarks, strs(&want["allowed"]), "{r}");
+        assert_eq!(got.detailed_columns, strs(&want["detailed"]), "{r}");
+        assert_eq!(got.summary_columns, strs(&want["summary"]), "{r}");
+        assert_eq!(
+            got.required_fields,
+            &mllog_core::results::package::SYSTEM_DESC_FIELDS[..],
+            "{r}"
+        );
+        if let Some(b) = mllog_core::results::verify_data::RULESETS
+            .iter()
+            .find(|f| f.ruleset == r)
+        {
+            assert_eq!(b, got, "{r}: the built-in facts");
+        }
+    }
+    // status is checked from ruleset 4 on, as system_desc_checker decides.
+    let probe = r#"
+import json, logging, sys, tempfile
+logging.disable(logging.CRITICAL)
+from mlperf_logging.system_desc_checker import system_desc_checker as sd
+desc = json.loads(sys.argv[1])
+desc["status"] = "not an availability"
+out = {}
+for r in json.loads(sys.argv[2]):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(desc, f)
+    out[r] = not sd.check_system_desc(f.name, "training", r)[0]
+print(json.dumps(out))
+"#;
+    let names: Vec<&String> = rulesets.keys().collect();
+    let checked = python(
+        probe,
+        &[
+            system_json("s").as_ref(),
+            serde_json::to_string(&names).unwrap().as_ref(),
+        ],
+    );
+    for r in rulesets.keys() {
+        let got = mllog_core::results::package_facts::read_facts(&pkg, r).unwrap();
+        assert_eq!(Value::Bool(got.status_checked), checked[r], "{r}");
+    }
+}
