@@ -79,6 +79,25 @@ fn benchmark_twice(text: &str) -> String {
     out
 }
 
+/// A folder's variant: its name, how many of its runs are changed, and the change.
+type Variant = (&'static str, usize, fn(&str) -> String);
+
+/// As published; one run without `run_stop` (dropped, olympic scoring goes on); two runs
+/// logging `submission_benchmark` twice (no score).
+const VARIANTS: &[Variant] = &[
+    ("as_is", 0, as_is),
+    ("no_stop", 1, without_run_stop),
+    ("twice", 2, benchmark_twice),
+];
+
+fn as_is(t: &str) -> String {
+    t.to_owned()
+}
+
+fn without_run_stop(t: &str) -> String {
+    without_key(t, "run_stop")
+}
+
 /// Writes `n` result files into `folder` from `logs` (cycled), the first `broken` of them
 /// changed by `change`.
 fn write_folder(
@@ -202,12 +221,7 @@ fn score_under_older_rulesets_equals_result_summarizer() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cases: Vec<(String, String)> = Vec::new();
     for (i, (rs, sys, bench, logs)) in groups.iter().enumerate() {
-        let variants: [(&str, usize, fn(&str) -> String); 3] = [
-            ("as_is", 0, |t| t.to_owned()),
-            ("no_stop", 1, |t| without_key(t, "run_stop")),
-            ("twice", 2, benchmark_twice),
-        ];
-        for (name, broken, change) in variants {
+        for &(name, broken, change) in VARIANTS {
             let folder = tmp.path().join(format!("{i}_{name}/results/{sys}/{bench}"));
             write_folder(&folder, logs, 5, broken, change);
             cases.push((folder.display().to_string(), rs.clone()));
@@ -250,11 +264,7 @@ fn score_under_a_ruleset_no_build_has_equals_result_summarizer() {
         let log = example_log(Ruleset::V6_1_0, *b, Division::Closed).unwrap();
         let src = tmp.path().join(format!("log_{i}.txt"));
         std::fs::write(&src, &log).unwrap();
-        for (name, broken, change) in [
-            ("as_is", 0, (|t: &str| t.to_owned()) as fn(&str) -> String),
-            ("no_stop", 1, |t| without_key(t, "run_stop")),
-            ("twice", 2, benchmark_twice),
-        ] {
+        for &(name, broken, change) in VARIANTS {
             let folder = tmp
                 .path()
                 .join(format!("s{i}_{name}/results/sys/{}", b.as_str()));
@@ -643,7 +653,7 @@ fn inference_under_rules_uses_what_the_source_ships() {
     // rcp and score: a folder of the resnet logs is inferred among the package's rulesets
     // (never the built-in ones, which have no resnet), or refused naming the candidates.
     let folder = tmp.path().join("f/results/sys/resnet");
-    write_folder(&folder, &resnet.3, 5, 0, |t| t.to_owned());
+    write_folder(&folder, &resnet.3, 5, 0, as_is);
     for cmd in ["rcp", "score"] {
         let (code, out, err) = mllog([
             cmd.as_ref(),
