@@ -293,18 +293,7 @@ fn score_under_a_ruleset_no_build_has_equals_result_summarizer() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("6.1.0, 6.2.0 fit the evidence"), "{err}");
     // A copy with 6.2.0 only: inferred, and said.
-    let only = tmp.path().join("only");
-    let cc = only.join("compliance_checker");
-    std::fs::create_dir_all(&cc).unwrap();
-    copy_dir(
-        &copy.join("compliance_checker/training_6.2.0"),
-        &cc.join("training_6.2.0"),
-    );
-    copy_dir(
-        &copy.join("compliance_checker/mlp_parser"),
-        &cc.join("mlp_parser"),
-    );
-    copy_dir(&copy.join("rcp_checker"), &only.join("rcp_checker"));
+    let only = only_six_two(tmp.path(), &copy);
     let (code, out, err) = mllog([
         "score".as_ref(),
         "--rules".as_ref(),
@@ -349,6 +338,24 @@ fn score_under_a_ruleset_no_build_has_equals_result_summarizer() {
             && err.contains(&only.display().to_string()),
         "{err}"
     );
+}
+
+/// `<tmp>/only`: a source with the copy's training 6.2.0 rules, log parsers and RCPs, and no
+/// other ruleset.
+fn only_six_two(tmp: &Path, copy: &Path) -> PathBuf {
+    let only = tmp.join("only");
+    let cc = only.join("compliance_checker");
+    std::fs::create_dir_all(&cc).unwrap();
+    copy_dir(
+        &copy.join("compliance_checker/training_6.2.0"),
+        &cc.join("training_6.2.0"),
+    );
+    copy_dir(
+        &copy.join("compliance_checker/mlp_parser"),
+        &cc.join("mlp_parser"),
+    );
+    copy_dir(&copy.join("rcp_checker"), &only.join("rcp_checker"));
+    only
 }
 
 /// `<tmp>/mlperf_logging`: the package's `compliance_checker`, `rcp_checker` and
@@ -621,18 +628,7 @@ fn inference_under_rules_uses_what_the_source_ships() {
     assert!(inferred.len() >= 2, "{inferred:?}");
     // A source with 6.2.0 only has no rules for these benchmarks: said, naming it.
     let copy = renamed_package(tmp.path());
-    let only = tmp.path().join("only");
-    let cc = only.join("compliance_checker");
-    std::fs::create_dir_all(&cc).unwrap();
-    copy_dir(
-        &copy.join("compliance_checker/training_6.2.0"),
-        &cc.join("training_6.2.0"),
-    );
-    copy_dir(
-        &copy.join("compliance_checker/mlp_parser"),
-        &cc.join("mlp_parser"),
-    );
-    copy_dir(&copy.join("rcp_checker"), &only.join("rcp_checker"));
+    let only = only_six_two(tmp.path(), &copy);
     let resnet = round_groups(&c)
         .into_iter()
         .find(|g| g.2 == "resnet")

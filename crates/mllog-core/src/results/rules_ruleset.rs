@@ -16,7 +16,7 @@ use super::max_dropped_runs;
 use super::rcp::{check_benchmark, RcpOptions};
 use super::rcp_tables::RcpTables;
 use super::rules_check::{source_rulesets, RulesCheck};
-use super::ruleset::{has_record, lacks_record};
+use super::ruleset::{folder_benchmark, has_record, lacks_record};
 use super::score::{benchmark_folders, result_files};
 use crate::rules_source::RulesSource;
 
@@ -60,22 +60,11 @@ pub fn choose_source_ruleset(
     }
     let Inferred {
         left,
-        mut evidence,
+        evidence,
         unreadable,
     } = infer(source, dir)?;
     match left.as_slice() {
-        [r] => {
-            evidence.push(format!(
-                "ruleset {r}: the only one of the rules read consistent with all the evidence"
-            ));
-            Ok(SourceChoice {
-                ruleset: r.clone(),
-                given: false,
-                candidates: left.clone(),
-                evidence,
-                unreadable,
-            })
-        }
+        [r] => Ok(inferred(r, "all the evidence", evidence, unreadable)),
         [] => Err(format!(
             "{}: no ruleset of the rules read fits the folder: {}; {}",
             dir.display(),
@@ -90,6 +79,25 @@ pub fn choose_source_ruleset(
             evidence.join("; "),
             several.join(", ")
         )),
+    }
+}
+
+/// The choice of the one ruleset `consistent_with` left.
+fn inferred(
+    r: &str,
+    consistent_with: &str,
+    mut evidence: Vec<String>,
+    unreadable: Vec<String>,
+) -> SourceChoice {
+    evidence.push(format!(
+        "ruleset {r}: the only one of the rules read consistent with {consistent_with}"
+    ));
+    SourceChoice {
+        ruleset: r.to_owned(),
+        given: false,
+        candidates: vec![r.to_owned()],
+        evidence,
+        unreadable,
     }
 }
 
@@ -303,18 +311,7 @@ pub fn choose_source_round_ruleset(
         unreadable.extend(i.unreadable);
     }
     match left.as_slice() {
-        [r] => {
-            evidence.push(format!(
-                "ruleset {r}: the only one of the rules read consistent with every submitter folder"
-            ));
-            Ok(SourceChoice {
-                ruleset: r.clone(),
-                given: false,
-                candidates: left.clone(),
-                evidence,
-                unreadable,
-            })
-        }
+        [r] => Ok(inferred(r, "every submitter folder", evidence, unreadable)),
         _ => Err(format!(
             "{}: the ruleset cannot be inferred ({}): {}; pass --ruleset X.Y.Z with the round you \
              submit to",
@@ -326,17 +323,5 @@ pub fn choose_source_round_ruleset(
             },
             evidence.join("; ")
         )),
-    }
-}
-
-fn folder_benchmark(folder: &Path) -> String {
-    let n = folder
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if n == "mask" {
-        "maskrcnn".into()
-    } else {
-        n
     }
 }
