@@ -1282,7 +1282,8 @@ fn read_result(path: &Path, rules: FileRules) -> RunReview {
                 (Some(report), _) => Ok(built_in_verdict(&report)),
                 #[cfg(feature = "rules")]
                 (None, FileRules::Package(r)) => r.check_file(path).map(|e| engine_verdict(&e)),
-                _ => unreachable!("a built-in ruleset has its checker"),
+                // A built-in ruleset always has its checker: no other case reaches here.
+                _ => Err(std::io::Error::other("no rules to check the file with")),
             };
             match verdict {
                 Ok((compliant, error_count, errors)) => {

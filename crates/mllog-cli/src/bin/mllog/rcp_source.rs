@@ -183,13 +183,17 @@ impl Chosen {
         })
     }
 
-    /// One result file's compliance verdict, for the score.
+    /// One result file's compliance verdict, for the score: the first error's first line (the
+    /// official messages go on with the log line and the checker's state).
     pub fn verdict(
         rules: &RulesCheck,
         file: &std::path::Path,
     ) -> std::io::Result<mllog_core::results::score::FileVerdict> {
         let report = rules.check_file(file)?;
-        let first_error = report.errors().next().map(|f| f.message.clone());
+        let first_error = report
+            .errors()
+            .next()
+            .map(|f| f.message.lines().next().unwrap_or_default().to_owned());
         Ok(mllog_core::results::score::FileVerdict {
             ruleset: report.ruleset.clone(),
             passed: report.passed(),
