@@ -778,3 +778,68 @@ print(json.dumps(out))
         assert_eq!(Value::Bool(got.status_checked), checked[r], "{r}");
     }
 }
+
+/// A round of two submitter folders of the 4.1 logs under `--rules`: given 4.1.0, each
+/// submitter's verdicts in the round are those of its own review; not given, the ruleset is
+/// inferred among the package's for the whole round, or refused naming the candidates.
+#[test]
+fn a_round_under_rules_reviews_each_submitter_as_alone() {
+    let Some(c) = common::corpus("rounds", "mllog verify --rules on a round") else {
+        return;
+    };
+    let groups = round_groups(&c);
+    let mine: Vec<&Group> = groups.iter().filter(|g| g.0 == "4.1.0").collect();
+    assert!(mine.len() >= 3);
+    let pkg = package();
+    let tmp = tempfile::tempdir().unwrap();
+    let round = tmp.path().join("round");
+    round_submission(&round.join("OrgA"), &mine[..2]);
+    round_submission(&round.join("OrgB"), &mine[2..]);
+    let run = |dir: &Path, given: bool| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "verify".as_ref(),
+            dir.as_os_str(),
+            "--rules".as_ref(),
+            pkg.as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ];
+        if given {
+            args.push(std::ffi::OsStr::new("--ruleset"));
+            args.push(std::ffi::OsStr::new("4.1.0"));
+        }
+        let (code, out, err) = mllog(args);
+        assert!(!err.contains("panicked"), "{err}");
+        (code, out, err)
+    };
+    let (code, out, err) = run(&round, true);
+    assert_ne!(code, 2, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let subs = doc["submitters"].as_array().unwrap();
+    assert_eq!(subs.len(), 2, "{doc}");
+    for s in subs {
+        let dir = PathBuf::from(s["dir"].as_str().unwrap());
+        let (_, alone, _) = run(&dir, true);
+        let alone: Value = serde_json::from_str(&alone).unwrap();
+        assert_eq!(s["passed"], alone["passed"], "{}", dir.display());
+        let verdicts = |v: &Value| -> Vec<(Value, Value)> {
+            v["benchmarks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| (b["passed"].clone(), b["score"].clone()))
+                .collect()
+        };
+        assert_eq!(verdicts(s), verdicts(&alone), "{}", dir.display());
+    }
+    let (code, out, err) = run(&round, false);
+    if code == 2 {
+        assert!(
+            err.contains("fit the evidence") && err.contains("4.1.0"),
+            "{err}"
+        );
+    } else {
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["ruleset"], "4.1.0", "{doc}");
+    }
+}
