@@ -45,6 +45,8 @@ use tracing_subscriber::prelude::*;
 
 use data::{EvalSet, Points, Rng};
 use model::VelocityField;
+use tracing_mllog::Output;
+use tracing_mllog::Submission;
 
 /// The seed of everything: the weights, the data, the noise, the shuffles.
 const SEED: u64 = 20_260_601;
@@ -216,17 +218,11 @@ fn builder(preset: &Preset, output: &str, device: &Device) -> tracing_mllog::Bui
         .preset(preset)
         // After `preset`, which sets the benchmark's target (0.586): this model's own.
         .target(Target::at_most(TARGET_EVAL_LOSS))
-        .output_file(output)
-        .system_status(SystemStatus::Research)
-        .org("tracing-mllog")
-        .platform(format!(
+        .output(Output::file(output))
+        .submission(Submission::default().status(SystemStatus::Research).org("tracing-mllog").platform(format!(
             "1xCPU-{}core-candle",
             std::thread::available_parallelism().map_or(1, |n| n.get())
-        ))
-        .config_filename("examples/candle-flow/src/main.rs")
-        .precision("fp32", "fp32", "fp32")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(GLOBAL_BATCH_SIZE as u32)
+        )).config_filename("examples/candle-flow/src/main.rs").precision("fp32", "fp32", "fp32").parallelism(1, 1, 1, 1).micro_batch_size(GLOBAL_BATCH_SIZE as u32))
         .seed(SEED)
         .train_loss_every(32)
         // Before the end of every block, eval and run (MLLOG_DEVICE_SYNC chooses another
