@@ -23,7 +23,7 @@ use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tracing::{info_span, Dispatch};
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{OtelConfig, OtelSink, Sink, SinkError};
-use tracing_mllog::MllogLayer;
+use tracing_mllog::{MllogLayer, Output};
 use tracing_subscriber::prelude::*;
 
 #[derive(Clone, Debug, Default)]
@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
     // The same layer twice, into a sink that does nothing and into the OTel sink.
     let ours_into = |sink: Box<dyn Sink>| {
         MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink(sink)
             .trace_steps(true)
             .global_batch_size(8)

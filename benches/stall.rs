@@ -28,7 +28,7 @@ use rusqlite::Connection;
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::sink::{Delivery, RpdConfig, RpdSink};
-use tracing_mllog::{mllog, train_step, MllogLayer};
+use tracing_mllog::{mllog, train_step, MllogLayer, Output, Pipeline};
 use tracing_subscriber::prelude::*;
 
 /// A step every 100 µs: ten times the step rate of a fast real benchmark.
@@ -125,12 +125,12 @@ impl Drop for Silent {
 /// live as long as the run (a silent server) comes back beside the builder.
 fn builder(log: &Path, stall: &Stall) -> (tracing_mllog::Builder, Box<dyn std::any::Any>) {
     let base = MllogLayer::builder()
-        .output_file(log)
+        .output(Output::file(log))
         .live_check(LivePolicy::Off)
         .global_batch_size(8)
         .trace_steps(true)
         // A bounded shutdown: a silent server is given up on at the deadline.
-        .shutdown_timeout(Duration::from_secs(2));
+        .pipeline(Pipeline::default().shutdown_timeout(Duration::from_secs(2)));
     let rpd = log.with_extension("rpd");
     match stall {
         Stall::Nothing => (base.sink(RpdSink::new(RpdConfig::new(&rpd))), Box::new(())),

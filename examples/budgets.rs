@@ -32,7 +32,8 @@
 use std::process::Command;
 
 use tracing::{info_span, Dispatch};
-use tracing_mllog::{keys, mllog, train_step, MllogLayer};
+use tracing_mllog::barrier::Barrier;
+use tracing_mllog::{keys, mllog, train_step, MllogLayer, Output, Pipeline};
 use tracing_subscriber::prelude::*;
 
 #[path = "../benches/support/perf_doc.rs"]
@@ -569,24 +570,33 @@ fn stack(name: &str) -> (Dispatch, Option<KeepAlive>) {
         // them (see `events`).
         "mllog" | "rank1" => ours(
             MllogLayer::builder()
-                .writer(std::io::sink())
-                .channel_capacity(QUEUE as usize)
-                .max_delay(std::time::Duration::from_secs(3600)),
+                .output(Output::writer(std::io::sink()))
+                .pipeline(
+                    Pipeline::default()
+                        .capacity(QUEUE as usize)
+                        .max_delay(std::time::Duration::from_secs(3600)),
+                ),
         ),
         // The same, with a barrier that returns at once.
         "mllog_barrier" | "rank1_barrier" => ours(
             MllogLayer::builder()
-                .writer(std::io::sink())
-                .channel_capacity(QUEUE as usize)
-                .max_delay(std::time::Duration::from_secs(3600))
-                .barrier(|| {}),
+                .output(Output::writer(std::io::sink()))
+                .pipeline(
+                    Pipeline::default()
+                        .capacity(QUEUE as usize)
+                        .max_delay(std::time::Duration::from_secs(3600)),
+                )
+                .barrier(Barrier::new(|| {})),
         ),
         #[cfg(feature = "nvtx")]
         "mllog_nvtx" => ours(
             MllogLayer::builder()
-                .writer(std::io::sink())
-                .channel_capacity(QUEUE as usize)
-                .max_delay(std::time::Duration::from_secs(3600))
+                .output(Output::writer(std::io::sink()))
+                .pipeline(
+                    Pipeline::default()
+                        .capacity(QUEUE as usize)
+                        .max_delay(std::time::Duration::from_secs(3600)),
+                )
                 .sink(tracing_mllog::sink::NvtxSink::new()),
         ),
         #[cfg(feature = "otel-sdk")]
@@ -595,7 +605,7 @@ fn stack(name: &str) -> (Dispatch, Option<KeepAlive>) {
             let sink = OtelSink::with_span_exporter(otel::Nop, OtelConfig::new()).expect("sink");
             ours(
                 MllogLayer::builder()
-                    .no_output()
+                    .output(Output::Nowhere)
                     .sink(sink)
                     .trace_steps(true),
             )

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info_span, Dispatch};
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::{mllog, train_step, MllogLayer};
+use tracing_mllog::{mllog, train_step, MllogLayer, Output, Pipeline};
 use tracing_subscriber::prelude::*;
 
 mod engine_cost;
@@ -162,8 +162,8 @@ fn main() {
     .into_iter()
     .map(|(name, delay)| {
         let (layer, guard) = MllogLayer::builder()
-            .output_file(dir.join("spaced.log"))
-            .max_delay(delay)
+            .output(Output::file(dir.join("spaced.log")))
+            .pipeline(Pipeline::default().max_delay(delay))
             .live_check(LivePolicy::Off)
             .build()
             .expect("layer");
@@ -469,10 +469,10 @@ fn sink_costs(dir: &std::path::Path) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for (i, (name, add)) in configs.into_iter().enumerate() {
         let builder = MllogLayer::builder()
-            .output_file(dir.join(format!("sinks-{i}.log")))
+            .output(Output::file(dir.join(format!("sinks-{i}.log"))))
             .global_batch_size(8)
             .live_check(LivePolicy::Off)
-            .shutdown_timeout(Duration::from_secs(3));
+            .pipeline(Pipeline::default().shutdown_timeout(Duration::from_secs(3)));
         let (layer, guard) = add(builder).build().expect("layer");
         let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
         // Bursts that fit the channel, drained between bursts (untimed): the training thread's
@@ -540,7 +540,7 @@ fn python_mllog_event_ns(dir: &std::path::Path) -> Option<f64> {
 fn end_to_end(dir: &std::path::Path) -> (f64, f64) {
     let path = dir.join("e2e.log");
     let (layer, mut guard) = MllogLayer::builder()
-        .output_file(&path)
+        .output(Output::file(&path))
         .live_check(LivePolicy::Off)
         .build()
         .expect("layer");

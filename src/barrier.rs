@@ -1,9 +1,9 @@
 //! The barriers at the ends of the clock: a collective the program hands in
-//! ([`crate::Builder::barrier`], [`crate::Builder::try_barrier`]), which the layer calls on
+//! ([`Barrier`], given to [`crate::Builder::barrier`]), which the layer calls on
 //! every rank, writing or not, when `run` opens and before `run_start` is stamped. So rank 0's
 //! `run_start` is never earlier than the end of any rank's `init`, as the peers' `sync=True`
 //! (NVIDIA's mlperf-common, composer) make sure. On request
-//! ([`crate::Builder::barrier_at_run_stop`], `MLLOG_RUN_STOP_BARRIER`) the same collective is
+//! ([`Barrier::at_run_stop`], `MLLOG_RUN_STOP_BARRIER`) the same collective is
 //! called again when `run` closes, before `run_stop` is stamped, so the clock stops when the
 //! slowest rank has finished.
 //!
@@ -11,7 +11,7 @@
 //! [`DEFAULT_TIMEOUT`]); a barrier that fails, panics or times out is reported (stderr, the
 //! guard's [`crate::Report::warnings`]) and the run starts, unless the program asked for
 //! [`BarrierFailure::Panic`] (before `run_start` only: at `run_stop` the run is timed
-//! already, and the hook that writes it runs as a span drops). With no timeout (`barrier_timeout(None)`) it runs on the thread
+//! already, and the hook that writes it runs as a span drops). With no timeout ([`Barrier::timeout`]`(None)`) it runs on the thread
 //! that opens `run`, for communicators that must be called from one thread.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,21 +27,117 @@ pub type BarrierResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// communicator itself would.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// What happens when the barrier fails, panics or times out.
+/// A barrier over all ranks (your communicator's: `torch.distributed.barrier`, an NCCL
+/// all-reduce, `MPI_Barrier`) and how the layer calls it; [`crate::Builder::barrier`] takes
+/// it. The layer calls it on every rank, writing or not, when `run` opens and before
+/// `run_start` is stamped, so the clock starts on rank 0 only once every rank has finished
+/// `init`; with [`Barrier::at_run_stop`], again before `run_stop`. Called once per process
+/// and end, on a thread of the layer's own (see [`Barrier::timeout`]); non-writing ranks keep
+/// their disabled callsites, only the `run` span reaches the layer there. docs/ranks.md shows
+/// each communicator.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use std::time::Duration;
-/// use tracing_mllog::MllogLayer;
-/// use tracing_mllog::barrier::BarrierFailure;
+/// use tracing_mllog::barrier::{Barrier, BarrierFailure};
+/// use tracing_mllog::{MllogLayer, Output};
 ///
+/// let world = Arc::new(std::sync::Barrier::new(1)); // your communicator
 /// let (_layer, _guard) = MllogLayer::builder()
-///     .no_output()
-///     .try_barrier(|| Err("the communicator is gone".into()))
-///     .barrier_timeout(Some(Duration::from_secs(60)))
-///     .barrier_failure(BarrierFailure::Continue) // the default
+///     .output(Output::Nowhere)
+///     .barrier(
+///         Barrier::new(move || {
+///             world.wait();
+///         })
+///         .timeout(Some(Duration::from_secs(60)))
+///         .on_failure(BarrierFailure::Continue), // the default
+///     )
 ///     .build::<tracing_subscriber::Registry>()?;
 /// # Ok::<(), tracing_mllog::Error>(())
 /// ```
+#[derive(Clone)]
+pub struct Barrier {
+    pub(crate) call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) on_failure: BarrierFailure,
+    pub(crate) at_run_stop: bool,
+}
+
+impl Barrier {
+    /// A collective that cannot fail, or fails by panicking.
+    pub fn new(f: impl Fn() + Send + Sync + 'static) -> Barrier {
+        Barrier::fallible(move || {
+            f();
+            Ok(())
+        })
+    }
+
+    /// A collective that can fail (a communicator's own timeout, a lost peer): an `Err` is
+    /// reported with its reason, and [`Barrier::on_failure`] decides what follows.
+    pub fn fallible(f: impl Fn() -> BarrierResult + Send + Sync + 'static) -> Barrier {
+        Barrier {
+            call: Arc::new(f),
+            timeout: Some(DEFAULT_TIMEOUT),
+            on_failure: BarrierFailure::default(),
+            at_run_stop: false,
+        }
+    }
+
+    /// How long a rank waits for the barrier (default 30 minutes, [`DEFAULT_TIMEOUT`]). The
+    /// barrier runs on a thread of its own, so a rank that never arrives cannot hold the run
+    /// past this; after a timeout the call is left running there. `None`: no timeout, and the
+    /// barrier runs on the thread that opens `run`, for a communicator that must not be
+    /// called from two threads at once (MPI below `MPI_THREAD_MULTIPLE`).
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Barrier {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What a failed, panicking or timed-out barrier does (default
+    /// [`BarrierFailure::Continue`]: reported on stderr and in the guard's report, and the
+    /// run starts).
+    pub fn on_failure(mut self, on_failure: BarrierFailure) -> Barrier {
+        self.on_failure = on_failure;
+        self
+    }
+
+    /// Calls the barrier a second time on every rank, when `run` closes and before
+    /// `run_stop` is stamped, so the clock stops on rank 0 only once every rank has finished
+    /// its run, as NVIDIA's mlperf-common does (default off, `MLLOG_RUN_STOP_BARRIER`). The
+    /// same timeout applies; a rank that never arrives (it crashed, or it is still training
+    /// at the timeout) is reported and `run_stop` is written without it. Off by default
+    /// because every rank must then close `run` exactly once, or the others wait out the
+    /// timeout: docs/ranks.md.
+    pub fn at_run_stop(mut self, on: bool) -> Barrier {
+        self.at_run_stop = on;
+        self
+    }
+
+    /// The barrier armed for one end of the clock; `None` before `run_stop` unless asked.
+    pub(crate) fn arm(&self, at: At) -> Option<ArmedBarrier> {
+        if at == At::RunStop && !self.at_run_stop {
+            return None;
+        }
+        Some(ArmedBarrier::new(
+            self.call.clone(),
+            self.timeout,
+            self.on_failure,
+            at,
+        ))
+    }
+}
+
+impl std::fmt::Debug for Barrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Barrier")
+            .field("timeout", &self.timeout)
+            .field("on_failure", &self.on_failure)
+            .field("at_run_stop", &self.at_run_stop)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What happens when the barrier fails, panics or times out ([`Barrier::on_failure`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BarrierFailure {
@@ -89,7 +185,7 @@ impl At {
 }
 
 /// A barrier of one layer at one end of the clock, passed once.
-pub(crate) struct Barrier {
+pub(crate) struct ArmedBarrier {
     call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
     timeout: Option<Duration>,
     pub(crate) on_failure: BarrierFailure,
@@ -97,9 +193,9 @@ pub(crate) struct Barrier {
     passed: AtomicBool,
 }
 
-impl std::fmt::Debug for Barrier {
+impl std::fmt::Debug for ArmedBarrier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Barrier")
+        f.debug_struct("ArmedBarrier")
             .field("timeout", &self.timeout)
             .field("on_failure", &self.on_failure)
             .field("at", &self.at)
@@ -129,14 +225,14 @@ pub(crate) enum BarrierError {
     TimedOut { at: At, timeout: Duration },
 }
 
-impl Barrier {
+impl ArmedBarrier {
     pub(crate) fn new(
         call: Arc<dyn Fn() -> BarrierResult + Send + Sync>,
         timeout: Option<Duration>,
         on_failure: BarrierFailure,
         at: At,
-    ) -> Barrier {
-        Barrier {
+    ) -> ArmedBarrier {
+        ArmedBarrier {
             call,
             timeout,
             on_failure,
@@ -189,7 +285,7 @@ impl Barrier {
     }
 }
 
-impl Barrier {
+impl ArmedBarrier {
     /// Passes the barrier (the first time), saying on stderr and through `report` why it did
     /// not complete; panics then under [`BarrierFailure::Panic`], before `run_start` only.
     pub(crate) fn pass_reported(&self, report: impl FnOnce(String)) {
@@ -228,8 +324,8 @@ mod tests {
     fn barrier(
         f: impl Fn() -> BarrierResult + Send + Sync + 'static,
         timeout: Option<Duration>,
-    ) -> Barrier {
-        Barrier::new(Arc::new(f), timeout, BarrierFailure::Continue, At::RunStart)
+    ) -> ArmedBarrier {
+        ArmedBarrier::new(Arc::new(f), timeout, BarrierFailure::Continue, At::RunStart)
     }
 
     #[test]
@@ -287,7 +383,7 @@ mod tests {
 
     #[test]
     fn the_barrier_before_run_stop_says_so_and_never_panics() {
-        let b = Barrier::new(
+        let b = ArmedBarrier::new(
             Arc::new(|| Err("peer 2 is gone".into())),
             None,
             BarrierFailure::Panic,

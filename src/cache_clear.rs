@@ -17,16 +17,16 @@ use crate::record::{Metadata, Value};
 /// Where the kernel takes the request to drop clean caches.
 const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 
-/// Who cleared the page cache before the run: what the `cache_clear` record says
-/// ([`crate::Builder::cache_clear_mode`], `MLLOG_CACHE_CLEAR`).
+/// Who cleared the page cache before the run: what the `cache_clear` record says, or that
+/// there is no such record ([`crate::Builder::cache_clear`], `MLLOG_CACHE_CLEAR`).
 ///
 /// ```
-/// use tracing_mllog::{sink::MemorySink, CacheClear, MllogLayer};
+/// use tracing_mllog::{sink::MemorySink, CacheClear, MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (memory, records) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(memory)
 ///     .environment([("MLLOG_CACHE_CLEAR", "launcher")]) // the job script dropped it
 ///     .build()?;
@@ -56,20 +56,28 @@ pub enum CacheClear {
     /// not permitted (it needs root or `CAP_SYS_ADMIN`) the error is said on stderr and in the
     /// report, and `false` is logged. `MLLOG_CACHE_CLEAR=drop`.
     Drop,
+    /// No `cache_clear` record at all, for a program that logs its own (`MLLOG_CACHE_CLEAR=0`;
+    /// `=1` turns the record back on, saying [`CacheClear::NotCleared`]).
+    Off,
 }
 
-/// `MLLOG_CACHE_CLEAR`: a flag (whether the record is written at all) or a mode.
-pub(crate) enum FromEnv {
-    Record(bool),
-    Mode(CacheClear),
+impl CacheClear {
+    /// Whether the layer writes the `cache_clear` record.
+    pub(crate) fn records(self) -> bool {
+        self != CacheClear::Off
+    }
 }
 
-pub(crate) fn from_env(env: &Env) -> Result<Option<FromEnv>, EnvError> {
+/// `MLLOG_CACHE_CLEAR` over the code's choice: a mode, or a flag (whether the record is
+/// written at all; turned on, it keeps the code's mode unless that was [`CacheClear::Off`]).
+pub(crate) fn from_env(env: &Env, code: CacheClear) -> Result<Option<CacheClear>, EnvError> {
     env.parse("MLLOG_CACHE_CLEAR", |v| {
         match (v.to_ascii_lowercase().as_str(), crate::env::parse_flag(v)) {
-            ("launcher", _) => Ok(FromEnv::Mode(CacheClear::ByLauncher)),
-            ("drop", _) => Ok(FromEnv::Mode(CacheClear::Drop)),
-            (_, Some(on)) => Ok(FromEnv::Record(on)),
+            ("launcher", _) => Ok(CacheClear::ByLauncher),
+            ("drop", _) => Ok(CacheClear::Drop),
+            (_, Some(false)) => Ok(CacheClear::Off),
+            (_, Some(true)) if code == CacheClear::Off => Ok(CacheClear::NotCleared),
+            (_, Some(true)) => Ok(code),
             _ => Err("expected on/off (1/0, true/false, yes/no), `launcher` or `drop`".to_owned()),
         }
     })
@@ -94,19 +102,14 @@ impl CacheCleared {
 
 /// Settles what `cache_clear` says, dropping the cache first for [`CacheClear::Drop`]; the
 /// second value is what the report and stderr must say (the drop's error, or that nothing was
-/// cleared). `record`: whether the record is written at all; `writes`: whether this rank
-/// writes the log.
-pub(crate) fn settle(
-    mode: CacheClear,
-    env: &Env,
-    record: bool,
-    writes: bool,
-) -> (CacheCleared, Option<String>) {
+/// cleared). `writes`: whether this rank writes the log.
+pub(crate) fn settle(mode: CacheClear, env: &Env, writes: bool) -> (CacheCleared, Option<String>) {
     let said = |v: bool, by| CacheCleared { value: v, by };
     match mode {
+        CacheClear::Off => (said(false, "nobody"), None),
         CacheClear::ByLauncher => (said(true, "launcher"), None),
         CacheClear::NotCleared => {
-            let note = (record && writes).then(|| {
+            let note = writes.then(|| {
                 "cache_clear is logged `false`: nothing was cleared by this process \
                  (MLLOG_CACHE_CLEAR=launcher if the job script drops the page cache, =drop to \
                  have the layer drop it)"
@@ -164,23 +167,19 @@ mod tests {
     #[test]
     fn the_value_says_who_cleared() {
         let env = Env::from_map(Vec::<(String, String)>::new());
-        let (c, note) = settle(CacheClear::ByLauncher, &env, true, true);
+        let (c, note) = settle(CacheClear::ByLauncher, &env, true);
         assert!(c.value && note.is_none());
-        let (c, note) = settle(CacheClear::NotCleared, &env, true, true);
+        let (c, note) = settle(CacheClear::NotCleared, &env, true);
         assert!(!c.value);
         assert!(note
             .unwrap()
             .contains("nothing was cleared by this process"));
         // Nothing to say on a rank that writes no log, or with no record.
-        assert!(settle(CacheClear::NotCleared, &env, true, false)
-            .1
-            .is_none());
-        assert!(settle(CacheClear::NotCleared, &env, false, true)
-            .1
-            .is_none());
+        assert!(settle(CacheClear::NotCleared, &env, false).1.is_none());
+        assert!(settle(CacheClear::Off, &env, true).1.is_none());
         // Not the node's first process: it leaves the drop to local rank 0.
         let env = Env::from_map([("LOCAL_RANK", "3")]);
-        let (c, note) = settle(CacheClear::Drop, &env, true, false);
+        let (c, note) = settle(CacheClear::Drop, &env, false);
         assert!(!c.value && note.is_none());
         let mut md = Metadata::default();
         c.annotate(&mut md);
@@ -189,18 +188,17 @@ mod tests {
 
     #[test]
     fn the_variable_takes_a_flag_or_a_mode() {
-        let read = |v: &str| from_env(&Env::from_map([("MLLOG_CACHE_CLEAR", v)]));
-        assert!(matches!(read("off"), Ok(Some(FromEnv::Record(false)))));
-        assert!(matches!(read("1"), Ok(Some(FromEnv::Record(true)))));
-        assert!(matches!(
-            read("Launcher"),
-            Ok(Some(FromEnv::Mode(CacheClear::ByLauncher)))
-        ));
-        assert!(matches!(
-            read("drop"),
-            Ok(Some(FromEnv::Mode(CacheClear::Drop)))
-        ));
-        let err = read("2").err().unwrap().to_string();
+        let read = |v: &str, code| {
+            from_env(&Env::from_map([("MLLOG_CACHE_CLEAR", v)]), code).map_err(|e| e.to_string())
+        };
+        let code = CacheClear::ByLauncher;
+        assert_eq!(read("off", code), Ok(Some(CacheClear::Off)));
+        // On: the code's mode stays, or the record comes back saying nothing was cleared.
+        assert_eq!(read("1", code), Ok(Some(CacheClear::ByLauncher)));
+        assert_eq!(read("1", CacheClear::Off), Ok(Some(CacheClear::NotCleared)));
+        assert_eq!(read("Launcher", CacheClear::Off), Ok(Some(code)));
+        assert_eq!(read("drop", code), Ok(Some(CacheClear::Drop)));
+        let err = read("2", code).unwrap_err();
         assert!(
             err.contains("MLLOG_CACHE_CLEAR") && err.contains("launcher"),
             "{err}"

@@ -24,10 +24,10 @@ pub(crate) type Sync = Arc<dyn Fn() + Send + std::marker::Sync>;
 /// `MLLOG_DEVICE_SYNC=off|intervals|steps`).
 ///
 /// ```
-/// use tracing_mllog::{MllogLayer, SyncAt};
+/// use tracing_mllog::{MllogLayer, Output, SyncAt};
 ///
 /// let (_layer, _guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .device_sync(|| { /* e.g. candle: device.synchronize().unwrap() */ })
 ///     .device_sync_at(SyncAt::Steps) // step-exact train_step_time and throughput
 ///     .build::<tracing_subscriber::Registry>()?;

@@ -128,7 +128,7 @@ pub struct RankDetection {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "rank variables disagree: {used}={rank} is used, but {other}={other_value:?} is also set; \
-     if {other} is this process's rank, set MLLOG_RANK (or `Builder::rank`)"
+     if {other} is this process's rank, set MLLOG_RANK (or `Ranks::rank`)"
 )]
 pub struct RankConflict {
     /// The variable the rank came from.

@@ -9,14 +9,14 @@ use std::path::PathBuf;
 /// `#[non_exhaustive]`: match the variants you handle and keep a `_` arm.
 ///
 /// ```
-/// use tracing_mllog::{Error, MllogLayer};
+/// use tracing_mllog::{Error, MllogLayer, Output};
 ///
 /// let dir = tempfile::tempdir()?;
 /// let blocker = dir.path().join("not-a-dir");
 /// std::fs::write(&blocker, "")?;
 /// // The log cannot go under a regular file: the error names the path.
 /// let err = MllogLayer::builder()
-///     .output_file(blocker.join("mllog.txt"))
+///     .output(Output::file(blocker.join("mllog.txt")))
 ///     .build::<tracing_subscriber::Registry>()
 ///     .err()
 ///     .expect("cannot be created");

@@ -69,11 +69,11 @@ pub use compliance::Ruleset;
 pub use device_sync::SyncAt;
 pub use error::Error;
 pub use keys::Benchmark;
-pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer};
+pub use layer::{filter, Builder, Interval, MllogFilter, MllogLayer, Output, Ranks};
 #[doc(hidden)]
 pub use log_value::__private;
 pub use log_value::{log_value, Composite, LogValue};
-pub use pipeline::{Guard, Overflow, RecordFeed, Report};
+pub use pipeline::{Guard, Overflow, Pipeline, RecordFeed, Report};
 pub use record::{Record, Value};
 pub use run::{RunHandle, Target};
 pub use submission::{Division, Submission, SystemStatus};
@@ -190,11 +190,11 @@ macro_rules! __mllog_event {
 /// this name (`event!`: tracing's `info!` does not take a name before a dotted field):
 ///
 /// ```
-/// use tracing_mllog::{MllogLayer, Target, EVAL_EVENT};
+/// use tracing_mllog::{EVAL_EVENT, MllogLayer, Ranks, Target};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (layer, _guard) = MllogLayer::builder()
-///     .rank(1) // a rank that writes nothing
+///     .ranks(Ranks::default().rank(1)) // a rank that writes nothing
 ///     .target(Target::at_least(0.75))
 ///     .build()?;
 /// let run = layer.run_handle();

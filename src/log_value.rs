@@ -27,7 +27,7 @@ use crate::record::{f32_shortest, Value};
 /// Implement it for a type of your own through [`Composite`]:
 ///
 /// ```
-/// use tracing_mllog::{mllog, Composite, LogValue, Value};
+/// use tracing_mllog::{mllog, Composite, LogValue, Output, Value};
 ///
 /// struct Betas(f64, f64);
 ///
@@ -44,7 +44,7 @@ use crate::record::{f32_shortest, Value};
 /// # use tracing_subscriber::prelude::*;
 /// # let (sink, records) = tracing_mllog::sink::MemorySink::new();
 /// # let (layer, mut guard) = tracing_mllog::MllogLayer::builder()
-/// #     .no_output()
+/// #     .output(Output::Nowhere)
 /// #     .sink(sink)
 /// #     .build()
 /// #     .unwrap();

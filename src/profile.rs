@@ -449,11 +449,11 @@ pub enum ProfileError {
 /// no report:
 ///
 /// ```
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 ///
 /// // No `PROFILER` in this environment: nothing is loaded and nothing is reported.
 /// let (_layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .build::<tracing_subscriber::Registry>()?;
 /// guard.shutdown();
 /// assert_eq!(guard.detail::<tracing_mllog::profile::ProfileReport>(), None);

@@ -10,7 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use tracing::info_span;
-use tracing_mllog::{keys, mllog, train_step, MllogLayer};
+use tracing_mllog::{keys, mllog, train_step, MllogLayer, Output};
 use tracing_subscriber::prelude::*;
 
 struct Counting;
@@ -43,7 +43,7 @@ fn allocations() -> u64 {
 #[test]
 fn steady_state_events_and_steps_do_not_allocate_on_the_calling_thread() {
     let (layer, mut guard) = MllogLayer::builder()
-        .writer(std::io::sink())
+        .output(Output::writer(std::io::sink()))
         .global_batch_size(8)
         .train_loss_every(0)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)

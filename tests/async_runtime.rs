@@ -17,6 +17,8 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::record::parse_log;
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::MemorySink;
+use tracing_mllog::Output;
+use tracing_mllog::Ranks;
 use tracing_mllog::{
     keys, mllog, train_step, Builder, MllogLayer, Record, RunHandle, Target, Value,
 };
@@ -67,7 +69,10 @@ fn builder() -> Builder {
 /// run handle, and returns the records parsed back from the text.
 fn run(f: impl FnOnce(&Dispatch)) -> Vec<TracedRecord> {
     let buffer = Buffer::default();
-    let (layer, guard) = builder().writer(buffer.clone()).build().unwrap();
+    let (layer, guard) = builder()
+        .output(Output::writer(buffer.clone()))
+        .build()
+        .unwrap();
     let handle = layer.run_handle();
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
     f(&dispatch);
@@ -499,7 +504,7 @@ fn steps_closed_on_another_thread_count_like_a_synchronous_loop() {
 fn run_traced(f: impl FnOnce(&Dispatch)) -> (Vec<TracedRecord>, RunHandle) {
     let (sink, records) = MemorySink::new();
     let (layer, guard) = builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .train_loss_every(1)
         .trace_steps(true)
@@ -622,7 +627,7 @@ fn warmup_steps_spawned_on_other_threads_are_neither_counted_nor_traced() {
 fn rank_run(dir: &Path, name: &str, builder: Builder) -> (bool, Option<String>) {
     let path = dir.join(name);
     let (layer, mut guard) = builder
-        .output_file(&path)
+        .output(Output::file(&path))
         .live_check(LivePolicy::Off)
         .build()
         .unwrap();
@@ -644,18 +649,34 @@ fn the_writer_rank_writes_and_other_ranks_write_nothing() {
     let no_env = MllogLayer::builder;
     let env = |vars: &[(&str, &str)]| MllogLayer::builder().environment(vars.iter().copied());
     let cases: Vec<(&str, Builder, bool)> = vec![
-        ("rank1_writer1", no_env().rank(1).writer_rank(1), true),
-        ("rank0_writer1", no_env().rank(0).writer_rank(1), false),
-        ("rank1_writer0", no_env().rank(1), false),
         (
-            "all_rank0",
-            no_env().rank(0).writer_rank(1).all_ranks(true),
+            "rank1_writer1",
+            no_env().ranks(Ranks::default().rank(1).writer(1)),
             true,
         ),
-        ("all_rank1", no_env().rank(1).all_ranks(true), true),
+        (
+            "rank0_writer1",
+            no_env().ranks(Ranks::default().rank(0).writer(1)),
+            false,
+        ),
+        (
+            "rank1_writer0",
+            no_env().ranks(Ranks::default().rank(1)),
+            false,
+        ),
+        (
+            "all_rank0",
+            no_env().ranks(Ranks::default().rank(0).writer(1).all_write(true)),
+            true,
+        ),
+        (
+            "all_rank1",
+            no_env().ranks(Ranks::default().rank(1).all_write(true)),
+            true,
+        ),
         (
             "env_rank1_writer1",
-            env(&[("RANK", "1")]).writer_rank(1),
+            env(&[("RANK", "1")]).ranks(Ranks::default().writer(1)),
             true,
         ),
         ("env_slurm1", env(&[("SLURM_PROCID", "1")]), false),

@@ -3,9 +3,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tracing_mllog::barrier::Barrier;
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{MemorySink, Sink, SinkError};
-use tracing_mllog::{keys, mllog, Error, MllogLayer};
+use tracing_mllog::{
+    keys, mllog, CacheClear, Error, MllogLayer, Output, Pipeline, Ranks, Submission,
+};
 use tracing_subscriber::prelude::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -22,7 +25,7 @@ fn unwritable_output_path_is_an_error_naming_the_path() {
     std::fs::write(&blocker, "x").unwrap();
     let path = blocker.join("sub/result.txt");
     let err = MllogLayer::builder()
-        .output_file(&path)
+        .output(Output::file(&path))
         .environment(env(&[]))
         .build::<tracing_subscriber::Registry>()
         .map(|_| ())
@@ -60,7 +63,7 @@ fn bad_environment_values_name_the_variable() {
         ("SLURM_PROCID", "-1"),
     ] {
         let err = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .environment(env(&[(name, value)]))
             .build::<tracing_subscriber::Registry>()
             .map(|_| ())
@@ -74,7 +77,7 @@ fn environment_overrides_the_builder() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("out/log.txt");
     let (layer, guard) = MllogLayer::builder()
-        .org("BuilderOrg")
+        .submission(Submission::default().org("BuilderOrg"))
         .environment(env(&[
             ("MLLOG_OUTPUT_FILE", path.to_str().unwrap()),
             ("MLLOG_SUBMISSION_ORG", "EnvOrg"),
@@ -117,7 +120,7 @@ fn a_rank_other_than_zero_writes_nothing() {
         let path = dir.path().join("log.txt");
         let (sink, handle) = MemorySink::new();
         let (layer, mut guard) = MllogLayer::builder()
-            .output_file(&path)
+            .output(Output::file(&path))
             .sink(sink)
             .environment(env(&[(var, "3")]))
             .build()
@@ -136,15 +139,15 @@ fn a_rank_other_than_zero_writes_nothing() {
     }
     // Rank 0 from the environment, and an explicit rank beats the environment.
     let (layer, _g) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .environment(env(&[("RANK", "0")]))
         .build()
         .unwrap();
     let _: &MllogLayer<tracing_subscriber::Registry> = &layer;
     assert!(layer.writes());
     let (layer, _g) = MllogLayer::builder()
-        .no_output()
-        .rank(0)
+        .output(Output::Nowhere)
+        .ranks(Ranks::default().rank(0))
         .environment(env(&[("RANK", "5")]))
         .build()
         .unwrap();
@@ -169,7 +172,7 @@ fn sink_failures_are_counted_not_hidden() {
     let calls = Arc::new(Mutex::new(0));
     let (ok_sink, handle) = MemorySink::new();
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(FailingSink(calls.clone()))
         .sink(ok_sink)
         .environment(env(&[]))
@@ -197,7 +200,7 @@ fn sink_failures_are_counted_not_hidden() {
 #[test]
 fn records_after_shutdown_are_counted_as_dropped() {
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(MemorySink::new().0)
         .environment(env(&[]))
         .build()
@@ -221,10 +224,10 @@ fn every_rank_sinks_still_receive_on_other_ranks() {
     let (every, every_handle) = MemorySink::new();
     let (rank0_only, rank0_handle) = MemorySink::new();
     let (layer, guard) = MllogLayer::builder()
-        .output_file(&path)
+        .output(Output::file(&path))
         .sink(rank0_only)
         .sink_on_every_rank(every)
-        .rank(2)
+        .ranks(Ranks::default().rank(2))
         .environment(env(&[]))
         .build()
         .unwrap();
@@ -245,25 +248,31 @@ fn a_closed_submission_must_be_complete_and_valid() {
     use tracing_mllog::{Benchmark, Division};
     let complete = || {
         MllogLayer::builder()
-            .no_output()
-            .benchmark(Benchmark::Llama31_8b)
-            .division(Division::Closed)
-            .org("Org")
-            .platform("8xGPU")
-            .config_filename("cfg.sh")
-            .precision("fp8", "bfloat16", "bfloat16")
-            .parallelism(1, 1, 1, 1)
-            .micro_batch_size(1)
+            .output(Output::Nowhere)
+            .submission(
+                Submission::default()
+                    .benchmark(Benchmark::Llama31_8b)
+                    .division(Division::Closed)
+                    .org("Org")
+                    .platform("8xGPU")
+                    .config_filename("cfg.sh")
+                    .precision("fp8", "bfloat16", "bfloat16")
+                    .parallelism(1, 1, 1, 1)
+                    .micro_batch_size(1),
+            )
             .environment(env(&[]))
     };
     assert!(complete().build::<tracing_subscriber::Registry>().is_ok());
 
     // Each required field, missing, is named with its builder method and variable.
     let err = MllogLayer::builder()
-        .no_output()
-        .benchmark(Benchmark::Llama31_8b)
-        .division(Division::Closed)
-        .org("Org")
+        .output(Output::Nowhere)
+        .submission(
+            Submission::default()
+                .benchmark(Benchmark::Llama31_8b)
+                .division(Division::Closed)
+                .org("Org"),
+        )
         .environment(env(&[]))
         .build::<tracing_subscriber::Registry>()
         .map(|_| ())
@@ -275,14 +284,17 @@ fn a_closed_submission_must_be_complete_and_valid() {
     );
 
     let err = MllogLayer::builder()
-        .no_output()
-        .benchmark(Benchmark::Llama31_8b)
-        .division(Division::Closed)
-        .org("Org")
-        .platform("p")
-        .config_filename("c")
-        .precision("fp8", "bfloat16", "bfloat16")
-        .micro_batch_size(1)
+        .output(Output::Nowhere)
+        .submission(
+            Submission::default()
+                .benchmark(Benchmark::Llama31_8b)
+                .division(Division::Closed)
+                .org("Org")
+                .platform("p")
+                .config_filename("c")
+                .precision("fp8", "bfloat16", "bfloat16")
+                .micro_batch_size(1),
+        )
         .environment(env(&[]))
         .build::<tracing_subscriber::Registry>()
         .map(|_| ())
@@ -291,11 +303,14 @@ fn a_closed_submission_must_be_complete_and_valid() {
 
     // Under 6.0.0 those nine keys are optional.
     let ok = MllogLayer::builder()
-        .no_output()
-        .benchmark(Benchmark::Llama31_8b)
-        .division(Division::Closed)
-        .org("Org")
-        .platform("p")
+        .output(Output::Nowhere)
+        .submission(
+            Submission::default()
+                .benchmark(Benchmark::Llama31_8b)
+                .division(Division::Closed)
+                .org("Org")
+                .platform("p"),
+        )
         .ruleset(tracing_mllog::compliance::Ruleset::V6_0_0)
         .environment(env(&[]))
         .build::<tracing_subscriber::Registry>();
@@ -313,7 +328,7 @@ fn a_closed_submission_must_be_complete_and_valid() {
         "{err}"
     );
     let err = complete()
-        .benchmark(Benchmark::Llama31_405b)
+        .submission(Submission::default().benchmark(Benchmark::Llama31_405b))
         .build::<tracing_subscriber::Registry>()
         .map(|_| ())
         .unwrap_err();
@@ -354,9 +369,9 @@ fn an_unbounded_shutdown_timeout_never_overflows() {
     for timeout in [Duration::MAX, Duration::from_secs(u64::MAX / 4)] {
         let (handle_sink, handle) = MemorySink::new();
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink(handle_sink)
-            .shutdown_timeout(timeout)
+            .pipeline(Pipeline::default().shutdown_timeout(timeout))
             .environment(env(&[]))
             .build()
             .unwrap();
@@ -393,7 +408,7 @@ fn profiler_settings_are_read_from_the_builders_environment() {
         ),
     ] {
         let err = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink(MemorySink::new().0)
             .environment(env(vars))
             .build::<tracing_subscriber::Registry>()
@@ -404,7 +419,7 @@ fn profiler_settings_are_read_from_the_builders_environment() {
     // Empty or absent: no profiler, no error.
     for vars in [&[("PROFILER", "")][..], &[][..]] {
         let (_layer, guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink(MemorySink::new().0)
             .environment(env(vars))
             .build::<tracing_subscriber::Registry>()
@@ -423,7 +438,7 @@ fn profiler_settings_are_read_from_the_builders_environment() {
 #[test]
 fn disagreeing_rank_variables_are_a_warning_naming_both() {
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .environment(env(&[("RANK", "0"), ("SLURM_PROCID", "1")]))
         .build::<tracing_subscriber::Registry>()
         .unwrap();
@@ -454,14 +469,16 @@ fn a_failed_barrier_is_reported_and_the_run_starts_unless_asked_otherwise() {
         let calls = Arc::new(AtomicU32::new(0));
         let c = calls.clone();
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink_with(sink, tracing_mllog::sink::Delivery::Inline)
-            .cache_clear(false)
-            .try_barrier(move || {
-                c.fetch_add(1, Ordering::Relaxed);
-                Err("peer 2 is gone".into())
-            })
-            .barrier_failure(on_failure)
+            .cache_clear(CacheClear::Off)
+            .barrier(
+                Barrier::fallible(move || {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    Err("peer 2 is gone".into())
+                })
+                .on_failure(on_failure),
+            )
             .environment(env(&[]))
             .build()
             .unwrap();
@@ -494,10 +511,10 @@ fn a_failed_barrier_is_reported_and_the_run_starts_unless_asked_otherwise() {
     let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
-        .barrier(move || {
+        .output(Output::Nowhere)
+        .barrier(Barrier::new(move || {
             c.fetch_add(1, Ordering::Relaxed);
-        })
+        }))
         .environment(env(&[("RANK", "3")]))
         .build()
         .unwrap();
@@ -527,13 +544,17 @@ fn the_order_of_the_submission_setters_loses_nothing() {
     for org_first in [true, false] {
         let (sink, handle) = MemorySink::new();
         let builder = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink(sink)
             .live_check(tracing_mllog::compliance::LivePolicy::Off);
         let builder = if org_first {
-            builder.org("MyOrg").submission(platform())
+            builder
+                .submission(Submission::default().org("MyOrg"))
+                .submission(platform())
         } else {
-            builder.submission(platform()).org("MyOrg")
+            builder
+                .submission(platform())
+                .submission(Submission::default().org("MyOrg"))
         };
         let (layer, mut guard) = builder.build().unwrap();
         let subscriber = tracing_subscriber::registry().with(layer);
@@ -567,12 +588,12 @@ fn the_barrier_before_run_stop_is_called_once_more_when_run_closes() {
         let c = calls.clone();
         let (sink, records) = MemorySink::new();
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink_with(sink, tracing_mllog::sink::Delivery::Inline)
-            .cache_clear(false)
-            .barrier(move || {
+            .cache_clear(CacheClear::Off)
+            .barrier(Barrier::new(move || {
                 c.fetch_add(1, Ordering::Relaxed);
-            })
+            }))
             .environment(env(&[("RANK", rank), ("MLLOG_RUN_STOP_BARRIER", "yes")]))
             .build()
             .unwrap();
@@ -601,7 +622,7 @@ fn the_barrier_before_run_stop_is_called_once_more_when_run_closes() {
     }
 
     let Err(err) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .environment(env(&[("MLLOG_RUN_STOP_BARRIER", "1")]))
         .build::<tracing_subscriber::Registry>()
     else {

@@ -13,7 +13,7 @@ use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{Delivery, MemorySink};
-use tracing_mllog::{keys, mllog, MllogLayer, SyncAt};
+use tracing_mllog::{keys, mllog, CacheClear, MllogLayer, Output, SyncAt};
 use tracing_subscriber::prelude::*;
 
 /// What one step runs on the device.
@@ -116,9 +116,9 @@ fn train(
     let syncs = Arc::new(AtomicU32::new(0));
     let (sink, records) = MemorySink::new();
     let builder = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink_with(sink, Delivery::Inline)
-        .cache_clear(false)
+        .cache_clear(CacheClear::Off)
         .live_check(LivePolicy::Off)
         .global_batch_size(BATCH)
         .environment(Vec::<(String, String)>::new());
@@ -260,7 +260,7 @@ fn the_environment_chooses_the_place_or_none() {
 
     // A place without a synchronisation to call is an error naming the variable.
     let Err(err) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .environment([("MLLOG_DEVICE_SYNC".to_owned(), "steps".to_owned())])
         .build::<tracing_subscriber::Registry>()
     else {

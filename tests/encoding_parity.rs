@@ -10,7 +10,7 @@ use std::process::Command;
 
 use tracing_mllog::record::EventType;
 use tracing_mllog::record::{Metadata, Record};
-use tracing_mllog::Value;
+use tracing_mllog::{Output, Value};
 
 fn s(v: &str) -> Value {
     Value::Str(Cow::Owned(v.to_owned()))
@@ -263,7 +263,7 @@ fn macro_values_match_mlperf_logging_byte_for_byte() {
     let mut want: Vec<(&str, &str, &str)> = Vec::new();
     let (sink, handle) = MemorySink::new();
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::sink::OtelReport;
-use tracing_mllog::{Error, MllogLayer};
+use tracing_mllog::{Error, MllogLayer, Output};
 use tracing_subscriber::prelude::*;
 
 /// One HTTP request as the server read it.
@@ -126,7 +126,7 @@ fn otel_settings_come_from_the_builders_map() {
     let collector = Collector::start();
     let port = collector.port;
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .live_check(LivePolicy::Off)
         .environment([
             ("MLLOG_OTEL", "1".to_owned()),
@@ -237,7 +237,7 @@ fn a_bad_value_is_the_same_error_naming_the_variable_in_every_reader() {
         let mut vars = with.clone();
         vars.push((var, value));
         let err = MllogLayer::builder()
-            .output_file(&out)
+            .output(Output::file(&out))
             .environment(vars)
             .build::<tracing_subscriber::Registry>()
             .map(|_| ())
@@ -317,7 +317,7 @@ fn a_secret_in_a_bad_value_is_never_printed() {
     let dir = tempfile::tempdir().unwrap();
     for vars in cases {
         let err = MllogLayer::builder()
-            .output_file(dir.path().join("result_0.txt"))
+            .output(Output::file(dir.path().join("result_0.txt")))
             .environment(vars.clone())
             .build::<tracing_subscriber::Registry>()
             .map(|_| ())
@@ -379,7 +379,7 @@ fn child_builds_a_layer() {
         return;
     };
     let mut builder = MllogLayer::builder()
-        .output_file(Path::new(&dir).join("default.txt"))
+        .output(Output::file(Path::new(&dir).join("default.txt")))
         .live_check(LivePolicy::Off);
     if std::env::var_os(CHILD_CODE_ONLY).is_none() {
         builder = builder.from_env();

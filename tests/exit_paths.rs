@@ -23,6 +23,9 @@ use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::record::EventType;
 use tracing_mllog::record::{parse_log, ParsedLine};
+use tracing_mllog::Output;
+use tracing_mllog::Pipeline;
+use tracing_mllog::Submission;
 use tracing_mllog::{
     keys, mllog, Division, Interval, MllogLayer, Record, Ruleset, SystemStatus, Target, Value,
 };
@@ -233,14 +236,17 @@ fn converged_exit(log: &Path) -> ! {
         .expect("preset");
     let (layer, _guard) = MllogLayer::builder()
         .preset(&preset)
-        .output_file(log)
-        .system_status(SystemStatus::Research)
-        .org("ExitPathsOrg")
-        .platform("1xTestNode-8xGPU")
-        .config_filename("exit_paths.rs")
-        .precision("bfloat16", "bfloat16", "bfloat16")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(1)
+        .output(Output::file(log))
+        .submission(
+            Submission::default()
+                .status(SystemStatus::Research)
+                .org("ExitPathsOrg")
+                .platform("1xTestNode-8xGPU")
+                .config_filename("exit_paths.rs")
+                .precision("bfloat16", "bfloat16", "bfloat16")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(1),
+        )
         .seed(1234)
         .build()
         .expect("build");
@@ -321,7 +327,7 @@ fn exit_mid_block(log: &Path) -> ! {
 /// File output, 8 samples per step, loss target 0.5, no live checking, no environment.
 fn small_builder(log: &Path) -> tracing_mllog::Builder {
     MllogLayer::builder()
-        .output_file(log)
+        .output(Output::file(log))
         .global_batch_size(8)
         .target(Target::at_most(0.5))
         .live_check(LivePolicy::Off)
@@ -700,7 +706,7 @@ const PREVIOUS: &[u8] = b":::MLLOG {\"previous\": \"run\"}\nnot to be truncated\
 /// build succeeded.
 fn try_build(log: &Path, env: &[(&str, &str)], dup_span: bool) -> Option<String> {
     let mut builder = MllogLayer::builder()
-        .output_file(log)
+        .output(Output::file(log))
         .live_check(LivePolicy::Off)
         .environment(env.iter().copied());
     if dup_span {
@@ -823,7 +829,7 @@ fn a_failed_build_from_process_variables_keeps_the_previous_log() {
 /// Builds from the process environment (`Builder::from_env`); the build must fail.
 fn build_fails(log: &Path) {
     let err = MllogLayer::builder()
-        .output_file(log)
+        .output(Output::file(log))
         .live_check(LivePolicy::Off)
         .from_env()
         .build::<tracing_subscriber::Registry>()
@@ -842,7 +848,7 @@ fn an_eval_accuracy_line_reaches_the_file_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("result_0.txt");
     let (layer, mut guard) = small_builder(&log)
-        .max_delay(Duration::from_secs(600))
+        .pipeline(Pipeline::default().max_delay(Duration::from_secs(600)))
         .build()
         .unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
@@ -975,8 +981,11 @@ fn a_signal_during_exit_waits_for_the_log() {
 /// that it gave up.
 fn exit_with_hung_output(log: &Path) -> ! {
     let (layer, _guard) = behind_slow_sink(log, Duration::ZERO, Some(20))
-        .channel_capacity(64)
-        .shutdown_timeout(Duration::from_secs(1))
+        .pipeline(
+            Pipeline::default()
+                .capacity(64)
+                .shutdown_timeout(Duration::from_secs(1)),
+        )
         .build()
         .expect("build");
     tracing_subscriber::registry().with(layer).init();

@@ -4,7 +4,7 @@
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::record::parse_log;
 use tracing_mllog::sink::{Delivery, MemorySink};
-use tracing_mllog::MllogLayer;
+use tracing_mllog::{MllogLayer, Output};
 
 fn line(key: &str, time_ms: u64, value: u64) -> String {
     format!(
@@ -20,7 +20,7 @@ fn pushed_records_reach_the_sinks_in_order_with_their_own_time() {
         .collect();
     let (memory, seen) = MemorySink::new();
     let (feed, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         // Inline, as the MLLOG file is: an isolated sink would lose records to its own full
         // queue on a loaded machine, which is not what this test is about.
         .sink_with(memory, Delivery::Inline)
@@ -44,7 +44,7 @@ fn a_followed_file_is_never_written_even_with_mllog_output_file_set() {
     std::fs::write(&followed, "the other process's log\n").expect("write");
     std::fs::write(&other, "a file of the job's\n").expect("write");
     let (feed, mut guard) = MllogLayer::builder()
-        .followed_file(&followed)
+        .output(Output::followed(&followed))
         .live_check(LivePolicy::Off)
         .validate_submission(false)
         .environment([

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::{mllog, MllogLayer};
+use tracing_mllog::{mllog, MllogLayer, Pipeline};
 use tracing_subscriber::prelude::*;
 
 /// Selects what the child does (unset: the child test returns at once).
@@ -20,10 +20,10 @@ const RECORDS: u64 = 400;
 fn run_layer(output: Option<&Path>) {
     let mut builder = MllogLayer::builder()
         .live_check(LivePolicy::Off)
-        .shutdown_timeout(Duration::from_secs(10));
+        .pipeline(Pipeline::default().shutdown_timeout(Duration::from_secs(10)));
     builder = match output {
-        Some(path) => builder.output_file(path),
-        None => builder.stdout(),
+        Some(path) => builder.output(tracing_mllog::Output::file(path)),
+        None => builder.output(tracing_mllog::Output::Stdout),
     };
     let (layer, mut guard) = builder.build().expect("build layer");
     let subscriber = tracing_subscriber::registry().with(layer);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::info_span;
-use tracing_mllog::{keys, mllog, MllogLayer};
+use tracing_mllog::{keys, mllog, MllogLayer, Output, Ranks};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::EnvFilter;
@@ -226,7 +226,7 @@ fn child() {
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
         MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink({
                 let (sink, handle) = tracing_mllog::sink::MemorySink::new();
                 let _ = MEMORY.set(handle);
@@ -234,8 +234,8 @@ fn child() {
             })
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
             // The report says nothing but what each case is about.
-            .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
-            .rank(rank)
+            .cache_clear(tracing_mllog::CacheClear::ByLauncher)
+            .ranks(Ranks::default().rank(rank))
             .build()
             .expect("build")
     }
@@ -351,8 +351,8 @@ fn preflight_child(shape: &str) {
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
         MllogLayer::builder()
-            .no_output()
-            .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
+            .output(Output::Nowhere)
+            .cache_clear(tracing_mllog::CacheClear::ByLauncher)
             .build()
             .expect("build")
     }
@@ -439,12 +439,12 @@ const STEP_CASES: [&str; 7] = [
 fn steps_child(case: &str) {
     let (sink, records) = tracing_mllog::sink::MemorySink::new();
     let (layer, guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .global_batch_size(32)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         // The report says nothing but what each case is about.
-        .cache_clear_mode(tracing_mllog::CacheClear::ByLauncher)
+        .cache_clear(tracing_mllog::CacheClear::ByLauncher)
         .build()
         .expect("build");
     let debug_steps = case.contains("debug");

@@ -6,7 +6,10 @@ use std::time::Duration;
 use tracing::{info_span, Dispatch, Level};
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{MemoryHandle, MemorySink};
-use tracing_mllog::{keys, mllog, Benchmark, Division, MllogLayer, Value};
+use tracing_mllog::{
+    keys, mllog, Benchmark, CacheClear, Division, MllogLayer, Output, Pipeline, Ranks, Submission,
+    Value,
+};
 use tracing_subscriber::prelude::*;
 
 /// A layer writing into memory only, with the live checker off and no environment.
@@ -18,7 +21,7 @@ where
 {
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = builder
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()
@@ -45,10 +48,12 @@ fn keys_of(records: &[TracedRecord]) -> Vec<&str> {
 #[test]
 fn spans_become_intervals_and_events_become_points() {
     let records = capture(
-        MllogLayer::builder()
-            .benchmark(Benchmark::Llama2_70bLora)
-            .division(Division::Open)
-            .org("ExampleOrg"),
+        MllogLayer::builder().submission(
+            Submission::default()
+                .benchmark(Benchmark::Llama2_70bLora)
+                .division(Division::Open)
+                .org("ExampleOrg"),
+        ),
         || {
             {
                 let _init = info_span!("init").entered();
@@ -148,7 +153,7 @@ fn spans_become_intervals_and_events_become_points() {
 
 #[test]
 fn other_events_and_spans_are_ignored() {
-    let records = capture(MllogLayer::builder().cache_clear(false), || {
+    let records = capture(MllogLayer::builder().cache_clear(CacheClear::Off), || {
         tracing::info!(value = 3, "plain event");
         let _s = info_span!("train_step", step = 1).entered();
         tracing::event!(Level::WARN, key = "not_ours");
@@ -229,7 +234,7 @@ fn brackets_balance_on_early_return_and_panic() {
 fn guard_flush_makes_records_visible() {
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .build()
         .unwrap();
@@ -243,7 +248,9 @@ fn guard_flush_makes_records_visible() {
 #[test]
 fn file_is_relative_to_root_dir_and_foreign_targets_never_enter() {
     let records = capture(
-        MllogLayer::builder().cache_clear(false).root_dir("tests"),
+        MllogLayer::builder()
+            .cache_clear(CacheClear::Off)
+            .root_dir("tests"),
         || {
             mllog!(keys::SEED, 1);
             // Diagnostics of the crates our sinks use, even with an MLLOG key, are not records.
@@ -279,7 +286,7 @@ fn callsites_are_classified_per_layer() {
     };
     let builder = || {
         MllogLayer::builder()
-            .cache_clear(false)
+            .cache_clear(CacheClear::Off)
             .global_batch_size(4)
             .train_loss_every(1)
     };
@@ -295,7 +302,7 @@ fn fields_past_the_sixteenth_still_count() {
     // The field lists are spelled out: tracing's macros take field names literally.
     #[rustfmt::skip]
     let records = capture(
-        MllogLayer::builder().cache_clear(false).global_batch_size(4).train_loss_every(1),
+        MllogLayer::builder().cache_clear(CacheClear::Off).global_batch_size(4).train_loss_every(1),
         || {
             mllog!(
                 "custom_key", 1,
@@ -344,11 +351,10 @@ fn a_sleeping_worker_is_woken_by_intervals_and_a_filling_channel_and_its_timer()
     fn build(max_delay: Duration) -> (Dispatch, tracing_mllog::Guard, MemoryHandle) {
         let (sink, handle) = MemorySink::new();
         let (layer, guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .sink(sink)
-            .cache_clear(false)
-            .channel_capacity(64)
-            .max_delay(max_delay)
+            .cache_clear(CacheClear::Off)
+            .pipeline(Pipeline::default().capacity(64).max_delay(max_delay))
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
             .build()
             .expect("build");
@@ -430,7 +436,7 @@ fn a_subscriber_wide_filter_that_hides_everything_is_named_in_the_report() {
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
         builder
-            .no_output()
+            .output(Output::Nowhere)
             .sink(MemorySink::new().0)
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
             .build()
@@ -465,7 +471,7 @@ fn a_subscriber_wide_filter_that_hides_everything_is_named_in_the_report() {
     assert!(!report.received_nothing());
     assert!(!report.to_string().contains("reached"), "{report}");
 
-    let (layer, mut guard) = build(MllogLayer::builder().rank(1));
+    let (layer, mut guard) = build(MllogLayer::builder().ranks(Ranks::default().rank(1)));
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), workload);
     let report = guard.shutdown();
     assert_eq!(report.records, 0);
@@ -510,10 +516,10 @@ fn nothing_logged_on_the_worker_thread_becomes_a_record() {
     let app = Arc::new(OnceLock::new());
     let (memory, handle) = MemorySink::new();
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(Chatty(app.clone(), 0))
         .sink(memory)
-        .cache_clear(false)
+        .cache_clear(CacheClear::Off)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()
         .expect("build");

@@ -5,25 +5,28 @@ use std::sync::{Arc, Mutex};
 
 use tracing::info_span;
 use tracing_mllog::compliance::{LivePolicy, Severity};
-use tracing_mllog::{keys, mllog, Benchmark, CacheClear, Division, MllogLayer};
+use tracing_mllog::{keys, mllog, Benchmark, CacheClear, Division, MllogLayer, Output, Submission};
 use tracing_subscriber::prelude::*;
 
 fn closed_llama2(policy: LivePolicy) -> tracing_mllog::Builder {
     MllogLayer::builder()
-        .no_output()
-        .benchmark(Benchmark::Llama2_70bLora)
-        .division(Division::Closed)
-        .org("Org")
-        .platform("1xTest")
-        .config_filename("cfg.sh")
-        .precision("bfloat16", "bfloat16", "bfloat16")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(1)
+        .output(Output::Nowhere)
+        .submission(
+            Submission::default()
+                .benchmark(Benchmark::Llama2_70bLora)
+                .division(Division::Closed)
+                .org("Org")
+                .platform("1xTest")
+                .config_filename("cfg.sh")
+                .precision("bfloat16", "bfloat16", "bfloat16")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(1),
+        )
         .global_batch_size(8)
         .live_check(policy)
         // The page cache is the launcher's business here; `cache_clear_false_is_said_...`
         // shows the default.
-        .cache_clear_mode(CacheClear::ByLauncher)
+        .cache_clear(CacheClear::ByLauncher)
 }
 
 /// With neither the layer nor the program saying the cache was cleared, `cache_clear` is
@@ -32,7 +35,7 @@ fn closed_llama2(policy: LivePolicy) -> tracing_mllog::Builder {
 #[test]
 fn cache_clear_false_is_said_before_the_clock_starts() {
     let (layer, mut guard) = closed_llama2(LivePolicy::Warn)
-        .cache_clear_mode(CacheClear::NotCleared)
+        .cache_clear(CacheClear::NotCleared)
         .seed(7)
         .build()
         .unwrap();

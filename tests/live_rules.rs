@@ -20,6 +20,8 @@ use tracing::info_span;
 use tracing_mllog::compliance::{ComplianceReport, LivePolicy, Severity};
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::rules_source::RulesSource;
+use tracing_mllog::Output;
+use tracing_mllog::Submission;
 use tracing_mllog::{
     keys, Builder, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value,
 };
@@ -282,16 +284,20 @@ fn live_rules_in_code_share_the_callback() {
     let preset = Llama2_70bLora::default()
         .preset(Division::Closed, Ruleset::V6_1_0)
         .expect("preset");
-    let (layer, mut guard) = submitter(MllogLayer::builder().no_output().preset(&preset))
-        .live_rules(pkg.clone())
-        .live_check(LivePolicy::Callback(Box::new(
-            move |r: &ComplianceReport| {
-                let mut seen = seen.lock().unwrap();
-                seen.push((r.rule_files.clone(), errors(Some(r))));
-            },
-        )))
-        .build()
-        .unwrap();
+    let (layer, mut guard) = submitter(
+        MllogLayer::builder()
+            .output(Output::Nowhere)
+            .preset(&preset),
+    )
+    .live_rules(pkg.clone())
+    .live_check(LivePolicy::Callback(Box::new(
+        move |r: &ComplianceReport| {
+            let mut seen = seen.lock().unwrap();
+            seen.push((r.rule_files.clone(), errors(Some(r))));
+        },
+    )))
+    .build()
+    .unwrap();
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
         drop(info_span!("init").entered());
         let _run = info_span!("run").entered();
@@ -312,7 +318,7 @@ fn live_rules_in_code_share_the_callback() {
     assert_eq!(live.ruleset, "training 6.1.0");
 
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .validate_submission(false)
         .live_rules(pkg)
         .live_check(LivePolicy::Off)
@@ -327,16 +333,19 @@ fn live_rules_in_code_share_the_callback() {
 /// What a closed submission sets beyond the preset's keys, and the seed.
 fn submitter(builder: Builder) -> Builder {
     builder
-        .system_status(SystemStatus::Research)
-        .org("RulesOrg")
-        .platform("1xTestNode-1xGPU")
-        .config_filename("live_rules.rs")
-        .precision("bfloat16", "bfloat16", "bfloat16")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(1)
+        .submission(
+            Submission::default()
+                .status(SystemStatus::Research)
+                .org("RulesOrg")
+                .platform("1xTestNode-1xGPU")
+                .config_filename("live_rules.rs")
+                .precision("bfloat16", "bfloat16", "bfloat16")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(1),
+        )
         .seed(1234)
         // The page cache is the launcher's business here (`cache_clear` is logged `true`).
-        .cache_clear_mode(CacheClear::ByLauncher)
+        .cache_clear(CacheClear::ByLauncher)
 }
 
 /// `key@line` of each error, in order, `;`-separated.
@@ -388,8 +397,11 @@ fn child() {
         _ => (*k, v.clone()),
     });
     let builder = MllogLayer::builder()
-        .benchmark(preset.benchmark())
-        .division(preset.division())
+        .submission(
+            Submission::default()
+                .benchmark(preset.benchmark())
+                .division(preset.division()),
+        )
         .ruleset(preset.ruleset())
         .global_batch_size(preset.global_batch_size())
         .target(preset.target())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::{Delivery, Sink, SinkError};
-use tracing_mllog::{mllog, MllogLayer, Value};
+use tracing_mllog::{mllog, MllogLayer, Output, Pipeline, Value};
 use tracing_subscriber::prelude::*;
 
 const THREADS: usize = 4;
@@ -49,11 +49,11 @@ fn a_million_events_from_four_threads_all_arrive_in_order() {
         seen: seen.clone(),
     };
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         // Inline: lossless, so the backpressure reaches the producers (an isolated sink
         // would drop what its own queue cannot hold instead).
         .sink_with(sink, Delivery::Inline)
-        .channel_capacity(1024) // small, so the producers really hit backpressure
+        .pipeline(Pipeline::default().capacity(1024)) // small, so the producers really hit backpressure
         .build()
         .unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));

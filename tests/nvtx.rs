@@ -21,7 +21,7 @@ use std::sync::{Mutex, OnceLock};
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
 use tracing_mllog::profile::{ProfileError, ProfilerKind, SegmentProfiler};
-use tracing_mllog::{train_step, MllogLayer};
+use tracing_mllog::{train_step, MllogLayer, Output};
 use tracing_subscriber::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ fn nvtx_sink_shows_the_run_as_nested_ranges_on_the_worker_thread() {
     const NAME: &str = "nvtx_sink_shows_the_run_as_nested_ranges_on_the_worker_thread";
     if in_child(NAME) {
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .live_check(LivePolicy::Off)
             .global_batch_size(8)
             .trace_steps(true)
@@ -357,7 +357,7 @@ fn nvtx_sink_ends_ranges_left_open_at_shutdown() {
     if in_child(NAME) {
         // Added by hand and asked for by the environment: still one sink.
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .live_check(LivePolicy::Off)
             .sink(tracing_mllog::sink::NvtxSink::new())
             .environment([("MLLOG_NVTX", "1")])
@@ -433,7 +433,7 @@ fn without_mllog_nvtx_no_nvtx_call_is_made() {
     const NAME: &str = "without_mllog_nvtx_no_nvtx_call_is_made";
     if in_child(NAME) {
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .live_check(LivePolicy::Off)
             .trace_steps(true)
             .environment([("MLLOG_NVTX", "0")])
@@ -451,7 +451,7 @@ fn without_mllog_nvtx_no_nvtx_call_is_made() {
 #[test]
 fn a_bad_mllog_nvtx_is_an_error_naming_it() {
     let err = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .environment([("MLLOG_NVTX", "nsys")])
         .build::<tracing_subscriber::Registry>()
         .map(|_| ())
@@ -503,7 +503,7 @@ fn profiled_loop(note: &dyn Fn(&str)) {
 
 fn run_profiled(env: &[(&str, &str)], calls: &Path) -> tracing_mllog::profile::ProfileReport {
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .live_check(LivePolicy::Off)
         .global_batch_size(8)
         .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
@@ -708,7 +708,7 @@ fn a_missing_cuda_library_is_an_error_naming_it_and_the_variable() {
     );
     // Through the builder: the run does not start.
     let err = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .environment([
             ("PROFILER", "cuda"),
             ("CUDA_PROFILER_LIB", "/nonexistent/libcudart.so"),

@@ -17,9 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::info_span;
+use tracing_mllog::barrier::Barrier;
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::record::parse_log;
 use tracing_mllog::results::summary::{render_text, summarize_text};
+use tracing_mllog::Output;
+use tracing_mllog::Submission;
 use tracing_mllog::{
     keys, Division, MllogLayer, Record, Ruleset, SystemStatus, Value, WALL_CLOCK_STEP_MS,
 };
@@ -450,22 +453,27 @@ fn rank() {
         .expect("preset");
     let (layer, _guard) = MllogLayer::builder()
         .preset(&preset)
-        .output_file(dir.join("result_0.txt"))
-        .system_status(SystemStatus::Research)
-        .org("RanksOrg")
-        .platform("1xTestNode-4xGPU")
-        .config_filename("ranks.rs")
-        .precision("bfloat16", "bfloat16", "bfloat16")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(1)
+        .output(Output::file(dir.join("result_0.txt")))
+        .submission(
+            Submission::default()
+                .status(SystemStatus::Research)
+                .org("RanksOrg")
+                .platform("1xTestNode-4xGPU")
+                .config_filename("ranks.rs")
+                .precision("bfloat16", "bfloat16", "bfloat16")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(1),
+        )
         .seed(1234)
-        .barrier(move || {
-            let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the coordinator");
-            s.write_all(&[0]).unwrap();
-            let mut go = [0u8];
-            s.read_exact(&mut go).expect("released by the coordinator");
-        })
-        .barrier_timeout(Some(timeout))
+        .barrier(
+            Barrier::new(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the coordinator");
+                s.write_all(&[0]).unwrap();
+                let mut go = [0u8];
+                s.read_exact(&mut go).expect("released by the coordinator");
+            })
+            .timeout(Some(timeout)),
+        )
         // MLLOG_CLOCK_STEP_MS, as a launcher sets it.
         .from_env()
         .build()

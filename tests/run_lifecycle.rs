@@ -6,14 +6,14 @@ use std::time::Duration;
 use tracing::{field::Empty, info_span};
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{keys, mllog, train_step, MllogLayer, RunHandle, Target, Value};
+use tracing_mllog::{keys, mllog, train_step, MllogLayer, Output, RunHandle, Target, Value};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
 
 fn run<F: FnOnce(&RunHandle)>(builder: tracing_mllog::Builder, f: F) -> Vec<TracedRecord> {
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = builder
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()
@@ -390,7 +390,7 @@ fn convergence_decides_run_stop() {
 fn target_from_the_environment() {
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .target(Target::at_most(0.925))
         .environment([("MLLOG_TARGET_EVAL_LOSS", "2.0")])
@@ -436,7 +436,7 @@ fn traced_steps_reach_tracing_sinks_but_never_the_mllog_file() {
     let file = Shared::default();
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = MllogLayer::builder()
-        .writer(file.clone())
+        .output(Output::writer(file.clone()))
         .sink(sink)
         .global_batch_size(4)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)

@@ -16,7 +16,7 @@ use tracing_mllog::record::parse_log;
 use tracing_mllog::record::TracedRecord;
 use tracing_mllog::sink::SinkReport;
 use tracing_mllog::sink::{Delivery, MemorySink, Sink, SinkError};
-use tracing_mllog::{mllog, Guard, MllogLayer, Report};
+use tracing_mllog::{mllog, Guard, MllogLayer, Output, Pipeline, Report};
 use tracing_subscriber::prelude::*;
 
 /// Only a broken pipeline gets anywhere near it: a liveness bound, not a timing assertion.
@@ -87,10 +87,13 @@ fn sink<'a>(report: &'a Report, name: &str) -> &'a SinkReport {
 
 fn builder(log: &Path) -> tracing_mllog::Builder {
     MllogLayer::builder()
-        .output_file(log)
+        .output(Output::file(log))
         // Small, and blocking: a worker held up by a sink would hold up the training thread.
-        .channel_capacity(8)
-        .shutdown_timeout(Duration::from_secs(2))
+        .pipeline(
+            Pipeline::default()
+                .capacity(8)
+                .shutdown_timeout(Duration::from_secs(2)),
+        )
 }
 
 fn start(builder: tracing_mllog::Builder) -> (tracing::Dispatch, Guard) {

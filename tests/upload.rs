@@ -24,7 +24,7 @@ use tracing_mllog::sink::{
     RetryPolicy, Sink, UploadConfig, UploadError, UploadHandle, UploadReport, UploadSink,
     ENV_UPLOAD_DEADLINE_SECS, ENV_UPLOAD_INTERVAL_SECS, ENV_UPLOAD_URL,
 };
-use tracing_mllog::{keys, mllog, MllogLayer, Record};
+use tracing_mllog::{keys, mllog, MllogLayer, Output, Pipeline, Ranks, Record};
 use tracing_subscriber::prelude::*;
 
 const SECRET: &str = "SeCrEt-7f3a9b2c-do-not-leak";
@@ -219,9 +219,9 @@ fn train(dir: &Path, config: UploadConfig, reader: Option<&dyn Fn() -> Option<Ve
     let local = dir.join("mllog.log");
     let (sink, handle) = UploadSink::for_file(config, local.clone()).expect("start uploader");
     let (layer, mut guard) = MllogLayer::builder()
-        .output_file(&local)
+        .output(Output::file(&local))
         .sink(sink)
-        .shutdown_timeout(Duration::from_secs(20))
+        .pipeline(Pipeline::default().shutdown_timeout(Duration::from_secs(20)))
         .build()
         .expect("build layer");
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -1168,9 +1168,9 @@ fn child_run_with_dead_store() {
     let (sink, handle): (UploadSink, UploadHandle) =
         UploadSink::for_file(config, local.clone()).unwrap();
     let (layer, mut guard) = MllogLayer::builder()
-        .output_file(&local)
+        .output(Output::file(&local))
         .sink(sink)
-        .shutdown_timeout(Duration::from_secs(3))
+        .pipeline(Pipeline::default().shutdown_timeout(Duration::from_secs(3)))
         .build()
         .unwrap();
     let fmt = tracing_subscriber::fmt::layer()
@@ -1465,7 +1465,7 @@ fn child_with_non_utf8_variables() {
     };
     // Everything from the process environment, as a launcher would set it.
     match MllogLayer::builder()
-        .shutdown_timeout(Duration::from_secs(10))
+        .pipeline(Pipeline::default().shutdown_timeout(Duration::from_secs(10)))
         .from_env()
         .build()
     {
@@ -1541,8 +1541,8 @@ fn a_given_uploader_starts_with_the_layers_file_on_the_writing_rank() {
     for rank in [1, 0] {
         let log = dir.path().join(format!("rank{rank}.log"));
         let (layer, mut guard) = MllogLayer::builder()
-            .output_file(&log)
-            .rank(rank)
+            .output(Output::file(&log))
+            .ranks(Ranks::default().rank(rank))
             .validate_submission(false)
             .live_check(tracing_mllog::compliance::LivePolicy::Off)
             .sink(UploadSink::new(UploadConfig::new(&url).unwrap()))
@@ -1570,7 +1570,7 @@ fn a_given_uploader_starts_with_the_layers_file_on_the_writing_rank() {
         }
     }
     let err = MllogLayer::builder()
-        .stdout()
+        .output(Output::Stdout)
         .sink(UploadSink::new(UploadConfig::new(&url).unwrap()))
         .build::<tracing_subscriber::Registry>()
         .expect_err("no file to upload");
@@ -1580,7 +1580,7 @@ fn a_given_uploader_starts_with_the_layers_file_on_the_writing_rank() {
         "{message}"
     );
     assert!(
-        message.contains("MLLOG_OUTPUT_FILE or Builder::output_file"),
+        message.contains("MLLOG_OUTPUT_FILE or Output::file"),
         "{message}"
     );
 }

@@ -2,13 +2,13 @@
 //! checked against `mlperf_logging` in `tests/encoding_parity.rs`).
 
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{mllog, MllogLayer, Record, Value};
+use tracing_mllog::{mllog, MllogLayer, Output, Record, Value};
 use tracing_subscriber::prelude::*;
 
 fn capture(f: impl FnOnce()) -> Vec<Record> {
     let (sink, handle) = MemorySink::new();
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()

@@ -5,6 +5,7 @@
 //! numbers, the comparison table and the budgets measure the same thing.
 
 use tracing::Dispatch;
+use tracing_mllog::Output;
 use tracing_subscriber::prelude::*;
 
 /// `(name, dispatch, guard)` for each stack; ours is built from `builder`, writing to
@@ -15,7 +16,7 @@ pub fn stacks(
     builder: tracing_mllog::Builder,
 ) -> Vec<(&'static str, Dispatch, Option<tracing_mllog::Guard>)> {
     let (layer, guard) = builder
-        .writer(std::io::sink())
+        .output(Output::writer(std::io::sink()))
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()
         .expect("layer");

@@ -15,6 +15,8 @@
 use std::time::Instant;
 
 use tracing_mllog::presets::{Llama2_70bLora, Preset};
+use tracing_mllog::Output;
+use tracing_mllog::Submission;
 use tracing_mllog::{
     keys, Builder, Division, Guard, MllogLayer, Report, Ruleset, RunHandle, SystemStatus,
 };
@@ -72,18 +74,21 @@ pub fn preset() -> Preset {
 pub fn builder(preset: &Preset, output: &str, config_filename: &str) -> Builder {
     MllogLayer::builder()
         .preset(preset)
-        .output_file(output)
-        .system_status(SystemStatus::Research)
-        .org("tracing-mllog")
-        .platform(format!(
-            "1xCPU-{}core",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        ))
-        .config_filename(config_filename)
+        .output(Output::file(output))
+        .submission(
+            Submission::default()
+                .status(SystemStatus::Research)
+                .org("tracing-mllog")
+                .platform(format!(
+                    "1xCPU-{}core",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ))
+                .config_filename(config_filename)
+                .precision("fp64", "fp64", "fp64")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(MICRO_BATCH_SIZE as u32),
+        )
         // f64 everywhere; one process, so every parallelism dimension is 1.
-        .precision("fp64", "fp64", "fp64")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(MICRO_BATCH_SIZE as u32)
         // Logged as `seed` right after init_start.
         .seed(SEED)
         // The layer counts samples from train_step spans (the preset set the batch size),

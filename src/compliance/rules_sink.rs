@@ -160,7 +160,7 @@ impl Sink for RulesSink {
                 if r.error.is_none() && r.report.is_none() {
                     r.error = Some(
                         "the rules read at run time had not checked the whole log by the \
-                         shutdown deadline (Builder::shutdown_timeout)"
+                         shutdown deadline (Pipeline::shutdown_timeout)"
                             .into(),
                     );
                 }

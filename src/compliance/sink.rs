@@ -24,15 +24,15 @@ use crate::sink::{Sink, SinkError};
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::compliance::LivePolicy;
-/// use tracing_mllog::{Benchmark, Division, MllogLayer};
+/// use tracing_mllog::{Benchmark, Division, MllogLayer, Output, Submission};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let problems = Arc::new(Mutex::new(Vec::new()));
 /// let seen = problems.clone();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
-///     .benchmark(Benchmark::Llama2_70bLora)
-///     .division(Division::Open) // a closed one without an org would not even build
+///     .output(Output::Nowhere)
+///     .submission(Submission::default().benchmark(Benchmark::Llama2_70bLora).division(Division::Open))
+///      // a closed one without an org would not even build
 ///     .live_check(LivePolicy::Callback(Box::new(move |report| {
 ///         let mut seen = seen.lock().unwrap();
 ///         seen.extend(report.errors().map(|f| f.message.clone()));

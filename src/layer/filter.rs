@@ -37,9 +37,10 @@ const DEFAULT_SPANS: [&str; 7] = [
 ///
 /// ```
 /// use tracing_subscriber::{prelude::*, EnvFilter};
+/// use tracing_mllog::Output;
 ///
 /// let (layer, _guard) = tracing_mllog::MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .build()
 ///     .unwrap();
 /// let subscriber = tracing_subscriber::registry()
@@ -66,12 +67,14 @@ pub fn filter<F>(inner: F) -> MllogFilter<F> {
 /// ```
 /// use tracing_mllog::{keys, mllog, sink::MemorySink, MllogLayer};
 /// use tracing_subscriber::{prelude::*, EnvFilter};
+/// use tracing_mllog::Output;
+/// use tracing_mllog::CacheClear;
 ///
 /// let (memory, records) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(memory)
-///     .cache_clear(false)
+///     .cache_clear(CacheClear::Off)
 ///     .span_name(tracing_mllog::Interval::Eval, "validate")
 ///     .build()?;
 /// let subscriber = tracing_subscriber::registry()

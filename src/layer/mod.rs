@@ -19,11 +19,15 @@ mod filter;
 mod filter_check;
 mod inactive;
 mod otel;
+mod output;
 mod plan;
+mod ranks;
 mod step;
 
 pub use builder::{Builder, Interval};
 pub use filter::{filter, MllogFilter};
+pub use output::Output;
+pub use ranks::Ranks;
 
 use std::borrow::Cow;
 use std::mem::{forget, replace};
@@ -38,7 +42,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::keys;
-use crate::pipeline::{lock_until, EndOfRun, Ending, Pending, Pipeline};
+use crate::pipeline::{lock_until, EndOfRun, Ending, Pending, RecordSender};
 use crate::record::{EventType, IntervalIds, Metadata, Str, Timestamp, TracedRecord, Value};
 use crate::run::{RunHandle, RunStats, Throughput};
 use crate::sink::accounting::on_worker_thread;
@@ -136,7 +140,7 @@ pub(crate) fn is_foreign_target(meta: &CallsiteMeta<'_>) -> bool {
 pub(crate) struct Shared {
     /// Unique per layer in this process (never 0): keys the per-thread callsite cache.
     pub(crate) id: u64,
-    pub(crate) pipeline: Pipeline,
+    pub(crate) pipeline: RecordSender,
     pub(crate) intervals: Vec<IntervalSpec>,
     pub(crate) step_span: Cow<'static, str>,
     pub(crate) warmup_span: Cow<'static, str>,
@@ -146,9 +150,9 @@ pub(crate) struct Shared {
     /// What the `cache_clear` record says (`crate::cache_clear`).
     pub(crate) cache_cleared: crate::cache_clear::CacheCleared,
     /// Passed by every rank when `run` opens, before `run_start` is stamped.
-    pub(crate) barrier: Option<crate::barrier::Barrier>,
+    pub(crate) barrier: Option<crate::barrier::ArmedBarrier>,
     /// Passed by every rank when `run` closes, before `run_stop` is stamped (on request).
-    pub(crate) stop_barrier: Option<crate::barrier::Barrier>,
+    pub(crate) stop_barrier: Option<crate::barrier::ArmedBarrier>,
     /// The program's device synchronisation, at interval ends and step ends (on request).
     pub(crate) device: crate::device_sync::DeviceSyncs,
     /// Wall-clock steps, looked for at each interval's end.
@@ -1258,13 +1262,13 @@ where
 /// [`crate::Guard::shutdown`]) ends the run's open intervals and flushes the file.
 ///
 /// ```
-/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_mllog::{keys, mllog, MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("mllog.txt");
 /// let (layer, guard) = MllogLayer::builder()
-///     .output_file(&path)
+///     .output(Output::file(&path))
 ///     .build()
 ///     .expect("MLLOG output");
 /// tracing_subscriber::registry().with(layer).init();

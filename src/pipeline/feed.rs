@@ -1,6 +1,6 @@
 //! [`RecordFeed`]: records made outside the layer, into the pipeline.
 
-use super::Pipeline;
+use super::RecordSender;
 use crate::record::{Record, TracedRecord};
 
 /// The sending side of a pipeline started by [`crate::Builder::build_feed`]: pushes records
@@ -11,11 +11,11 @@ use crate::record::{Record, TracedRecord};
 /// instead, counted in the [`crate::Report`]. The [`crate::Guard`] that came with it flushes
 /// and ends the pipeline. See [`crate::Builder::build_feed`] for an example.
 pub struct RecordFeed {
-    pipeline: Pipeline,
+    pipeline: RecordSender,
 }
 
 impl RecordFeed {
-    pub(crate) fn new(pipeline: Pipeline) -> RecordFeed {
+    pub(crate) fn new(pipeline: RecordSender) -> RecordFeed {
         RecordFeed { pipeline }
     }
 

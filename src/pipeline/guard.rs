@@ -35,14 +35,14 @@ use crate::sink::plug::SpanHook;
 ///
 /// ```
 /// use tracing_mllog::sink::{Delivery, MemorySink};
-/// use tracing_mllog::{mllog, MllogLayer, Overflow};
+/// use tracing_mllog::{mllog, MllogLayer, Output, Overflow, Pipeline};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (memory, lines) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .environment([("RANK", "0")])
-///     .overflow(Overflow::Block) // the default: wait for room, lose nothing
+///     .pipeline(Pipeline::default().overflow(Overflow::Block)) // the default: wait for room, lose nothing
 ///     .sink_with(memory, Delivery::Inline)
 ///     .build()?;
 /// let subscriber = tracing_subscriber::registry().with(layer);
@@ -102,7 +102,7 @@ pub(crate) struct GuardInner {
 /// first, and say which end records were written; when the set-up is checked, where the layer
 /// stands in the subscriber. The layer implements it; the pipeline only knows this much of it.
 pub(crate) trait EndOfRun: Send + Sync {
-    /// Also seals the pipeline ([`Pipeline::seal`]); gives up waiting at `deadline`.
+    /// Also seals the pipeline ([`RecordSender::seal`]); gives up waiting at `deadline`.
     fn end_open_intervals(&self, ending: Ending, deadline: Instant) -> Vec<Str>;
     /// Says on stderr, before the process may exit, what the layer's filter checks still
     /// have to say.

@@ -20,11 +20,11 @@ mod guard;
 mod pending;
 mod queue;
 mod report;
+mod settings;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use crossbeam_channel::bounded;
 use crossbeam_queue::ArrayQueue;
@@ -35,9 +35,10 @@ pub use guard::Guard;
 pub(crate) use guard::{EndOfRun, Placement};
 pub(crate) use pending::{Capture, Kind, Pending, Raw};
 pub use queue::Overflow;
-pub(crate) use queue::Pipeline;
+pub(crate) use queue::RecordSender;
 
 pub use report::Report;
+pub use settings::Pipeline;
 
 use crate::compliance::{ComplianceHandle, LiveRulesHandle};
 use crate::sink::accounting::SinkCounters;
@@ -52,11 +53,8 @@ use worker::{run_worker, Route};
 pub(crate) struct Start {
     /// The sinks in the order the worker calls them, each with its delivery.
     pub(crate) sinks: Vec<(Box<dyn Sink>, Delivery)>,
-    /// Records the queue holds.
-    pub(crate) capacity: usize,
-    pub(crate) overflow: Overflow,
-    pub(crate) shutdown_timeout: Duration,
-    pub(crate) max_delay: Duration,
+    /// The queue's size, the worker's delay, overflow and the shutdown's patience.
+    pub(crate) settings: Pipeline,
     /// The live checker's handle (for `preflight` and the report), and whether a failing
     /// verdict is printed at shutdown.
     pub(crate) compliance: Option<(ComplianceHandle, bool)>,
@@ -70,16 +68,19 @@ pub(crate) struct Start {
     pub(crate) hooks: Vec<Arc<dyn SpanHook>>,
 }
 
-impl Pipeline {
+impl RecordSender {
     /// Starts the worker thread with these sinks, each delivered by its policy (an isolated
     /// sink gets its own thread here), and the guard that stops it.
-    pub(crate) fn start(start: Start) -> std::io::Result<(Pipeline, Guard)> {
+    pub(crate) fn start(start: Start) -> std::io::Result<(RecordSender, Guard)> {
         let Start {
             sinks,
-            capacity,
-            overflow,
-            shutdown_timeout,
-            max_delay,
+            settings:
+                Pipeline {
+                    capacity,
+                    max_delay,
+                    overflow,
+                    shutdown_timeout,
+                },
             compliance,
             live_rules,
             writes,
@@ -146,7 +147,7 @@ impl Pipeline {
                 run_worker(&worker_queue, control_rx, slots)
             })?;
         let _ = queue.worker.set(worker.thread().clone());
-        let pipeline = Pipeline {
+        let pipeline = RecordSender {
             queue: queue.clone(),
             overflow,
         };

@@ -1,5 +1,5 @@
 //! The queue between the training threads and the worker: a bounded lock-free queue of
-//! recycled records ([`Pipeline`], the sending side the layer holds), what producers and the
+//! recycled records ([`RecordSender`], the sending side the layer holds), what producers and the
 //! worker share about it ([`Queue`]), when a producer wakes the worker, and the sealing an
 //! exit path applies so that `run_stop` is the last line.
 
@@ -17,7 +17,7 @@ use crate::sink::accounting::SinkCounters;
 
 /// What the layer does when the queue is full (the worker is behind).
 ///
-/// Set it with [`crate::Builder::overflow`]. The queue fills only when a sink delivered
+/// Set it with [`crate::Pipeline::overflow`]. The queue fills only when a sink delivered
 /// [`Delivery::Inline`](crate::sink::Delivery::Inline) (the MLLOG file, the live checker, a
 /// sink added that way) stalls the worker. [`Overflow::Block`] then holds up the training
 /// thread until there is room; [`Overflow::DropAfter`] bounds that wait and counts every
@@ -27,7 +27,7 @@ use crate::sink::accounting::SinkCounters;
 /// use std::sync::{Arc, Mutex};
 /// use std::time::Duration;
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer, Overflow};
+/// use tracing_mllog::{mllog, MllogLayer, Output, Overflow, Pipeline};
 /// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
@@ -46,10 +46,9 @@ use crate::sink::accounting::SinkCounters;
 ///
 /// let gate = Arc::new(Mutex::new(()));
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink_with(Stalled(gate.clone()), Delivery::Inline)
-///     .channel_capacity(8)
-///     .overflow(Overflow::DropAfter(Duration::from_millis(1)))
+///     .pipeline(Pipeline::default().capacity(8).overflow(Overflow::DropAfter(Duration::from_millis(1))))
 ///     .build()?;
 /// let held = gate.lock().unwrap();
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -93,7 +92,7 @@ pub(crate) struct Queue {
     /// The worker is about to park or parked: a producer must wake it.
     pub(super) sleeping: AtomicBool,
     /// The worker has stopped taking records, or an exit path has sealed the queue (only the
-    /// thread ending the run still pushes: see [`Pipeline::seal`]).
+    /// thread ending the run still pushes: see [`RecordSender::seal`]).
     pub(super) closed: AtomicBool,
     /// When the exit path gives up on a full queue (a worker stuck in a sink): the process
     /// must not hang at exit because of logging.
@@ -164,12 +163,12 @@ impl Queue {
 
 /// The sending side, held by the layer. Cheap to clone.
 #[derive(Clone)]
-pub(crate) struct Pipeline {
+pub(crate) struct RecordSender {
     pub(super) queue: Arc<Queue>,
     pub(super) overflow: Overflow,
 }
 
-impl Pipeline {
+impl RecordSender {
     /// An empty record to fill: a recycled one when the worker has handed one back.
     pub(crate) fn record(&self) -> Box<Pending> {
         self.queue

@@ -11,12 +11,12 @@ use crate::sink::{Detail, SinkReport};
 ///
 /// ```
 /// use tracing_mllog::sink::MemorySink;
-/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_mllog::{keys, mllog, MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (sink, _records) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -32,7 +32,7 @@ use crate::sink::{Detail, SinkReport};
 ///
 /// // A layer that never became part of the subscriber in use says so.
 /// let (_unused, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .build::<tracing_subscriber::Registry>()?;
 /// let report = guard.shutdown();
 /// assert!(report.received_nothing(), "{report}");

@@ -30,11 +30,11 @@ use std::sync::Arc;
 /// the layer, which is what keeps them free, so there they stay 0 and `None`.
 ///
 /// ```
-/// use tracing_mllog::{keys, mllog, train_step, MllogLayer, Target};
+/// use tracing_mllog::{keys, mllog, train_step, MllogLayer, Output, Target};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .global_batch_size(8)
 ///     .target(Target::at_least(0.75))
 ///     .build()?;

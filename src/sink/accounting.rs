@@ -219,13 +219,13 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 ///
 /// ```
 /// use tracing_mllog::sink::{Delivery, MemorySink};
-/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_mllog::{keys, mllog, MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (isolated, _) = MemorySink::new();
 /// let (inline, _) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(isolated) // on its own thread by default
 ///     .sink_with(inline, Delivery::Inline)
 ///     .build()?;

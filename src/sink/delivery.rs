@@ -17,7 +17,7 @@
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer};
+/// use tracing_mllog::{mllog, MllogLayer, Output};
 /// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
@@ -36,7 +36,7 @@
 ///
 /// let gate = Arc::new(Mutex::new(()));
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink_with(Stalled(gate.clone()), Delivery::Isolated { capacity: 4 })
 ///     .build()?;
 /// let held = gate.lock().unwrap();

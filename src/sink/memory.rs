@@ -13,10 +13,11 @@ use crate::record::TracedRecord;
 /// ```
 /// use tracing_mllog::{keys, mllog, sink::MemorySink, MllogLayer};
 /// use tracing_subscriber::prelude::*;
+/// use tracing_mllog::Output;
 ///
 /// let (sink, handle) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -42,10 +43,11 @@ pub struct MemorySink {
 /// use std::time::Duration;
 /// use tracing_mllog::{keys, mllog, sink::MemorySink, MllogLayer};
 /// use tracing_subscriber::prelude::*;
+/// use tracing_mllog::Output;
 ///
 /// let (sink, handle) = MemorySink::new();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// let subscriber = tracing_subscriber::registry().with(layer);

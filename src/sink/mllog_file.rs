@@ -7,8 +7,7 @@ use crate::record::TracedRecord;
 
 /// Writes `:::MLLOG` lines to a file, stdout or any writer, one record per line.
 ///
-/// It is the sink behind [`crate::Builder::output_file`], [`crate::Builder::stdout`] and
-/// [`crate::Builder::writer`]; build one yourself for a second copy of the log (add it with
+/// It is the sink behind [`crate::Builder::output`] ([`crate::Output`]); build one yourself for a second copy of the log (add it with
 /// [`crate::Builder::sink`]) or to write [`Record`](crate::Record)s that did not come from
 /// `tracing`:
 ///

@@ -129,7 +129,7 @@ impl Eq for Detail {}
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::Arc;
 /// use tracing_mllog::sink::{Detail, Sink, SinkError, SinkStatus};
-/// use tracing_mllog::{mllog, MllogLayer};
+/// use tracing_mllog::{mllog, MllogLayer, Output};
 /// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
@@ -159,7 +159,7 @@ impl Eq for Detail {}
 /// }
 ///
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(Counting(Arc::new(AtomicU64::new(0))))
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -206,7 +206,7 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// ```
 /// use std::io::Write;
 /// use tracing_mllog::sink::{Sink, SinkError};
-/// use tracing_mllog::{mllog, MllogLayer};
+/// use tracing_mllog::{mllog, MllogLayer, Output};
 /// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
@@ -229,7 +229,7 @@ pub(crate) fn saturating_deadline(timeout: Duration) -> Instant {
 /// let (reader, writer) = std::io::pipe()?;
 /// drop(reader);
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(Closed(writer))
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -276,7 +276,7 @@ pub enum SinkError {
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Delivery, Sink, SinkError};
-/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_mllog::{keys, mllog, MllogLayer, Output};
 /// use tracing_mllog::record::TracedRecord;
 /// use tracing_subscriber::prelude::*;
 ///
@@ -298,7 +298,7 @@ pub enum SinkError {
 ///
 /// let accuracy = Arc::new(Mutex::new(None));
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink_with(LastAccuracy(accuracy.clone()), Delivery::Inline)
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -109,11 +109,11 @@ struct NvtxRange {
 ///
 /// ```
 /// use tracing_mllog::sink::NvtxSink;
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(NvtxSink::new()) // or `MLLOG_NVTX=1` in the environment
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

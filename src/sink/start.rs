@@ -20,7 +20,7 @@ use crate::submission::Submission;
 /// use std::path::PathBuf;
 /// use std::sync::{Arc, Mutex};
 /// use tracing_mllog::sink::{Sink, SinkError, SinkStart};
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_mllog::record::TracedRecord;
 ///
 /// /// Remembers which file the layer writes and asks for the sampled steps as records.
@@ -47,7 +47,7 @@ use crate::submission::Submission;
 /// let dir = tempfile::tempdir()?;
 /// let seen = Arc::new(Mutex::new(None));
 /// let (_layer, mut guard) = MllogLayer::builder()
-///     .output_file(dir.path().join("result_0.txt"))
+///     .output(Output::file(dir.path().join("result_0.txt")))
 ///     .sink(Watching(seen.clone()))
 ///     .build::<tracing_subscriber::Registry>()?;
 /// assert_eq!(*seen.lock().unwrap(), Some(dir.path().join("result_0.txt")));
@@ -55,7 +55,7 @@ use crate::submission::Submission;
 ///
 /// // Without a file to read, the build fails, naming the sink.
 /// let err = MllogLayer::builder()
-///     .stdout()
+///     .output(Output::Stdout)
 ///     .sink(Watching(seen))
 ///     .build::<tracing_subscriber::Registry>()
 ///     .err()
@@ -100,13 +100,13 @@ impl<'a> SinkStart<'a> {
         }
     }
 
-    /// This process's rank (the launcher's, or [`Builder::rank`](crate::Builder::rank)).
+    /// This process's rank (the launcher's, or [`Ranks::rank`](crate::Ranks::rank)).
     pub fn rank(&self) -> u32 {
         self.rank
     }
 
     /// Whether this rank writes the MLLOG log (see
-    /// [`Builder::writer_rank`](crate::Builder::writer_rank)).
+    /// [`Ranks`](crate::Ranks)).
     pub fn writes(&self) -> bool {
         self.writes
     }

@@ -198,7 +198,7 @@ enum Destination {
 /// ```
 /// use std::time::Duration;
 /// use tracing_mllog::sink::{UploadConfig, UploadSink};
-/// use tracing_mllog::{keys, mllog, MllogLayer};
+/// use tracing_mllog::{keys, mllog, MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let dir = tempfile::tempdir()?;
@@ -206,7 +206,7 @@ enum Destination {
 /// let remote = dir.path().join("bucket/run-42/result_0.txt");
 /// let url = format!("file://{}", remote.display());
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .output_file(&local)
+///     .output(Output::file(&local))
 ///     .sink(UploadSink::new(UploadConfig::new(&url)?.interval(Duration::from_secs(60))))
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -1051,8 +1051,7 @@ impl Sink for UploadSink {
         let Some(path) = path else {
             return Err(Box::new(UploadError::InvalidSetting {
                 setting: "the MLLOG output",
-                reason: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or Builder::output_file"
-                    .into(),
+                reason: "it uploads the MLLOG file: set MLLOG_OUTPUT_FILE or Output::file".into(),
             }));
         };
         let (started, _handle) = UploadSink::for_file((**config).clone(), path.to_path_buf())?;

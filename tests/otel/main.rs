@@ -39,7 +39,7 @@ use tracing_mllog::record::{
     EventType, IntervalIds, Metadata, Record, Timestamp, TracedRecord, Value,
 };
 use tracing_mllog::sink::{Backpressure, OtelConfig, OtelReport, OtelSink, Sink};
-use tracing_mllog::Benchmark;
+use tracing_mllog::{Benchmark, Output, Ranks, Submission};
 
 // ---------------------------------------------------------------------------------------------
 // Collecting exporters
@@ -434,10 +434,13 @@ fn rank_child() {
     // MLLOG_OTEL=1 makes the builder add the OTel sink, on every rank; only rank 0 writes
     // its MLLOG file.
     let (layer, mut guard) = MllogLayer::builder()
-        .output_file(&out)
-        .rank(rank)
-        .benchmark(Benchmark::Llama2_70bLora)
-        .org("tracing-mllog")
+        .output(Output::file(&out))
+        .ranks(Ranks::default().rank(rank))
+        .submission(
+            Submission::default()
+                .benchmark(Benchmark::Llama2_70bLora)
+                .org("tracing-mllog"),
+        )
         .trace_steps(true)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .from_env()
@@ -999,9 +1002,9 @@ fn app_child() {
         .with_resource(Resource::builder().with_service_name("app").build())
         .build();
     let (layer, mut guard) = MllogLayer::builder()
-        .output_file(&out)
-        .rank(0)
-        .benchmark(Benchmark::Llama2_70bLora)
+        .output(Output::file(&out))
+        .ranks(Ranks::default().rank(0))
+        .submission(Submission::default().benchmark(Benchmark::Llama2_70bLora))
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .from_env()
         .build()

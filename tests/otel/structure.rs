@@ -1,6 +1,7 @@
 //! The sink driven in process: spans, events, attributes, resource and metrics, field by field.
 
 use super::*;
+use tracing_mllog::Output;
 
 #[test]
 fn spans_events_attributes_resource_and_metrics() {
@@ -485,7 +486,7 @@ fn a_sink_given_in_code_asks_the_layer_for_the_steps_and_spans_it_exports() {
         };
         let sink = OtelSink::with_span_exporter(spans_out.clone(), config).unwrap();
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .live_check(LivePolicy::Off)
             .sink(sink)
             .build()

@@ -1,6 +1,7 @@
 //! Joining a trace: TRACEPARENT, the application's spans, `otel.*` fields.
 
 use super::*;
+use tracing_mllog::Output;
 
 const LAUNCHER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const LAUNCHER_SPAN: &str = "b7ad6b7169203331";
@@ -88,7 +89,7 @@ fn application_span_is_the_parent_of_the_run() {
     let ours = Collect::keeping();
     let sink = OtelSink::with_span_exporter(ours.clone(), OtelConfig::new()).unwrap();
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .live_check(tracing_mllog::compliance::LivePolicy::Off)
         .build()

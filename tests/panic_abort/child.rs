@@ -8,14 +8,14 @@
 
 use tracing::info_span;
 use tracing_mllog::compliance::LivePolicy;
-use tracing_mllog::{keys, mllog, MllogLayer, Target};
+use tracing_mllog::{keys, mllog, MllogLayer, Output, Target};
 use tracing_subscriber::prelude::*;
 
 fn main() {
     const { assert!(cfg!(panic = "abort"), "built without panic = \"abort\"") };
     let log = std::env::args_os().nth(1).expect("usage: child LOG");
     let (layer, _guard) = MllogLayer::builder()
-        .output_file(log)
+        .output(Output::file(log))
         .global_batch_size(8)
         .target(Target::at_most(0.5))
         .live_check(LivePolicy::Off)

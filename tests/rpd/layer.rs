@@ -1,6 +1,8 @@
 //! Through the layer: spans in, profiler calls and RPD rows out.
 
 use super::*;
+use tracing_mllog::Output;
+use tracing_mllog::Ranks;
 
 #[test]
 fn the_layer_drives_the_profiler_and_the_rpd_sink() {
@@ -32,7 +34,7 @@ fn layer_drives_profiler_and_rpd_sink(warmup_in_run: bool) {
         .unwrap();
     let rpd = dir.path().join("mllog.rpd");
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .live_check(LivePolicy::Off)
         .global_batch_size(8)
         .profiler(profiler)
@@ -141,8 +143,8 @@ fn only_the_writing_rank_profiles() {
         .build()
         .unwrap();
     let (layer, guard) = MllogLayer::builder()
-        .output_file(dir.path().join("log.txt"))
-        .rank(1)
+        .output(Output::file(dir.path().join("log.txt")))
+        .ranks(Ranks::default().rank(1))
         .profiler(profiler)
         .build()
         .unwrap();
@@ -201,7 +203,7 @@ fn profiler_settings_come_from_the_builders_map() {
     // The tracer itself reads the process environment: exported as a launcher would.
     tracer_env(&file);
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .live_check(LivePolicy::Off)
         .environment([
             ("PROFILER", "rpd"),
@@ -254,9 +256,9 @@ fn a_given_rpd_sink_opens_its_file_on_the_writing_rank_only() {
     for rank in [1, 0] {
         let rpd = dir.path().join(format!("rank{rank}.rpd"));
         let (layer, mut guard) = MllogLayer::builder()
-            .no_output()
+            .output(Output::Nowhere)
             .live_check(LivePolicy::Off)
-            .rank(rank)
+            .ranks(Ranks::default().rank(rank))
             .sink(RpdSink::new(RpdConfig::new(&rpd)))
             .build()
             .unwrap();
@@ -278,7 +280,7 @@ fn a_given_rpd_sink_opens_its_file_on_the_writing_rank_only() {
     let not_sqlite = dir.path().join("not-sqlite.rpd");
     std::fs::write(&not_sqlite, vec![b'x'; 4096]).unwrap();
     let err = MllogLayer::builder()
-        .output_file(&log)
+        .output(Output::file(&log))
         .sink(RpdSink::new(RpdConfig::new(&not_sqlite)))
         .build::<tracing_subscriber::Registry>()
         .expect_err("a file that is not SQLite");
@@ -311,7 +313,7 @@ fn an_rpd_sink_from_the_environment_replaces_the_given_one() {
     let dir = tempfile::tempdir().unwrap();
     let (in_code, from_env) = (dir.path().join("code.rpd"), dir.path().join("env.rpd"));
     let (layer, mut guard) = MllogLayer::builder()
-        .no_output()
+        .output(Output::Nowhere)
         .live_check(LivePolicy::Off)
         .sink(RpdSink::new(RpdConfig::new(&in_code)))
         .environment([("MLLOG_RPD_FILE", from_env.to_str().unwrap())])

@@ -27,7 +27,7 @@ use tracing_mllog::compliance::{self, ComplianceReport};
 use tracing_mllog::keys;
 use tracing_mllog::presets::dry_run::synthetic_metric;
 use tracing_mllog::presets::{EvalProgress, Preset, PresetError};
-use tracing_mllog::{MllogLayer, SystemStatus};
+use tracing_mllog::{MllogLayer, Output, Submission, SystemStatus};
 
 /// The target of the dry run's spans and events (the layer ignores this crate's own target).
 const TARGET: &str = "mllog_dry_run";
@@ -167,6 +167,8 @@ pub struct DryRunOutcome {
 /// let err = dry(Benchmark::Llama2_70bLora, dir.path()).unwrap_err();
 /// assert!(matches!(err, DryRunError::Layer(_)), "{err}");
 /// ```
+/// use tracing_mllog::Output;
+/// use tracing_mllog::Submission;
 #[derive(Debug)]
 pub enum DryRunError {
     /// The preset could not be built.
@@ -201,15 +203,18 @@ pub fn run(preset: &Preset, opts: &DryRun, out: &Path) -> Result<DryRunOutcome, 
     let [tp, pp, cp, ep] = opts.parallelism;
     let mut builder = MllogLayer::builder()
         .preset(preset)
-        .output_file(out)
-        .org(opts.org.clone())
-        .platform(opts.platform.clone())
-        .config_filename(opts.config_filename.clone())
-        .precision(linear, attn, comm)
-        .parallelism(tp, pp, cp, ep)
-        .micro_batch_size(opts.micro_batch_size);
+        .output(Output::file(out))
+        .submission(
+            Submission::default()
+                .org(opts.org.clone())
+                .platform(opts.platform.clone())
+                .config_filename(opts.config_filename.clone())
+                .precision(linear, attn, comm)
+                .parallelism(tp, pp, cp, ep)
+                .micro_batch_size(opts.micro_batch_size),
+        );
     if let Some(s) = opts.status {
-        builder = builder.system_status(s);
+        builder = builder.submission(Submission::default().status(s));
     }
     let (layer, guard) = builder.build().map_err(DryRunError::Layer)?;
     let handle = layer.run_handle();

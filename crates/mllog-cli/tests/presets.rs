@@ -17,7 +17,7 @@ use tracing_mllog::presets::{
 };
 use tracing_mllog::run::Direction;
 use tracing_mllog::sink::MemorySink;
-use tracing_mllog::{Benchmark, Division, MllogLayer, Value};
+use tracing_mllog::{Benchmark, Division, MllogLayer, Output, Value};
 
 const RULESETS: [Ruleset; 2] = [Ruleset::V6_0_0, Ruleset::V6_1_0];
 const DIVISIONS: [Division; 2] = [Division::Closed, Division::Open];
@@ -543,7 +543,7 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
     .unwrap();
     let err = MllogLayer::builder()
         .preset(&p)
-        .no_output()
+        .output(Output::Nowhere)
         .build::<tracing_subscriber::Registry>()
         .expect_err("closed without org/platform");
     assert!(err.to_string().contains("submission_org") || err.to_string().contains("org"));
@@ -558,7 +558,7 @@ fn peer_bugs_15_to_18_no_hard_coded_metadata_and_a_real_target() {
     let (sink, handle) = MemorySink::new();
     let (layer, guard) = MllogLayer::builder()
         .preset(&p)
-        .no_output()
+        .output(Output::Nowhere)
         .sink(sink)
         .build::<tracing_subscriber::Registry>()
         .unwrap();

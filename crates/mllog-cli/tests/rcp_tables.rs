@@ -203,6 +203,25 @@ for i, (folder, rs) in enumerate(folders):
 print(json.dumps(out))
 "#;
 
+/// Every benchmark folder of the submissions corpus's MANIFEST, with its ruleset.
+fn corpus_folders(c: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(c.join("MANIFEST.tsv")).unwrap();
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let r: Vec<&str> = l.split('\t').collect();
+            let dir = c
+                .join(r[0])
+                .join(r[2])
+                .join("results")
+                .join(r[3])
+                .join(r[4]);
+            (dir.display().to_string(), r[1].to_owned())
+        })
+        .collect()
+}
+
 fn rcp_json(args: &[&std::ffi::OsStr]) -> (i32, Value, String) {
     let mut all: Vec<&std::ffi::OsStr> = vec!["rcp".as_ref(), "--format".as_ref(), "json".as_ref()];
     all.extend_from_slice(args);
@@ -223,22 +242,7 @@ fn custom_rcps_verdicts_and_factors_equal_the_official_checker() {
     ) else {
         return;
     };
-    let text = std::fs::read_to_string(c.join("MANIFEST.tsv")).unwrap();
-    let folders: Vec<(String, String)> = text
-        .lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let r: Vec<&str> = l.split('\t').collect();
-            let dir = c
-                .join(r[0])
-                .join(r[2])
-                .join("results")
-                .join(r[3])
-                .join(r[4]);
-            (dir.display().to_string(), r[1].to_owned())
-        })
-        .collect();
+    let folders = corpus_folders(&c);
     assert_eq!(folders.len(), 15);
     let tmp = tempfile::tempdir().unwrap();
     // The official checker deletes scaling.json only with set_scaling; it reads the corpus
@@ -471,15 +475,26 @@ except Exception as e:
 
 /// `value` without the keys that name where the RCPs come from (the source, the file in the
 /// decisions, the ruleset lines).
+/// The document without what names the source, and without the words of compliance
+/// findings: under `--rules` each file is checked by the rule engine, whose messages are the
+/// official checker's texts (the verdicts, `compliant`, stay compared).
 fn without_source(value: &Value) -> Value {
     match value {
         Value::Object(m) => Value::Object(
             m.iter()
                 .filter(|(k, _)| !matches!(k.as_str(), "rcps" | "decisions" | "ruleset_evidence"))
+                .filter(|(k, _)| {
+                    !(m.contains_key("compliant")
+                        && matches!(k.as_str(), "error" | "errors" | "decision"))
+                })
                 .map(|(k, v)| (k.clone(), without_source(v)))
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(without_source).collect()),
+        // A review problem quoting a file's first compliance error: the verdict's words only.
+        Value::String(t) if t.starts_with("not compliant under ") => {
+            Value::String(t.split(": ").next().unwrap_or_default().to_owned())
+        }
         v => v.clone(),
     }
 }
@@ -555,4 +570,126 @@ fn rcp_score_and_verify_compute_the_same_from_the_package() {
             }
         }
     }
+}
+
+/// Writes custom RCP files holding Python's JSON constants (`NaN`, `Infinity`, `-Infinity`,
+/// which `json.load` accepts) for each real folder and runs `check_directory` with each: one
+/// JSON object per case, a NaN factor as `null`.
+const NAN_CUSTOM: &str = r#"
+import copy, glob, json, math, os, sys, logging
+logging.disable(logging.CRITICAL)
+import warnings; warnings.simplefilter("ignore")
+from mlperf_logging.rcp_checker import rcp_checker as rc
+work = sys.argv[1]
+folders = json.loads(sys.argv[2])
+out = []
+nan, inf = float("nan"), float("inf")
+for i, (folder, rs) in enumerate(folders):
+    files = glob.glob(folder + "/result_*.txt")
+    bs, _, bench = rc.get_submission_epochs(files, rs, False)
+    with open(os.path.join(os.path.dirname(rc.__file__), "training_" + rs, "rcps_%s.json" % bench)) as f:
+        own = json.load(f)
+    key = "samples to converge" if bench in ["llama2_70b_lora", "flux1"] else "Epochs to converge"
+    names = list(own)
+    exact = [k for k in names if own[k]["BS"] == bs]
+    other = [k for k in names if own[k]["BS"] != bs]
+    def put(target, field, index, value):
+        def f(d):
+            if not target:
+                return None
+            r = d[target[0]]
+            if index is None:
+                r[field] = value
+            else:
+                r[field][index % len(r[field])] = value
+            return d
+        return f
+    def all_nan(d):
+        r = d[(exact or names)[0]]
+        r[key] = [nan] * len(r[key])
+        return d
+    variants = {
+        "nan_first_exact": put(exact, key, 0, nan),
+        "nan_middle_exact": put(exact, key, 3, nan),
+        "nan_last_exact": put(exact, key, -1, nan),
+        "inf_exact": put(exact, key, 1, inf),
+        "minus_inf_exact": put(exact, key, 2, -inf),
+        "nan_other": put(other, key, 1, nan),
+        "nan_bs_other": put(other, "BS", None, nan),
+        "all_nan": all_nan,
+    }
+    for name, change in variants.items():
+        data = change(copy.deepcopy(own))
+        if data is None:
+            continue
+        path = os.path.join(work, "%d_%s.json" % (i, name))
+        with open(path, "w") as f:
+            json.dump(data, f)
+        case = dict(folder=folder, ruleset=rs, variant=name, file=path)
+        try:
+            with open(path) as f:
+                passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
+            norm = float(norm)
+            case.update(passed=passed, msg=msg, norm=None if math.isnan(norm) or math.isinf(norm) else norm)
+        except Exception as e:
+            case.update(error=type(e).__name__)
+        out.append(case)
+print(json.dumps(out))
+"#;
+
+/// A custom RCP file with `NaN` or `Infinity` among its figures or as a batch size is read as
+/// the official checker reads it (`json.load` takes them), and the verdict, message and factor
+/// of every real folder equal `check_directory`'s with `--custom_rcps`.
+#[test]
+fn custom_rcps_with_nan_and_infinity_get_the_official_verdicts() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "--custom-rcps with NaN and Infinity against rcp_checker",
+    ) else {
+        return;
+    };
+    let folders = corpus_folders(&c);
+    let tmp = tempfile::tempdir().unwrap();
+    let arg = serde_json::to_string(&folders).unwrap();
+    let Value::Array(cases) = python(NAN_CUSTOM, &[tmp.path().as_os_str(), arg.as_ref()]) else {
+        panic!("not a list")
+    };
+    assert!(cases.len() >= 15 * 6, "{}", cases.len());
+    let mut verdicts = (0, 0);
+    for case in &cases {
+        let what = format!("{} {}", case["folder"], case["variant"]);
+        let file = case["file"].as_str().unwrap();
+        let written = std::fs::read_to_string(file).unwrap();
+        assert!(
+            written.contains("NaN") || written.contains("Infinity"),
+            "{what}: {written}"
+        );
+        assert!(
+            case.get("error").is_none(),
+            "{what}: the official checker stops with {}",
+            case["error"]
+        );
+        let (code, doc, err) = rcp_json(&[
+            "--ruleset".as_ref(),
+            case["ruleset"].as_str().unwrap().as_ref(),
+            "--custom-rcps".as_ref(),
+            file.as_ref(),
+            case["folder"].as_str().unwrap().as_ref(),
+        ]);
+        let r = &doc["benchmarks"][0];
+        assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
+        assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
+        assert_eq!(r["official_message"], case["msg"], "{what}");
+        assert_eq!(
+            r["norm_factor"].as_f64(),
+            case["norm"].as_f64(),
+            "{what}: {doc}"
+        );
+        if case["passed"] == true {
+            verdicts.0 += 1;
+        } else {
+            verdicts.1 += 1;
+        }
+    }
+    assert!(verdicts.0 > 0 && verdicts.1 > 0, "{verdicts:?}");
 }

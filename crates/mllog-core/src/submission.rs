@@ -100,8 +100,9 @@ impl SystemStatus {
 /// the ones that are set, in this order, right after `init_start`. Nothing has a default:
 /// organisation, platform and benchmark come from the caller or the environment, never from us.
 ///
-/// The layer's builder sets these fields one by one (`Builder::org`, `Builder::division`,
-/// ...) or all at once (`Builder::submission`), and then overlays the
+/// Built with its chained setters ([`Submission::org`], [`Submission::division`], ...) or as
+/// a struct literal; the layer's builder takes it whole (`Builder::submission`) and then
+/// overlays the
 /// [`SUBMISSION_VARIABLES`] from the environment, so a launcher script can fill in what the
 /// code leaves open. [`Division`] and [`SystemStatus`] are the two closed vocabularies.
 ///
@@ -192,8 +193,8 @@ pub const SUBMISSION_VARIABLES: [&str; 17] = [
     "MLLOG_MICRO_BATCH_SIZE",
 ];
 
-/// One key that [`Submission`] supplies: the log key, the builder method and the variable
-/// that set it, and whether it is set.
+/// One key that [`Submission`] supplies: the log key, the [`Submission`] method and the
+/// variable that set it, and whether it is set.
 pub(crate) struct Field {
     pub(crate) key: &'static str,
     pub(crate) builder: &'static str,
@@ -202,6 +203,91 @@ pub(crate) struct Field {
 }
 
 impl Submission {
+    /// `submission_benchmark` (`MLLOG_SUBMISSION_BENCHMARK`).
+    pub fn benchmark(mut self, benchmark: Benchmark) -> Self {
+        self.benchmark = Some(benchmark);
+        self
+    }
+
+    /// `submission_org` (`MLLOG_SUBMISSION_ORG`).
+    pub fn org(mut self, org: impl Into<String>) -> Self {
+        self.org = Some(org.into());
+        self
+    }
+
+    /// `submission_division` (`MLLOG_SUBMISSION_DIVISION`).
+    pub fn division(mut self, division: Division) -> Self {
+        self.division = Some(division);
+        self
+    }
+
+    /// `submission_status` (`MLLOG_SUBMISSION_STATUS`).
+    pub fn status(mut self, status: SystemStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// `submission_platform` (`MLLOG_SUBMISSION_PLATFORM`).
+    pub fn platform(mut self, platform: impl Into<String>) -> Self {
+        self.platform = Some(platform.into());
+        self
+    }
+
+    /// `submission_poc_name` (`MLLOG_SUBMISSION_POC_NAME`).
+    pub fn poc_name(mut self, name: impl Into<String>) -> Self {
+        self.poc_name = Some(name.into());
+        self
+    }
+
+    /// `submission_poc_email` (`MLLOG_SUBMISSION_POC_EMAIL`).
+    pub fn poc_email(mut self, email: impl Into<String>) -> Self {
+        self.poc_email = Some(email.into());
+        self
+    }
+
+    /// `submission_entry` (`MLLOG_SUBMISSION_ENTRY`).
+    pub fn entry(mut self, entry: impl Into<String>) -> Self {
+        self.entry = Some(entry.into());
+        self
+    }
+
+    /// `config_filename` (`MLLOG_CONFIG_FILENAME`).
+    pub fn config_filename(mut self, name: impl Into<String>) -> Self {
+        self.config_filename = Some(name.into());
+        self
+    }
+
+    /// The lowest numerical precisions in linear layers, attention and communication
+    /// (`lowest_numerical_precision_in_{linear,attn,comm}`, e.g. `"fp8"`, `"bfloat16"`;
+    /// `MLLOG_LOWEST_NUMERICAL_PRECISION_{LINEAR,ATTN,COMM}`).
+    pub fn precision(
+        mut self,
+        linear: impl Into<String>,
+        attn: impl Into<String>,
+        comm: impl Into<String>,
+    ) -> Self {
+        self.precision_linear = Some(linear.into());
+        self.precision_attn = Some(attn.into());
+        self.precision_comm = Some(comm.into());
+        self
+    }
+
+    /// Tensor, pipeline, context and expert parallelism (1 for an unused dimension;
+    /// `MLLOG_{TENSOR,PIPELINE,CONTEXT,EXPERT}_PARALLELISM`).
+    pub fn parallelism(mut self, tensor: u32, pipeline: u32, context: u32, expert: u32) -> Self {
+        self.tensor_parallelism = Some(tensor);
+        self.pipeline_parallelism = Some(pipeline);
+        self.context_parallelism = Some(context);
+        self.expert_parallelism = Some(expert);
+        self
+    }
+
+    /// `micro_batch_size` (`MLLOG_MICRO_BATCH_SIZE`).
+    pub fn micro_batch_size(mut self, n: u32) -> Self {
+        self.micro_batch_size = Some(n);
+        self
+    }
+
     /// Overlays `other`: each field it sets replaces this one's; a field it leaves `None`
     /// keeps its value here.
     ///
@@ -399,7 +485,7 @@ impl Submission {
             ),
             f(
                 keys::SUBMISSION_STATUS,
-                "system_status",
+                "status",
                 "MLLOG_SUBMISSION_STATUS",
                 self.status.is_some(),
             ),
@@ -411,19 +497,19 @@ impl Submission {
             ),
             f(
                 keys::SUBMISSION_POC_NAME,
-                "submission",
+                "poc_name",
                 "MLLOG_SUBMISSION_POC_NAME",
                 self.poc_name.is_some(),
             ),
             f(
                 keys::SUBMISSION_POC_EMAIL,
-                "submission",
+                "poc_email",
                 "MLLOG_SUBMISSION_POC_EMAIL",
                 self.poc_email.is_some(),
             ),
             f(
                 keys::SUBMISSION_ENTRY,
-                "submission",
+                "entry",
                 "MLLOG_SUBMISSION_ENTRY",
                 self.entry.is_some(),
             ),

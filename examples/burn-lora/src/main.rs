@@ -49,7 +49,10 @@ use burn::optim::{AdamWConfig, GradientsParams};
 use burn::prelude::*;
 use tracing::{field::Empty, info_span};
 use tracing_mllog::presets::{Llama2_70bLora, Preset};
-use tracing_mllog::{keys, mllog, train_step, Division, MllogLayer, Ruleset, SystemStatus, Target};
+use tracing_mllog::{
+    keys, mllog, train_step, Division, MllogLayer, Output, Ruleset, Submission, SystemStatus,
+    Target,
+};
 use tracing_subscriber::prelude::*;
 
 use corpus::{Corpus, Register, Rng, SEQ_LEN};
@@ -274,17 +277,20 @@ fn builder(preset: &Preset, output: &str, device: &Device) -> tracing_mllog::Bui
         .preset(preset)
         // After `preset`, which sets the benchmark's target (0.925): this model's own.
         .target(Target::at_most(TARGET_EVAL_LOSS))
-        .output_file(output)
-        .system_status(SystemStatus::Research)
-        .org("tracing-mllog")
-        .platform(format!(
-            "1xCPU-{}core-burn-ndarray",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        ))
-        .config_filename("examples/burn-lora/src/main.rs")
-        .precision("fp32", "fp32", "fp32")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(GLOBAL_BATCH_SIZE as u32)
+        .output(Output::file(output))
+        .submission(
+            Submission::default()
+                .status(SystemStatus::Research)
+                .org("tracing-mllog")
+                .platform(format!(
+                    "1xCPU-{}core-burn-ndarray",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ))
+                .config_filename("examples/burn-lora/src/main.rs")
+                .precision("fp32", "fp32", "fp32")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(GLOBAL_BATCH_SIZE as u32),
+        )
         .seed(SEED)
         .train_loss_every(16)
         // Slurm's SIGTERM at a time limit ends the run `aborted`, with a complete log.

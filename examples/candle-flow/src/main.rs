@@ -39,7 +39,8 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
 use tracing::{field::Empty, info_span};
 use tracing_mllog::presets::{Flux1, Preset};
 use tracing_mllog::{
-    keys, mllog, train_step, Division, MllogLayer, Ruleset, RunHandle, SystemStatus, Target,
+    keys, mllog, train_step, Division, MllogLayer, Output, Ruleset, RunHandle, Submission,
+    SystemStatus, Target,
 };
 use tracing_subscriber::prelude::*;
 
@@ -216,17 +217,20 @@ fn builder(preset: &Preset, output: &str, device: &Device) -> tracing_mllog::Bui
         .preset(preset)
         // After `preset`, which sets the benchmark's target (0.586): this model's own.
         .target(Target::at_most(TARGET_EVAL_LOSS))
-        .output_file(output)
-        .system_status(SystemStatus::Research)
-        .org("tracing-mllog")
-        .platform(format!(
-            "1xCPU-{}core-candle",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        ))
-        .config_filename("examples/candle-flow/src/main.rs")
-        .precision("fp32", "fp32", "fp32")
-        .parallelism(1, 1, 1, 1)
-        .micro_batch_size(GLOBAL_BATCH_SIZE as u32)
+        .output(Output::file(output))
+        .submission(
+            Submission::default()
+                .status(SystemStatus::Research)
+                .org("tracing-mllog")
+                .platform(format!(
+                    "1xCPU-{}core-candle",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ))
+                .config_filename("examples/candle-flow/src/main.rs")
+                .precision("fp32", "fp32", "fp32")
+                .parallelism(1, 1, 1, 1)
+                .micro_batch_size(GLOBAL_BATCH_SIZE as u32),
+        )
         .seed(SEED)
         .train_loss_every(32)
         // Before the end of every block, eval and run (MLLOG_DEVICE_SYNC chooses another

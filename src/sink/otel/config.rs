@@ -27,7 +27,7 @@ pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 /// use opentelemetry_sdk::error::OTelSdkResult;
 /// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 /// use tracing_mllog::sink::{Backpressure, OtelConfig, OtelSink};
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Hangs while `gate` is held, as an exporter whose collector stopped answering.
@@ -46,7 +46,7 @@ pub(crate) const MAX_QUEUE_SIZE: usize = 1 << 24;
 /// let sink = OtelSink::with_span_exporter(Hung(gate.clone()), config)?;
 /// let otel = sink.handle();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// let held = gate.lock().unwrap();
@@ -160,6 +160,7 @@ pub(crate) struct Endpoints {
 /// assert!(p.matches("data_load") && p.matches("checkpoint_save"));
 /// assert!(!p.matches("data") && !SpanPatterns::parse("").matches("x"));
 /// ```
+/// use tracing_mllog::Submission;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpanPatterns(pub(crate) Vec<String>);
 

@@ -50,7 +50,7 @@ pub const OTEL_SCOPE: &str = "tracing-mllog";
 /// use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 /// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 /// use tracing_mllog::sink::{OtelConfig, OtelSink};
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Refuses every batch, as an exporter whose collector is down.
@@ -66,7 +66,7 @@ pub const OTEL_SCOPE: &str = "tracing-mllog";
 /// let sink = OtelSink::with_span_exporter(Down, OtelConfig::new())?;
 /// let otel = sink.handle();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -138,7 +138,7 @@ pub struct OtelReport {
 /// use opentelemetry_sdk::error::OTelSdkResult;
 /// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 /// use tracing_mllog::sink::{OtelConfig, OtelReport, OtelSink};
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Accepts every batch (a real exporter sends it to a collector).
@@ -154,7 +154,7 @@ pub struct OtelReport {
 /// let sink = OtelSink::with_span_exporter(Accept, OtelConfig::new())?;
 /// let otel = sink.handle(); // before the sink moves into the pipeline
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -288,7 +288,7 @@ impl OpenSpans {
 /// use opentelemetry_sdk::error::OTelSdkResult;
 /// use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 /// use tracing_mllog::sink::{OtelConfig, OtelSink};
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// /// Keeps the names of the spans it is given (a real one sends them to a collector).
@@ -306,7 +306,7 @@ impl OpenSpans {
 /// let sink = OtelSink::with_span_exporter(names.clone(), OtelConfig::new().service_name("demo"))?;
 /// let otel = sink.handle();
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(sink)
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

@@ -223,13 +223,13 @@ impl RpdError {
 ///
 /// ```
 /// use tracing_mllog::sink::{RpdConfig, RpdSchema, RpdSink};
-/// use tracing_mllog::MllogLayer;
+/// use tracing_mllog::{MllogLayer, Output};
 /// use tracing_subscriber::prelude::*;
 ///
 /// let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("trace.rpd");
 /// let (layer, mut guard) = MllogLayer::builder()
-///     .no_output()
+///     .output(Output::Nowhere)
 ///     .sink(RpdSink::new(RpdConfig::new(&path).schema(RpdSchema::V2).batch_rows(256)))
 ///     .build()?;
 /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {

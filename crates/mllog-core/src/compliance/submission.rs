@@ -66,7 +66,7 @@ impl Submission {
             if required && !field.set {
                 return Err(Error::Submission(format!(
                     "closed submission under ruleset {ruleset}: `{}` is required but not set \
-                     (Builder::{} or {})",
+                     (Submission::{} or {})",
                     field.key, field.builder, field.variable
                 )));
             }

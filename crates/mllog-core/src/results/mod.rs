@@ -19,6 +19,9 @@
 //! - `round` (feature `review`): the review of a whole round, every submitter folder, one
 //!   table of final scores.
 //! - `ruleset` (feature `review`): which ruleset a results folder was made for, with the evidence.
+//! - `rules_check` (features `review` and `rules`): the compliance step of `score` and `verify`
+//!   by the official rule files of a package, read at run time; `rules_ruleset`: which of the
+//!   package's rulesets a folder was made for.
 //!
 //! ```
 //! use mllog_core::compliance::{example_log, Division, Ruleset};
@@ -44,6 +47,13 @@ pub mod rcp;
 mod rcp_data;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
+pub mod package_facts;
+#[cfg(feature = "review")]
+mod py_literal;
+#[cfg(feature = "review")]
+mod py_sort;
+#[cfg(feature = "review")]
+#[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod rcp_file;
 #[cfg(feature = "review")]
 mod rcp_runs;
@@ -56,6 +66,12 @@ pub mod repo_check;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod round;
+#[cfg(all(feature = "review", feature = "rules"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "review", feature = "rules"))))]
+pub mod rules_check;
+#[cfg(all(feature = "review", feature = "rules"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "review", feature = "rules"))))]
+pub mod rules_ruleset;
 #[cfg(feature = "review")]
 #[cfg_attr(docsrs, doc(cfg(feature = "review")))]
 pub mod ruleset;

@@ -177,6 +177,14 @@ pub fn one_sided_p(m1: f64, s1: f64, n1: f64, m2: f64, s2: f64, n2: f64) -> f64 
     let svar = ((n1 - 1.0) * (s1 * s1) + (n2 - 1.0) * (s2 * s2)) / df;
     let denom = (svar * (1.0 / n1 + 1.0 / n2)).sqrt();
     let t = (m1 - m2) / denom;
+    // A NaN or infinite figure (an RCP file may hold them: Python's json reads NaN and
+    // Infinity) gives scipy's NaN p-value, or the limits of the t distribution.
+    if t.is_nan() || df.is_nan() {
+        return f64::NAN;
+    }
+    if t.is_infinite() {
+        return if t < 0.0 { 0.0 } else { 1.0 };
+    }
     let dist = StudentsT::new(0.0, 1.0, df).expect("df > 0 for the sizes the checker uses");
     let two_sided = 2.0 * dist.sf(t.abs());
     if t < 0.0 {
@@ -281,7 +289,13 @@ impl RcpTable {
     ) -> RcpTable {
         let mut records: Vec<RcpPoint> =
             records.iter().map(|r| point(r, submission_runs)).collect();
-        records.sort_by(|a, b| a.bs.total_cmp(&b.bs));
+        // `sorted(..., key=BS)`; a file whose order CPython's merges would decide is refused
+        // when it is read (`rcp_file`).
+        super::py_sort::py_sort_by(
+            &mut records,
+            |a, b| a.bs < b.bs,
+            |a, b| a.bs.total_cmp(&b.bs),
+        );
         let mut t = RcpTable {
             ruleset: ruleset.to_owned(),
             benchmark: benchmark.to_owned(),
@@ -400,7 +414,7 @@ impl RcpTable {
 
 fn point(r: &RcpRecord, submission_runs: usize) -> RcpPoint {
     let mut v = r.converge.clone();
-    v.sort_by(f64::total_cmp);
+    super::py_sort::py_sort_f64(&mut v);
     let rej = rejected(&r.benchmark);
     let kept = v.get(rej..v.len().saturating_sub(rej)).unwrap_or(&[]);
     let mean = np_mean(kept);
@@ -1252,7 +1266,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
                 fmt(rec.max_speedup)
             ));
         }
-        subm.sort_by(f64::total_cmp);
+        super::py_sort::py_sort_f64(subm);
         // The record's benchmark, as the official checker reads it (a custom file may mix them).
         let rej = rejected(&rec.benchmark);
         let kept = subm.get(rej..subm.len().saturating_sub(rej)).unwrap_or(&[]);

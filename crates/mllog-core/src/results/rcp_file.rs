@@ -3,7 +3,9 @@
 //! object of records, each with `Benchmark`, `BS`, `Hyperparams` and its runs' figures under
 //! `samples to converge` (llama2_70b_lora, flux1) or `Epochs to converge` (every other
 //! benchmark). Records keep the file's order; a name given twice keeps its first place and its
-//! last value, as Python's `json.load` builds the dict.
+//! last value, as Python's `json.load` builds the dict. As `json.load`, the reader takes the
+//! constants `NaN`, `Infinity` and `-Infinity` (which JSON itself has not) as numbers: the
+//! official checker computes its statistics with them, and so does ours.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -86,7 +88,8 @@ enum ParseError {
 }
 
 fn parse_rcp_json(text: &[u8]) -> Result<Vec<RcpRecord>, ParseError> {
-    let mut de = serde_json::Deserializer::from_slice(text);
+    let text = python_constants(text).map_err(ParseError::Format)?;
+    let mut de = serde_json::Deserializer::from_slice(&text);
     let top = de
         .deserialize_any(OrderedTop)
         .and_then(|t| de.end().map(|()| t))
@@ -96,10 +99,18 @@ fn parse_rcp_json(text: &[u8]) -> Result<Vec<RcpRecord>, ParseError> {
             "the top level is not an object of named records".into(),
         ));
     };
-    entries
+    let records: Vec<RcpRecord> = entries
         .into_iter()
         .map(|(name, v)| record(name, &v).map_err(ParseError::Format))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if records.len() >= 64 && records.iter().any(|r| r.bs.is_nan()) {
+        return Err(ParseError::Format(format!(
+            "a NaN batch size among {} records: the order Python's sort leaves them in is \
+             not reproduced beyond 63",
+            records.len()
+        )));
+    }
+    Ok(records)
 }
 
 fn record(name: String, v: &Value) -> Result<RcpRecord, String> {
@@ -118,11 +129,8 @@ fn record(name: String, v: &Value) -> Result<RcpRecord, String> {
             ))
         }
     };
-    let bs = match get("BS")? {
-        Value::Number(n) => n.as_f64(),
-        _ => None,
-    }
-    .ok_or_else(|| format!("record {name:?}: \"BS\" is not a number"))?;
+    let bs =
+        number(get("BS")?).ok_or_else(|| format!("record {name:?}: \"BS\" is not a number"))?;
     get("Hyperparams")?;
     let key = converge_key(&benchmark);
     let Value::Array(runs) = get(key)? else {
@@ -130,11 +138,18 @@ fn record(name: String, v: &Value) -> Result<RcpRecord, String> {
     };
     let converge = runs
         .iter()
-        .map(|x| x.as_f64())
+        .map(number)
         .collect::<Option<Vec<f64>>>()
         .ok_or_else(|| format!("record {name:?}: {key:?} holds something other than numbers"))?;
     if converge.is_empty() {
         return Err(format!("record {name:?}: {key:?} is empty"));
+    }
+    if converge.len() >= 64 && converge.iter().any(|x| x.is_nan()) {
+        return Err(format!(
+            "record {name:?}: a NaN among {} figures under {key:?}: the order Python's sort \
+             leaves them in is not reproduced beyond 63",
+            converge.len()
+        ));
     }
     Ok(RcpRecord {
         name,
@@ -142,6 +157,73 @@ fn record(name: String, v: &Value) -> Result<RcpRecord, String> {
         bs,
         converge,
     })
+}
+
+/// Where Python's `json.load` reads one of its constants, serde_json (which follows the JSON
+/// grammar) would refuse the file; each constant outside a string is rewritten as a string
+/// no JSON file holds (it starts with an escaped NUL and a tag), which [`number`] reads back.
+const CONSTANTS: [(&str, f64); 3] = [
+    ("NaN", f64::NAN),
+    ("Infinity", f64::INFINITY),
+    ("-Infinity", f64::NEG_INFINITY),
+];
+const TAG: &str = "\\u0000python-constant:";
+
+fn python_constants(text: &[u8]) -> Result<Vec<u8>, String> {
+    if memchr_str(text, TAG.as_bytes()) {
+        return Err(format!(
+            "it holds the text {TAG}, which the reader keeps for Python's NaN and Infinity"
+        ));
+    }
+    let mut out = Vec::with_capacity(text.len());
+    let (mut i, mut in_string) = (0, false);
+    while i < text.len() {
+        let b = text[i];
+        if in_string {
+            out.push(b);
+            if b == b'\\' && i + 1 < text.len() {
+                out.push(text[i + 1]);
+                i += 1;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+        }
+        match CONSTANTS
+            .iter()
+            .find(|(c, _)| text[i..].starts_with(c.as_bytes()))
+        {
+            Some((c, _)) => {
+                out.extend_from_slice(format!("\"{TAG}{c}\"").as_bytes());
+                i += c.len();
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn memchr_str(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A number as Python's `json.load` reads it: a JSON number, or one of its constants.
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => {
+            let c = s.strip_prefix(&TAG.replace("\\u0000", "\0"))?;
+            CONSTANTS.iter().find(|(n, _)| *n == c).map(|(_, x)| *x)
+        }
+        _ => None,
+    }
 }
 
 /// The top level, with an object's entries in file order (duplicates as Python's dict keeps

@@ -36,9 +36,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::ruleset::{infer_ruleset, RulesetChoice, RulesetError};
-use super::verify::{
-    display_path, ruleset_str, verify, Review, TableRow, VerifyError, VerifyOptions,
-};
+use super::verify::{display_path, verify, Review, TableRow, VerifyError, VerifyOptions};
 use crate::compliance::Ruleset;
 
 /// One line of the round's table of final scores: a benchmark folder of a submitter.
@@ -67,8 +65,7 @@ pub struct RoundReview {
     #[serde(serialize_with = "display_path")]
     pub dir: PathBuf,
     /// The ruleset.
-    #[serde(serialize_with = "ruleset_str")]
-    pub ruleset: Ruleset,
+    pub ruleset: String,
     /// Whether every submitter passes review.
     pub passed: bool,
     /// Subfolders that are no submitter folder, each with why.
@@ -89,7 +86,7 @@ pub fn is_round(dir: &Path) -> bool {
 }
 
 /// The submitter folders of `dir`, sorted, and the subfolders skipped (with why).
-fn submitter_folders(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
+pub fn submitter_folders(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
     let mut subs = Vec::new();
     let mut skipped = Vec::new();
     for e in std::fs::read_dir(dir)? {
@@ -212,7 +209,7 @@ pub fn verify_round(dir: &Path, opts: &VerifyOptions) -> Result<RoundReview, Ver
         .unwrap_or_default();
     Ok(RoundReview {
         dir: dir.to_path_buf(),
-        ruleset: opts.ruleset,
+        ruleset: opts.ruleset.clone(),
         passed: !submitters.is_empty() && submitters.iter().all(Review::passed),
         skipped,
         submitters,

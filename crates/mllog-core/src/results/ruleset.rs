@@ -213,20 +213,7 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
     }
     let mut evidence = Vec::new();
     let mut unreadable = Vec::new();
-    let folder_benchmarks: Vec<String> = folders
-        .iter()
-        .map(|f| {
-            let n = f
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if n == "mask" {
-                "maskrcnn".into()
-            } else {
-                n
-            }
-        })
-        .collect();
+    let folder_benchmarks: Vec<String> = folders.iter().map(|f| folder_benchmark(f)).collect();
     // An unreadable file (or folder) is said and left out: the rest still tells the round.
     let mut files = Vec::new();
     for (i, folder) in folders.iter().enumerate() {
@@ -456,14 +443,28 @@ pub fn choose_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoic
     }
 }
 
+/// The benchmark a folder stands for by its name (`mask` is maskrcnn's, as the official
+/// tools name it).
+pub(super) fn folder_benchmark(folder: &Path) -> String {
+    let n = folder
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if n == "mask" {
+        "maskrcnn".into()
+    } else {
+        n
+    }
+}
+
 /// A reference point serves the folder's batch size.
-fn has_record(r: &super::rcp::RcpResult) -> bool {
+pub(super) fn has_record(r: &super::rcp::RcpResult) -> bool {
     use super::rcp::RcpStatus::*;
     matches!(r.status, Found | Interpolated | BelowSmallest)
 }
 
 /// The ruleset has no reference point for the folder's batch size.
-fn lacks_record(r: &super::rcp::RcpResult) -> bool {
+pub(super) fn lacks_record(r: &super::rcp::RcpResult) -> bool {
     use super::rcp::RcpStatus::*;
     matches!(r.status, Missing | NoRcps)
         || (r.status == Error

@@ -263,8 +263,45 @@ fn name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// One result file's compliance verdict, as the score reads it (not `--werror`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileVerdict {
+    /// The ruleset the file was checked under.
+    pub ruleset: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The first error, in words.
+    pub first_error: Option<String>,
+}
+
 /// Scores one benchmark folder (`.../<system>/<benchmark>`).
 pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<BenchmarkScore> {
+    score_benchmark_with(folder, &|file| {
+        let open = || -> std::io::Result<_> {
+            Ok(std::io::BufReader::with_capacity(
+                1 << 16,
+                std::fs::File::open(file)?,
+            ))
+        };
+        let report = match opts.ruleset {
+            Some(r) => check_reader(r, open()?)?,
+            None => check_reader_detect(open()?)?.0,
+        };
+        let first_error = report.errors().next().map(|f| f.message.clone());
+        Ok(FileVerdict {
+            ruleset: report.ruleset.as_str().to_owned(),
+            passed: report.passed(false),
+            first_error,
+        })
+    })
+}
+
+/// Scores one benchmark folder with each result file's compliance verdict from `check` (the
+/// rule engine's, for rules read at run time).
+pub fn score_benchmark_with(
+    folder: &Path,
+    check: &dyn Fn(&Path) -> std::io::Result<FileVerdict>,
+) -> std::io::Result<BenchmarkScore> {
     let mut benchmark = name(folder);
     if benchmark == "mask" {
         benchmark = "maskrcnn".into();
@@ -288,10 +325,7 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
         // An unreadable file is a dropped run that names the file (the official summarizer
         // stops with a traceback there); the rest of the folder is still scored.
         let read = || -> std::io::Result<_> {
-            let report = match opts.ruleset {
-                Some(r) => check_reader(r, open()?)?,
-                None => check_reader_detect(open()?)?.0,
-            };
+            let report = check(&file)?;
             let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
             let (start, stop) = run_start_stop_reader(open()?)?;
             Ok((report, summary, start, stop))
@@ -316,8 +350,8 @@ pub fn score_benchmark(folder: &Path, opts: ScoreOptions) -> std::io::Result<Ben
         let ruleset = report.ruleset;
         let mut run = RunScore {
             file: file.clone(),
-            compliant: report.passed(false),
-            error: report.errors().next().map(|f| f.message.clone()),
+            compliant: report.passed,
+            error: report.first_error,
             status: summary.status.clone(),
             minutes: None,
             counted: false,

@@ -78,8 +78,9 @@ pub const MAX_SYSTEM_DESC_BYTES: u64 = 1 << 20;
 /// ```
 #[derive(Clone, Debug)]
 pub struct VerifyOptions {
-    /// The ruleset (`package_checker`'s `ruleset` argument).
-    pub ruleset: Ruleset,
+    /// The ruleset (`package_checker`'s `ruleset` argument), `X.Y.Z`: a built-in one, or
+    /// with [`VerifyOptions::rules`] any the package has.
+    pub ruleset: String,
     /// Write `scaling.json` as the official tools do (deleted, then written when the RCP check
     /// normalises); by default nothing is written.
     pub set_scaling: bool,
@@ -91,18 +92,25 @@ pub struct VerifyOptions {
     pub threads: usize,
     /// Where the RCP check's records come from (`None`: the built-in tables of `ruleset`).
     pub rcp_tables: Option<std::sync::Arc<super::rcp_tables::RcpTables>>,
+    /// The rules each result file is checked with, read at run time from a package (`None`:
+    /// the built-in rules of `ruleset`); the ruleset facts are then the package's too, where
+    /// none are built in ([`super::package_facts`]).
+    #[cfg(feature = "rules")]
+    pub rules: Option<std::sync::Arc<super::rules_check::RulesCheck>>,
 }
 
 impl VerifyOptions {
     /// Defaults for `ruleset`: nothing written, no bypass, all cores.
     pub fn new(ruleset: Ruleset) -> VerifyOptions {
         VerifyOptions {
-            ruleset,
+            ruleset: ruleset.as_str().to_owned(),
             set_scaling: false,
             rcp_bypass: false,
             seed_checker_bypass: false,
             threads: 0,
             rcp_tables: None,
+            #[cfg(feature = "rules")]
+            rules: None,
         }
     }
 }
@@ -126,8 +134,11 @@ pub enum VerifyError {
         path: PathBuf,
     },
     /// The ruleset has no training facts in this build.
-    #[error("ruleset {0} is not a training ruleset of mlperf-logging {ver}", ver = super::verify_data::PACKAGE_VERSION)]
-    Ruleset(Ruleset),
+    #[error("ruleset {0} is not a training ruleset of mlperf-logging {ver} (the rules of other rulesets are read from the official package with --rules)", ver = super::verify_data::PACKAGE_VERSION)]
+    Ruleset(String),
+    /// The package the rules are read from does not give the ruleset's facts.
+    #[error("{0}")]
+    Facts(String),
 }
 
 /// How bad a [`Problem`] is.
@@ -390,8 +401,7 @@ pub struct Review {
     #[serde(serialize_with = "display_path")]
     pub dir: PathBuf,
     /// The ruleset.
-    #[serde(serialize_with = "ruleset_str")]
-    pub ruleset: Ruleset,
+    pub ruleset: String,
     /// Whether it passes review.
     pub passed: bool,
     /// Problems of the folder itself (no `results/`, unreadable entries).
@@ -567,6 +577,42 @@ pub fn facts(ruleset: Ruleset) -> Option<&'static RulesetFacts> {
     RULESETS.iter().find(|f| f.ruleset == ruleset.as_str())
 }
 
+/// The facts of the review's ruleset: built in, else (with rules read at run time) the
+/// package's.
+fn facts_of(opts: &VerifyOptions) -> Result<&'static RulesetFacts, VerifyError> {
+    if let Some(f) = RULESETS.iter().find(|f| f.ruleset == opts.ruleset) {
+        return Ok(f);
+    }
+    #[cfg(feature = "rules")]
+    if let Some(r) = &opts.rules {
+        return super::package_facts::read_facts(r.package_root(), &opts.ruleset)
+            .map_err(VerifyError::Facts);
+    }
+    Err(VerifyError::Ruleset(opts.ruleset.clone()))
+}
+
+/// How each result file's compliance is checked.
+#[derive(Clone, Copy)]
+enum FileRules<'a> {
+    BuiltIn(Ruleset),
+    #[cfg(feature = "rules")]
+    Package(&'a super::rules_check::RulesCheck),
+    #[cfg(not(feature = "rules"))]
+    #[allow(dead_code)]
+    None(std::marker::PhantomData<&'a ()>),
+}
+
+fn file_rules(opts: &VerifyOptions) -> Result<FileRules<'_>, VerifyError> {
+    #[cfg(feature = "rules")]
+    if let Some(r) = &opts.rules {
+        return Ok(FileRules::Package(r));
+    }
+    Ruleset::from_name(&opts.ruleset)
+        .filter(|r| r.as_str() == opts.ruleset)
+        .map(FileRules::BuiltIn)
+        .ok_or_else(|| VerifyError::Ruleset(opts.ruleset.clone()))
+}
+
 /// The result file count the package checker wants for `benchmark`.
 pub fn result_file_count(benchmark: &str) -> Option<usize> {
     RESULT_FILE_COUNTS
@@ -590,7 +636,8 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    let facts = facts(opts.ruleset).ok_or(VerifyError::Ruleset(opts.ruleset))?;
+    let facts = facts_of(opts)?;
+    let rules = file_rules(opts)?;
     let mut problems = repo_problems(dir);
 
     // system_desc_checker, on every systems/*.json (the package checker's glob).
@@ -660,8 +707,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let ruleset = opts.ruleset;
-    let facts_of_files = par_map(&jobs, threads, |(_, p)| read_result(p, ruleset));
+    let facts_of_files = par_map(&jobs, threads, |(_, p)| read_result(p, rules));
     let mut runs_of: Vec<Vec<RunReview>> = vec![Vec::new(); folders.len()];
     for ((i, _), run) in jobs.iter().zip(facts_of_files) {
         runs_of[*i].push(run);
@@ -676,9 +722,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     let rcps = par_map(&rcp_jobs, threads, |&i| {
         let f = &folders[i];
         let committed = committed_scaling(&f.path).ok().flatten().unwrap_or(1.0);
-        let mut rcp_opts = RcpOptions::new(opts.ruleset);
-        rcp_opts.tables = opts.rcp_tables.clone();
-        rcp_opts.bypass = opts.rcp_bypass || f.rcp_bypass;
+        let rcp_opts = RcpOptions {
+            ruleset: opts.ruleset.clone(),
+            tables: opts.rcp_tables.clone(),
+            bypass: opts.rcp_bypass || f.rcp_bypass,
+            full_rcps: false,
+            bert_train_samples: false,
+        };
         rcp_step(&f.path, &rcp_opts, committed)
     });
     let mut rcp_of: Vec<Option<RcpStep>> = vec![None; folders.len()];
@@ -690,7 +740,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     for ((plan, runs), rcp) in folders.into_iter().zip(runs_of).zip(rcp_of) {
         benchmarks.push(finish_folder(plan, runs, rcp, opts));
     }
-    let table = summary_table(&benchmarks, &systems, facts, opts.ruleset);
+    let table = summary_table(&benchmarks, &systems, facts, &opts.ruleset);
     // The summarizer scores only the systems of its table.
     for b in benchmarks.iter_mut().filter(|b| b.reviewed) {
         if table.iter().all(|r| r.system_folder != b.system) {
@@ -705,7 +755,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         .collect();
     let mut review = Review {
         dir: dir.to_path_buf(),
-        ruleset: opts.ruleset,
+        ruleset: opts.ruleset.clone(),
         passed: false,
         problems,
         systems,
@@ -713,7 +763,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         table,
         columns,
     };
-    if let Some(p) = nothing_reviewed(&results, &review.benchmarks, facts, opts.ruleset) {
+    if let Some(p) = nothing_reviewed(&results, &review.benchmarks, facts, &opts.ruleset) {
         review.problems.push(p);
     }
     let failed = review.problems().any(|p| p.severity == Severity::Error);
@@ -742,7 +792,7 @@ fn nothing_reviewed(
     results: &Path,
     benchmarks: &[BenchmarkReview],
     facts: &RulesetFacts,
-    ruleset: Ruleset,
+    ruleset: &str,
 ) -> Option<Problem> {
     if benchmarks.iter().any(|b| b.reviewed) || !results.is_dir() {
         return None;
@@ -1183,7 +1233,7 @@ fn review_system(path: &Path, name: &str, facts: &RulesetFacts) -> SystemReview 
 }
 
 /// Reads one result file once: the compliance check, its seeds, `run_start` and `run_stop`.
-fn read_result(path: &Path, ruleset: Ruleset) -> RunReview {
+fn read_result(path: &Path, rules: FileRules) -> RunReview {
     let mut run = RunReview {
         file: path.to_path_buf(),
         compliant: false,
@@ -1222,18 +1272,30 @@ fn read_result(path: &Path, ruleset: Ruleset) -> RunReview {
             return run;
         }
     };
-    match scan(std::io::BufReader::with_capacity(1 << 16, file), ruleset) {
+    let built_in = match rules {
+        FileRules::BuiltIn(r) => Some(Checker::new(r)),
+        _ => None,
+    };
+    match scan(std::io::BufReader::with_capacity(1 << 16, file), built_in) {
         Ok((report, seeds, parse_errors, start, stop)) => {
-            run.compliant = report.passed(false);
-            run.error_count = report.errors().count();
-            run.errors = report
-                .errors()
-                .take(MAX_ERRORS_KEPT)
-                .map(|f| match f.line {
-                    Some(l) => format!("line {l}: {}", f.message),
-                    None => f.message.clone(),
-                })
-                .collect();
+            let verdict = match (report, rules) {
+                (Some(report), _) => Ok(built_in_verdict(&report)),
+                #[cfg(feature = "rules")]
+                (None, FileRules::Package(r)) => r.check_file(path).map(|e| engine_verdict(&e)),
+                // A built-in ruleset always has its checker: no other case reaches here.
+                _ => Err(std::io::Error::other("no rules to check the file with")),
+            };
+            match verdict {
+                Ok((compliant, error_count, errors)) => {
+                    run.compliant = compliant;
+                    run.error_count = error_count;
+                    run.errors = errors;
+                }
+                Err(e) => {
+                    run.io_error = Some(Problem::io(path, "read", &e).message);
+                    return run;
+                }
+            }
             run.seeds = seeds;
             run.parse_errors = parse_errors;
             if let (true, Some(a), Some(b)) = (run.compliant, start, stop) {
@@ -1245,16 +1307,54 @@ fn read_result(path: &Path, ruleset: Ruleset) -> RunReview {
     run
 }
 
+/// A file's verdict: compliant, the number of errors, the first [`MAX_ERRORS_KEPT`] in words.
+type Verdict = (bool, usize, Vec<String>);
+
+fn built_in_verdict(report: &crate::compliance::ComplianceReport) -> Verdict {
+    let errors = report
+        .errors()
+        .take(MAX_ERRORS_KEPT)
+        .map(|f| match f.line {
+            Some(l) => format!("line {l}: {}", f.message),
+            None => f.message.clone(),
+        })
+        .collect();
+    (report.passed(false), report.errors().count(), errors)
+}
+
+/// The rule engine's verdict; each message's first line (the official messages go on with
+/// the log line and the checker's state).
+#[cfg(feature = "rules")]
+fn engine_verdict(report: &crate::compliance::engine::EngineReport) -> Verdict {
+    let errors = report
+        .errors()
+        .take(MAX_ERRORS_KEPT)
+        .map(|f| {
+            let first = f.message.lines().next().unwrap_or_default();
+            match f.line {
+                Some(l) => format!("line {l}: {first}"),
+                None => first.to_owned(),
+            }
+        })
+        .collect();
+    let mut count = report.errors().count();
+    if report.crashed && count == 0 {
+        count = 1;
+    }
+    (report.passed(), count, errors)
+}
+
 type Scan = (
-    crate::compliance::ComplianceReport,
+    Option<crate::compliance::ComplianceReport>,
     Vec<SeedRecord>,
     usize,
     Option<i64>,
     Option<i64>,
 );
 
-fn scan(input: impl BufRead, ruleset: Ruleset) -> std::io::Result<Scan> {
-    let mut checker = Checker::new(ruleset);
+/// One pass over a result file: the built-in check (when given), its seeds, `run_start` and
+/// `run_stop`.
+fn scan(input: impl BufRead, mut checker: Option<Checker>) -> std::io::Result<Scan> {
     let mut reader = LogReader::new(input);
     let mut seeds = Vec::new();
     let (mut start, mut stop) = (None, None);
@@ -1263,7 +1363,9 @@ fn scan(input: impl BufRead, ruleset: Ruleset) -> std::io::Result<Scan> {
         match item {
             Ok(line) => {
                 let rec: &Record = &line.record;
-                checker.feed(line.lineno, rec);
+                if let Some(c) = checker.as_mut() {
+                    c.feed(line.lineno, rec);
+                }
                 match &*rec.key {
                     "seed" => seeds.push(SeedRecord {
                         file: rec.metadata.file.as_deref().map(str::to_string),
@@ -1280,14 +1382,22 @@ fn scan(input: impl BufRead, ruleset: Ruleset) -> std::io::Result<Scan> {
             }
             Err(e) => {
                 parse_errors += 1;
-                checker.feed_error(&e);
+                if let Some(c) = checker.as_mut() {
+                    c.feed_error(&e);
+                }
             }
         }
     }
     if let Some(e) = reader.io_error() {
         return Err(std::io::Error::new(e.kind(), e.to_string()));
     }
-    Ok((checker.report(), seeds, parse_errors, start, stop))
+    Ok((
+        checker.map(|c| c.report()),
+        seeds,
+        parse_errors,
+        start,
+        stop,
+    ))
 }
 
 fn finish_folder(
@@ -1626,7 +1736,7 @@ fn summary_table(
     benchmarks: &[BenchmarkReview],
     systems: &[SystemReview],
     facts: &RulesetFacts,
-    ruleset: Ruleset,
+    ruleset: &str,
 ) -> Vec<TableRow> {
     let mut by_system: BTreeMap<&str, Vec<&BenchmarkReview>> = BTreeMap::new();
     for b in benchmarks {
@@ -1750,8 +1860,7 @@ const SUMMARIZER_FIELDS: [&str; 13] = [
     "sw_notes",
 ];
 
-fn ruleset_url_prefix(ruleset: Ruleset) -> String {
-    let r = ruleset.as_str();
+fn ruleset_url_prefix(r: &str) -> String {
     let short = format!("{}{}", &r[..3], r[3..].replace(".0", ""));
     format!("https://github.com/mlcommons/training_results_v{short}")
 }
@@ -1846,10 +1955,6 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
 
 pub(super) fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&p.display())
-}
-
-pub(super) fn ruleset_str<S: serde::Serializer>(r: &Ruleset, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(r.as_str())
 }
 
 /// The RCP step of one folder: the package checker's check (with its bypass), and the

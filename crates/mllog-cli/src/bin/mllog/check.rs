@@ -26,7 +26,8 @@ pub enum Format {
 pub struct Args {
     /// The ruleset to check against: 5.0.0, 5.1.0, 6.0.0 or 6.1.0 built in [default: detected
     /// from the log's submission_benchmark when 6.1.0 does not allow it, else 6.1.0]; with
-    /// --rules, any ruleset the package has [default: its newest for --usage]
+    /// --rules, any ruleset the package has [default: the newest of --usage with rules for the
+    /// log's submission_benchmark, said per file]
     #[arg(long, value_name = "X.Y.Z")]
     pub(crate) ruleset: Option<String>,
     /// Check against the official rule files of an installed mlperf-logging package, read now:

@@ -35,44 +35,189 @@ fn source_json(src: &RulesSource) -> serde_json::Value {
     })
 }
 
-/// The engine's check of one input: standard input read whole, a file read as a stream. The
-/// outer error is the log's own (it cannot be read); the inner one a rule file that cannot be
-/// run.
-fn check_input(
-    engine: &RuleEngine,
-    path: &Path,
-    werror: bool,
-) -> std::io::Result<Result<EngineReport, LoadError>> {
-    if path.as_os_str() == "-" {
+/// One input of the check: standard input, read whole (it cannot be read twice), or a file,
+/// read as a stream.
+enum Input<'a> {
+    Stdin(Vec<u8>),
+    File(&'a Path),
+}
+
+impl<'a> Input<'a> {
+    fn open(path: &'a Path) -> std::io::Result<Input<'a>> {
+        if path.as_os_str() != "-" {
+            return Ok(Input::File(path));
+        }
         let mut buf = Vec::new();
         std::io::stdin().lock().read_to_end(&mut buf)?;
-        return Ok(engine.check_bytes(&buf, werror));
+        Ok(Input::Stdin(buf))
     }
-    match engine.check_file(path, werror) {
-        Err(LoadError::Io { path: p, source }) if p == path => Err(source),
-        r => Ok(r),
+
+    /// The log's first `submission_benchmark`, for inferring its ruleset: a file is read only
+    /// up to it.
+    fn first_benchmark(&self) -> std::io::Result<Option<String>> {
+        match self {
+            Input::Stdin(bytes) => Ok(first_benchmark(bytes)),
+            Input::File(path) => {
+                let mut reader = std::io::BufReader::new(std::fs::File::open(path)?);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    if std::io::BufRead::read_until(&mut reader, b'\n', &mut line)? == 0 {
+                        return Ok(None);
+                    }
+                    if line.windows(20).any(|w| w == b"submission_benchmark") {
+                        if let Some(b) = first_benchmark(&line) {
+                            return Ok(Some(b));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The engine's check. The outer error is the log's own (it cannot be read); the inner
+    /// one a rule file, reached by the log's chain of configs, that cannot be run.
+    fn check(
+        &self,
+        engine: &RuleEngine,
+        werror: bool,
+    ) -> std::io::Result<Result<EngineReport, LoadError>> {
+        match self {
+            Input::Stdin(bytes) => Ok(engine.check_bytes(bytes, werror)),
+            Input::File(path) => match engine.check_file(path, werror) {
+                Err(LoadError::Io { path: p, source }) if p == *path => Err(source),
+                r => Ok(r),
+            },
+        }
     }
 }
 
-/// The rule engine for the options: the source, the usage, the ruleset (default: the newest
-/// the package has for the usage), the custom config.
-fn engine(a: &Args, src: Result<RulesSource, String>) -> Result<(RulesSource, RuleEngine), String> {
+/// The rule engines of a check: the one of `--ruleset` (or `--config`), else one per ruleset
+/// the logs are inferred to be for, loaded when first needed.
+struct Engines {
+    src: RulesSource,
+    usage: String,
+    fixed: Option<RuleEngine>,
+    by_ruleset: Vec<RuleEngine>,
+}
+
+impl Engines {
+    /// The engine a log is checked with, and how its ruleset was picked when it was inferred.
+    fn for_log(
+        &mut self,
+        benchmark: impl FnOnce() -> std::io::Result<Option<String>>,
+    ) -> Result<(&RuleEngine, Option<String>), String> {
+        if let Some(e) = &self.fixed {
+            return Ok((e, None));
+        }
+        let dir = self.src.compliance_dir();
+        let have: Vec<String> = rulesets(&dir)
+            .into_iter()
+            .filter(|(u, _)| *u == self.usage)
+            .map(|(_, r)| r)
+            .collect();
+        let words = |have: &[String]| {
+            format!(
+                "{} ({}) has {} rulesets {}",
+                self.src.describe(),
+                dir.display(),
+                self.usage,
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            )
+        };
+        let benchmark = benchmark().map_err(|e| format!("cannot be read: {e}"))?;
+        let (ruleset, how) = match benchmark {
+            None => {
+                let r = have.last().ok_or_else(|| words(&have))?;
+                (r.clone(), format!("ruleset {r}: the newest of the rules read (the log names no submission_benchmark)"))
+            }
+            Some(b) => {
+                let allowing: Vec<String> = have
+                    .iter()
+                    .filter(|r| {
+                        dir.join(format!("{}_{r}", self.usage))
+                            .join(format!("closed_{b}.yaml"))
+                            .is_file()
+                    })
+                    .cloned()
+                    .collect();
+                let r = allowing.last().ok_or_else(|| {
+                    format!(
+                        "the log's submission_benchmark {b:?} has rules in no ruleset of the rules \
+                         read: {}; pass --ruleset",
+                        words(&have)
+                    )
+                })?;
+                (
+                    r.clone(),
+                    format!(
+                        "ruleset {r}: the newest of the rules read with rules for {b} ({} have them); pass --ruleset for the submission round",
+                        allowing.join(", ")
+                    ),
+                )
+            }
+        };
+        let i = match self.by_ruleset.iter().position(|e| e.ruleset() == ruleset) {
+            Some(i) => i,
+            None => {
+                let e = RuleEngine::load(&dir, &self.usage, &ruleset).map_err(|e| e.to_string())?;
+                self.by_ruleset.push(e);
+                self.by_ruleset.len() - 1
+            }
+        };
+        Ok((&self.by_ruleset[i], Some(how)))
+    }
+}
+
+/// The log's first `submission_benchmark` string, as the checker's division file reads it.
+fn first_benchmark(log: &[u8]) -> Option<String> {
+    let reader = mllog_core::record::LogReader::new(log);
+    for item in reader {
+        let Ok(line) = item else { continue };
+        if &*line.record.key == "submission_benchmark" {
+            return line.record.value.as_str().map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// The rule engines for the options: the source, the usage, the ruleset given (else inferred
+/// per log), the custom config (checked with the given ruleset, else the newest of the usage).
+fn engines(a: &Args, src: Result<RulesSource, String>) -> Result<Engines, String> {
     let src = src?;
     let dir = src.compliance_dir();
-    let ruleset = match &a.ruleset {
-        Some(r) => r.clone(),
-        None => rulesets(&dir)
-            .into_iter()
-            .filter(|(u, _)| *u == a.usage)
-            .map(|(_, r)| r)
-            .next_back()
-            .ok_or_else(|| format!("{}: no {} rulesets", dir.display(), a.usage))?,
+    let ruleset = match (&a.ruleset, &a.config) {
+        (Some(r), _) => Some(r.clone()),
+        (None, Some(_)) => Some(
+            rulesets(&dir)
+                .into_iter()
+                .filter(|(u, _)| *u == a.usage)
+                .map(|(_, r)| r)
+                .next_back()
+                .ok_or_else(|| format!("{}: no {} rulesets", dir.display(), a.usage))?,
+        ),
+        (None, None) => None,
     };
-    let mut engine = RuleEngine::load(&dir, &a.usage, &ruleset).map_err(|e| e.to_string())?;
-    if let Some(c) = &a.config {
-        engine = engine.with_config(c).map_err(|e| e.to_string())?;
-    }
-    Ok((src, engine))
+    let fixed = match ruleset {
+        Some(r) => {
+            let mut engine = RuleEngine::load(&dir, &a.usage, &r).map_err(|e| e.to_string())?;
+            if let Some(c) = &a.config {
+                engine = engine.with_config(c).map_err(|e| e.to_string())?;
+            }
+            Some(engine)
+        }
+        None => None,
+    };
+    Ok(Engines {
+        src,
+        usage: a.usage.clone(),
+        fixed,
+        by_ruleset: Vec::new(),
+    })
 }
 
 fn render_text(report: &EngineReport, src: &RulesSource, shown: &str) -> String {
@@ -122,7 +267,7 @@ fn verdict(report: &EngineReport, src: &RulesSource, shown: &str) -> String {
 
 /// `mllog check` with rules read at run time.
 pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
-    let (src, engine) = match engine(a, src) {
+    let mut engines = match engines(a, src) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("mllog: {e}");
@@ -134,15 +279,8 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
     let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
     for path in &a.files {
         let shown = crate::shown(path);
-        let report = match check_input(&engine, path, a.werror) {
-            Ok(checked) => match checked {
-                Ok(report) => report,
-                // A rule file the log's chain of configs reaches cannot be run: no verdict.
-                Err(e) => {
-                    eprintln!("mllog: {e}");
-                    return crate::USAGE_OR_IO;
-                }
-            },
+        let input = match Input::open(path) {
+            Ok(input) => input,
             Err(e) => {
                 worst = crate::USAGE_OR_IO;
                 if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
@@ -151,13 +289,40 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
                 continue;
             }
         };
+        let (engine, how) = match engines.for_log(|| input.first_benchmark()) {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!("mllog: {shown}: {e}");
+                worst = crate::USAGE_OR_IO;
+                continue;
+            }
+        };
+        let report = match input.check(engine, a.werror) {
+            Ok(Ok(report)) => report,
+            // A rule file the log's chain of configs reaches cannot be run: no verdict.
+            Ok(Err(e)) => {
+                eprintln!("mllog: {e}");
+                return crate::USAGE_OR_IO;
+            }
+            Err(e) => {
+                worst = crate::USAGE_OR_IO;
+                if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
+                }
+                continue;
+            }
+        };
+        let src = &engines.src;
         let json = || {
             let mut v = machine::value(&report);
             if let serde_json::Value::Object(m) = &mut v {
                 let mut head = serde_json::Map::new();
                 head.insert("file".into(), shown.clone().into());
                 head.insert("passed".into(), report.passed().into());
-                head.insert("rules".into(), source_json(&src));
+                head.insert("rules".into(), source_json(src));
+                if let Some(h) = &how {
+                    head.insert("ruleset_inferred".into(), h.clone().into());
+                }
                 head.insert("errors".into(), report.errors().count().into());
                 head.insert("warnings".into(), report.warnings().count().into());
                 head.extend(std::mem::take(m));
@@ -171,8 +336,14 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
                 String::new()
             }
             Format::Jsonl => machine::line(json()),
-            Format::Text if a.quiet => verdict(&report, &src, &shown),
-            Format::Text => render_text(&report, &src, &shown),
+            Format::Text if a.quiet => verdict(&report, src, &shown),
+            Format::Text => {
+                let mut t = how
+                    .as_ref()
+                    .map_or(String::new(), |h| format!("{shown}: {h}\n"));
+                t.push_str(&render_text(&report, src, &shown));
+                t
+            }
         };
         if !out.is_empty() && !crate::emit(&out) {
             return crate::USAGE_OR_IO;
@@ -203,7 +374,7 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
         let doc = machine::Document::new("check", "files", items)
             .with("passed", (worst == crate::OK).into())
             .with("werror", a.werror.into())
-            .with("rules", source_json(&src));
+            .with("rules", source_json(&engines.src));
         if !crate::emit(&doc.render()) {
             return crate::USAGE_OR_IO;
         }

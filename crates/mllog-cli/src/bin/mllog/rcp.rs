@@ -6,6 +6,7 @@ use crate::machine;
 use mllog_core::compliance::Ruleset;
 use mllog_core::results::rcp::{self, RcpOptions, RcpResult};
 use mllog_core::results::rcp_tables::RcpTables;
+use mllog_core::results::rules_ruleset::choose_source_ruleset;
 use mllog_core::results::ruleset::{self, RulesetChoice};
 use mllog_core::results::score;
 
@@ -98,17 +99,32 @@ pub fn label(folder: &Path) -> String {
 
 /// The ruleset lines of the text output.
 pub fn ruleset_text(choice: &RulesetChoice) -> String {
+    ruleset_lines(
+        choice.ruleset.as_str(),
+        choice.given,
+        &choice.evidence,
+        &choice.unreadable,
+    )
+}
+
+/// The ruleset lines of the text output, from the parts of a choice.
+pub fn ruleset_lines(
+    ruleset: &str,
+    given: bool,
+    evidence: &[String],
+    unreadable: &[String],
+) -> String {
     let mut out = format!(
         "ruleset {} ({})\n",
-        choice.ruleset,
-        if choice.given { "given" } else { "inferred" }
+        ruleset,
+        if given { "given" } else { "inferred" }
     );
-    if !choice.given {
-        for e in &choice.evidence {
+    if !given {
+        for e in evidence {
             out.push_str(&format!("  - {e}\n"));
         }
     }
-    for u in &choice.unreadable {
+    for u in unreadable {
         out.push_str(&format!("  - error: {u} (left out of the inference)\n"));
     }
     out.push('\n');
@@ -177,16 +193,39 @@ pub fn result_text(
     out
 }
 
-/// The ruleset (`Ok`: a built-in one, given or inferred; `Err`: another one the RCPs read at
-/// run time have, given) and its RCP tables.
-#[allow(clippy::type_complexity)]
-fn choose(a: &Args) -> Result<(Result<RulesetChoice, String>, std::sync::Arc<RcpTables>), String> {
+/// The ruleset chosen for `mllog rcp`: its lines for the text output, its JSON, whether a
+/// file could not be read while inferring it.
+struct RcpChoice {
+    text: String,
+    json: serde_json::Value,
+    unreadable: bool,
+}
+
+/// The ruleset (a built-in one, given or inferred; with `--rules`, one the package has, given
+/// or inferred among the package's) and its RCP tables.
+fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
     let built_in = a.ruleset.as_deref().map(Ruleset::from_name);
+    if a.usage == "training" && a.ruleset.is_none() && a.rcps.read_at_run_time() {
+        let src = a.rcps.source().transpose()?.expect("read at run time");
+        let c = choose_source_ruleset(&src, None, &a.dir)?;
+        let tables = a.rcps.open_named("training", &c.ruleset)?;
+        let choice = RcpChoice {
+            text: ruleset_lines(&c.ruleset, c.given, &c.evidence, &c.unreadable),
+            json: machine::value(&c),
+            unreadable: !c.unreadable.is_empty(),
+        };
+        return Ok((choice, tables));
+    }
     if a.usage == "training" && !matches!(built_in, Some(None)) {
         let choice =
             ruleset::choose_ruleset(built_in.flatten(), &a.dir).map_err(|e| e.to_string())?;
         let tables = a.rcps.open(choice.ruleset)?;
-        return Ok((Ok(choice), tables));
+        let c = RcpChoice {
+            text: ruleset_text(&choice),
+            json: machine::value(&choice),
+            unreadable: !choice.unreadable.is_empty(),
+        };
+        return Ok((c, tables));
     }
     let Some(name) = &a.ruleset else {
         return Err(format!(
@@ -202,7 +241,24 @@ fn choose(a: &Args) -> Result<(Result<RulesetChoice, String>, std::sync::Arc<Rcp
         ));
     }
     let tables = a.rcps.open_named(&a.usage, name)?;
-    Ok((Err(name.clone()), tables))
+    let text = if tables.usage == "training" {
+        format!("ruleset {name} (given)\n\n")
+    } else {
+        format!("ruleset {name} (given, {})\n\n", tables.usage)
+    };
+    let json = serde_json::json!({
+        "ruleset": name, "given": true, "candidates": [name],
+        "evidence": [format!("ruleset {name}: given (--ruleset)")],
+        "unreadable": [],
+    });
+    Ok((
+        RcpChoice {
+            text,
+            json,
+            unreadable: false,
+        },
+        tables,
+    ))
 }
 
 pub fn run(a: Args) -> u8 {
@@ -225,15 +281,11 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
-    let mut text = match &choice {
-        Ok(c) => ruleset_text(c),
-        Err(name) if tables.usage == "training" => format!("ruleset {name} (given)\n\n"),
-        Err(name) => format!("ruleset {name} (given, {})\n\n", tables.usage),
-    };
+    let mut text = choice.text.clone();
     text.insert_str(text.len() - 1, &format!("{}\n", tables.describe()));
     let mut items = Vec::new();
     let mut failed = false;
-    let mut io_error = choice.as_ref().is_ok_and(|c| !c.unreadable.is_empty());
+    let mut io_error = choice.unreadable;
     for folder in &folders {
         let (params_bypass, note) = rcp::package_bypass(folder);
         let opts = RcpOptions {
@@ -323,17 +375,7 @@ pub fn run(a: Args) -> u8 {
     let out = match a.format {
         Format::Text => text,
         Format::Json => machine::Document::new("rcp", "benchmarks", items)
-            .with(
-                "ruleset",
-                match &choice {
-                    Ok(c) => machine::value(c),
-                    Err(name) => serde_json::json!({
-                        "ruleset": name, "given": true, "candidates": [name],
-                        "evidence": [format!("ruleset {name}: given (--ruleset)")],
-                        "unreadable": [],
-                    }),
-                },
-            )
+            .with("ruleset", choice.json)
             .with("rcps", machine::value(&*tables))
             .with("passed", (worst == crate::OK).into())
             .render(),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::machine;
 use crate::progress::Progress;
-use mllog_core::compliance::Ruleset;
+use crate::rcp_source::Chosen;
 use mllog_core::results::rcp::{self, FinalScore};
 use mllog_core::results::ruleset;
 use mllog_core::results::score::{self, BenchmarkScore};
@@ -39,8 +39,9 @@ file is said with its path and dropped, the rest is still scored)."
 pub struct Args {
     /// The ruleset to check each file against and whose RCPs apply [default: inferred once for
     /// the whole folder, with the evidence shown; refused when the evidence does not settle it].
+    /// With --rules, any training ruleset the package has rules for, and inferred among them.
     #[arg(long, value_name = "X.Y.Z")]
-    ruleset: Option<Ruleset>,
+    ruleset: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -64,24 +65,25 @@ pub fn run(a: Args) -> u8 {
         eprintln!("mllog score: {}", ruleset::no_results_words(&a.dir));
         return crate::USAGE_OR_IO;
     }
-    let choice = match ruleset::choose_ruleset(a.ruleset, &a.dir) {
+    let choice = match a.rcps.choose(a.ruleset.as_deref(), &a.dir, |given| {
+        ruleset::choose_ruleset(given, &a.dir).map_err(|e| e.to_string())
+    }) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mllog score: {e}");
             return crate::USAGE_OR_IO;
         }
     };
-    let tables = match a.rcps.open(choice.ruleset) {
+    let tables = match a.rcps.open_named("training", &choice.ruleset) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("mllog score: {e}");
             return crate::USAGE_OR_IO;
         }
     };
-    let mut rcp_opts = rcp::RcpOptions::new(choice.ruleset);
-    rcp_opts.tables = Some(tables.clone());
+    let rcp_opts = rcp::RcpOptions::with_tables(tables.clone());
     let opts = score::ScoreOptions {
-        ruleset: Some(choice.ruleset),
+        ruleset: choice.built_in,
     };
     // What `score::score_dir` does, a folder at a time, so that a bar can follow: a
     // submission's folders hold hundreds of logs, each read three times.
@@ -95,7 +97,11 @@ pub fn run(a: Args) -> u8 {
     let mut io_error = !choice.unreadable.is_empty();
     for (folder, files) in folders.iter().zip(&files) {
         progress.working_on(folder);
-        match score::score_benchmark(folder, opts) {
+        let scored = match &choice.rules {
+            Some(rules) => score::score_benchmark_with(folder, &|f| Chosen::verdict(rules, f)),
+            None => score::score_benchmark(folder, opts),
+        };
+        match scored {
             Ok(s) => {
                 for u in &s.unreadable {
                     eprintln!("mllog score: {u}");
@@ -125,7 +131,7 @@ pub fn run(a: Args) -> u8 {
     let item = |s: &BenchmarkScore, f: &FinalScore| {
         let mut v = machine::value(s);
         if let serde_json::Value::Object(m) = &mut v {
-            m.insert("ruleset".into(), choice.ruleset.as_str().into());
+            m.insert("ruleset".into(), choice.ruleset.clone().into());
             m.insert("final".into(), machine::value(f));
         }
         v
@@ -140,7 +146,7 @@ pub fn run(a: Args) -> u8 {
                 .map(|(s, f)| item(s, f))
                 .collect(),
         )
-        .with("ruleset", machine::value(&choice))
+        .with("ruleset", choice.json.clone())
         .with("rcps", machine::value(&*tables))
         .render(),
         Format::Jsonl => scores
@@ -148,10 +154,19 @@ pub fn run(a: Args) -> u8 {
             .zip(&finals)
             .map(|(s, f)| machine::line(item(s, f)))
             .collect(),
-        Format::Csv => csv(&scores, &finals, choice.ruleset),
+        Format::Csv => csv(&scores, &finals, &choice.ruleset),
         Format::Text => {
-            let mut out = crate::rcp::ruleset_text(&choice);
-            out.insert_str(out.len() - 1, &format!("{}\n", tables.describe()));
+            let mut out = crate::rcp::ruleset_lines(
+                &choice.ruleset,
+                choice.given,
+                &choice.evidence,
+                &choice.unreadable,
+            );
+            let mut sources = format!("{}\n", tables.describe());
+            if let Some(l) = choice.rules_line() {
+                sources.push_str(&format!("{l}\n"));
+            }
+            out.insert_str(out.len() - 1, &sources);
             for (s, f) in scores.iter().zip(&finals) {
                 out.push_str(&text(s, f));
             }
@@ -197,7 +212,7 @@ fn text(s: &BenchmarkScore, f: &FinalScore) -> String {
 }
 
 /// One row per benchmark folder; times in minutes, empty when absent.
-fn csv(scores: &[BenchmarkScore], finals: &[FinalScore], ruleset: Ruleset) -> String {
+fn csv(scores: &[BenchmarkScore], finals: &[FinalScore], ruleset: &str) -> String {
     let num = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     let mut out = String::from(
         "system,benchmark,folder,runs,required_runs,dropped,max_dropped,olympic_mean_min,\

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use mllog_core::compliance::Ruleset;
-use mllog_core::results::ruleset::{infer_ruleset, RulesetError};
+use mllog_core::results::ruleset::{infer_ruleset, RulesetChoice, RulesetError};
 use mllog_core::results::verify::{self, Review, VerifyOptions};
 
 use crate::machine;
+use crate::rcp_source::Chosen;
 
 /// Output formats of `mllog verify`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,9 +44,10 @@ it, verify refuses.\n\
 Exit status: 0 passes review, 1 does not, 2 usage or I/O error (an unreadable file or folder)."
 )]
 pub struct Args {
-    /// The training ruleset [default: inferred from the folder, with the evidence].
+    /// The training ruleset [default: inferred from the folder, with the evidence]. With
+    /// --rules, any training ruleset the package has rules for, and inferred among them.
     #[arg(long, value_name = "X.Y.Z")]
-    pub(crate) ruleset: Option<Ruleset>,
+    pub(crate) ruleset: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -64,7 +65,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
     #[command(flatten)]
-    rcps: crate::rcp_source::RcpSourceArgs,
+    pub(crate) rcps: crate::rcp_source::RcpSourceArgs,
     /// The submitter folder (holding results/ and systems/), or a round: a folder of
     /// submitter folders.
     #[arg(value_name = "SUBMISSION_DIR|ROUND_DIR")]
@@ -72,12 +73,13 @@ pub struct Args {
 }
 
 impl Args {
-    /// The review's options under `ruleset`, with the RCP tables `--rules` and
-    /// `--custom-rcps` name (or the error naming the folder or file).
-    pub(crate) fn options(&self, ruleset: Ruleset) -> Result<VerifyOptions, String> {
+    /// The review's options under the chosen ruleset, with its rules and the RCP tables
+    /// `--rules` and `--custom-rcps` name (or the error naming the folder or file).
+    pub(crate) fn options(&self, chosen: &Chosen) -> Result<VerifyOptions, String> {
         Ok(VerifyOptions {
-            ruleset,
-            rcp_tables: Some(self.rcps.open(ruleset)?),
+            ruleset: chosen.ruleset.clone(),
+            rcp_tables: Some(self.rcps.open_named("training", &chosen.ruleset)?),
+            rules: chosen.rules.clone(),
             set_scaling: self.set_scaling,
             rcp_bypass: self.rcp_bypass,
             seed_checker_bypass: self.seed_checker_bypass,
@@ -85,14 +87,15 @@ impl Args {
         })
     }
 
-    /// The options under `ruleset`, and `how` the ruleset was chosen followed by where the
-    /// RCPs come from (also as JSON); an error is said on stderr and becomes the exit status.
+    /// The options under the chosen ruleset, and `how` the ruleset was chosen followed by
+    /// where the rules and RCPs come from (also as JSON); an error is said on stderr and
+    /// becomes the exit status.
     pub(crate) fn prepared(
         &self,
-        ruleset: Ruleset,
+        chosen: &Chosen,
         mut how: Vec<String>,
     ) -> Result<(VerifyOptions, Vec<String>, serde_json::Value), u8> {
-        let opts = self.options(ruleset).map_err(|e| {
+        let opts = self.options(chosen).map_err(|e| {
             eprintln!("mllog verify: {e}");
             crate::USAGE_OR_IO
         })?;
@@ -101,6 +104,7 @@ impl Args {
             .as_deref()
             .expect("options carry the tables");
         how.push(tables.describe());
+        how.extend(chosen.rules_line());
         let rcps = machine::value(tables);
         Ok((opts, how, rcps))
     }
@@ -125,36 +129,47 @@ impl Args {
 }
 
 pub fn run(a: Args) -> u8 {
-    let (ruleset, how) = match a.ruleset {
-        Some(r) => (r, vec![format!("ruleset {r}: given (--ruleset)")]),
-        None => match infer_ruleset(&a.dir) {
-            Ok(c) => {
-                let mut how = vec![format!("ruleset {}: inferred from the folder", c.ruleset)];
-                how.extend(c.evidence.iter().map(|e| format!("  evidence: {e}")));
-                (c.ruleset, how)
-            }
-            // The same words as a review of an empty folder under --ruleset: there, the
-            // review runs and fails; here, not even the ruleset can be inferred.
-            Err(e @ RulesetError::NoResults { .. }) => {
-                let results = a.dir.join("results");
-                if results.is_dir() {
-                    eprintln!(
-                        "mllog verify: nothing was reviewed: no result_*.txt found under {}, so \
-                         no ruleset can be inferred either; a review of nothing does not pass",
-                        results.display()
-                    );
-                } else {
-                    eprintln!("mllog verify: nothing was reviewed: {e}");
-                }
-                return crate::USAGE_OR_IO;
-            }
-            Err(e) => {
-                eprintln!("mllog verify: {e}");
-                return crate::USAGE_OR_IO;
-            }
-        },
+    let chosen = a
+        .rcps
+        .choose(a.ruleset.as_deref(), &a.dir, |given| match given {
+            // Given: the review runs whatever the folder holds (an empty one fails it).
+            Some(r) => Ok(RulesetChoice {
+                ruleset: r,
+                given: true,
+                candidates: vec![r],
+                evidence: Vec::new(),
+                unreadable: Vec::new(),
+            }),
+            // The same words as a review of an empty folder under --ruleset: there, the review
+            // runs and fails; here, not even the ruleset can be inferred.
+            None => infer_ruleset(&a.dir).map_err(|e| match e {
+                RulesetError::NoResults { .. } if a.dir.join("results").is_dir() => format!(
+                    "nothing was reviewed: no result_*.txt found under {}, so no ruleset can be \
+                 inferred either; a review of nothing does not pass",
+                    a.dir.join("results").display()
+                ),
+                e @ RulesetError::NoResults { .. } => format!("nothing was reviewed: {e}"),
+                e => e.to_string(),
+            }),
+        });
+    let chosen = match chosen {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mllog verify: {e}");
+            return crate::USAGE_OR_IO;
+        }
     };
-    let (opts, how, rcps) = match a.prepared(ruleset, how) {
+    let how = if chosen.given {
+        vec![format!("ruleset {}: given (--ruleset)", chosen.ruleset)]
+    } else {
+        let mut how = vec![format!(
+            "ruleset {}: inferred from the folder",
+            chosen.ruleset
+        )];
+        how.extend(chosen.evidence.iter().map(|e| format!("  evidence: {e}")));
+        how
+    };
+    let (opts, how, rcps) = match a.prepared(&chosen, how) {
         Ok(x) => x,
         Err(status) => return status,
     };

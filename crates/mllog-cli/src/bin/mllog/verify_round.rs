@@ -8,14 +8,17 @@ use crate::machine;
 use crate::verify::{Args, Format};
 
 pub fn run(a: &Args) -> u8 {
-    let choice = match choose_round_ruleset(a.ruleset, &a.dir) {
+    let chosen = a.rcps.choose_round(a.ruleset.as_deref(), &a.dir, |given| {
+        choose_round_ruleset(given, &a.dir).map_err(|e| e.to_string())
+    });
+    let chosen = match chosen {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mllog verify: {e}");
             return crate::USAGE_OR_IO;
         }
     };
-    let (opts, evidence, rcps) = match a.prepared(choice.ruleset, choice.evidence) {
+    let (opts, evidence, rcps) = match a.prepared(&chosen, chosen.evidence.clone()) {
         Ok(x) => x,
         Err(status) => return status,
     };

@@ -18,6 +18,8 @@ use mllog_core::Benchmark;
 
 use crate::check::choice_note;
 use crate::diag;
+use tracing_mllog::Output;
+use tracing_mllog::Ranks;
 
 // The watch runs beside a job, often in the same pipe: a closed stderr (`2>&1 | head`) must
 // not end it with a panic, or the job's output would end with it. What cannot be said is
@@ -638,10 +640,10 @@ fn start_sinks(
         .from_env()
         // The watcher is the one process that forwards this log, whatever rank variables the
         // job gave it.
-        .rank(0);
+        .ranks(Ranks::default().rank(0));
     b = match &log_file {
-        Some(p) => b.followed_file(p),
-        None => b.no_output(),
+        Some(p) => b.output(Output::followed(p)),
+        None => b.output(Output::Nowhere),
     };
     if let Some(url) = upload {
         if log_file.is_none() {
