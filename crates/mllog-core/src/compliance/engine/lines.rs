@@ -4,7 +4,7 @@
 //! object per line. Once a snippet is handed the whole list (`loglines`), the list is built
 //! and is what every later pass reads.
 
-use super::log::{build, LogFormat, Parsed, Rec};
+use super::log::{build, LogFormat, Objects, Parsed, Rec};
 use super::obj::Obj;
 use super::stream::LogText;
 
@@ -26,6 +26,7 @@ pub(crate) struct Lines<'a> {
     keys: Vec<Box<str>>,
     /// The list handed to snippets, once one asked for it.
     list: Option<Obj>,
+    objects: Objects,
 }
 
 impl<'a> Lines<'a> {
@@ -36,6 +37,7 @@ impl<'a> Lines<'a> {
             records: parsed.records,
             keys: parsed.keys,
             list: None,
+            objects: Objects::default(),
         }
     }
 
@@ -62,7 +64,7 @@ impl<'a> Lines<'a> {
             .text
             .read(rec.span)
             .map_err(|e| format!("the log cannot be read again: {e}"))
-            .and_then(|line| build(&line, rec, self.format))
+            .and_then(|line| build(&line, rec, self.format, &mut self.objects))
             .map_err(|e| format!("{e} (the record on line {} of the log)", rec.phys))?;
         rec.built = Some(o.clone());
         Ok(o)

@@ -137,6 +137,7 @@ pub(crate) struct Scan<'w> {
     /// Whether the first rule file reads a key, by key number.
     build_now: Vec<bool>,
     wanted: &'w dyn Fn(&str) -> bool,
+    objects: Objects,
     lineno: i128,
     /// Line breaks before the piece being read.
     breaks: usize,
@@ -158,6 +159,7 @@ impl<'w> Scan<'w> {
             numbers: Default::default(),
             build_now: Vec::new(),
             wanted,
+            objects: Objects::default(),
             lineno: 0,
             breaks: 0,
         }
@@ -196,7 +198,7 @@ impl<'w> Scan<'w> {
                     built: None,
                 };
                 if self.build_now[key as usize] {
-                    rec.built = build(stripped, &rec, self.format).ok();
+                    rec.built = build(stripped, &rec, self.format, &mut self.objects).ok();
                 }
                 self.out.records.push(rec);
                 self.lineno += 1;
@@ -272,11 +274,16 @@ fn line_obj(
 
 /// The Python object of a record kept as its place in the log (`line` is its text there): read
 /// in one walk straight into objects, the record being in the common form the scan checked.
-pub(crate) fn build(line: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, String> {
+pub(crate) fn build(
+    line: &[u8],
+    rec: &Rec,
+    format: LogFormat,
+    objects: &mut Objects,
+) -> Result<Obj, String> {
     let text = std::str::from_utf8(line).map_err(|e| e.to_string())?;
     let Some(head) = line
         .get(format.token().len()..)
-        .and_then(|body| skim::head(body, &mut Objects))
+        .and_then(|body| skim::head(body, objects))
     else {
         // Not the common form after all: the official parser's path.
         return match json_line(text, format.token().len()) {
@@ -287,13 +294,13 @@ pub(crate) fn build(line: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, St
         };
     };
     // `float(m['time_ms'])`
-    let ts = match Objects.number(head.time_ms, true) {
+    let ts = match objects.number(head.time_ms, true) {
         Obj::Float(f) => f,
         _ => f64::NAN,
     };
     let mut d = Dict::default();
-    d.entries.push((Obj::str("value"), head.value));
-    d.entries.push((Obj::str("metadata"), head.metadata));
+    d.entries.push((objects.name(b"value"), head.value));
+    d.entries.push((objects.name(b"metadata"), head.metadata));
     Ok(line_obj(
         text,
         ts,
@@ -306,7 +313,33 @@ pub(crate) fn build(line: &[u8], rec: &Rec, format: LogFormat) -> Result<Obj, St
 }
 
 /// The objects `json.loads` makes of JSON values (strings here are ASCII without escapes).
-struct Objects;
+///
+/// The names of objects' members are made once and shared, as `json.loads` shares a repeated
+/// name within a document: a log repeats a handful of names in every record, and strings
+/// compare by value in the engine (`is` included), so sharing them across records is not
+/// seen by a rule; it spares an allocation and a free per name.
+#[derive(Default)]
+pub(crate) struct Objects {
+    names: rustc_hash::FxHashMap<Box<[u8]>, Rc<str>>,
+}
+
+/// How many distinct member names are kept: a log whose names never repeat (a dict keyed
+/// by some id) does not grow the memo past this.
+const MAX_NAMES: usize = 1024;
+
+impl Objects {
+    /// A member name's string, shared with the earlier records that had it.
+    fn name(&mut self, text: &[u8]) -> Obj {
+        if let Some(s) = self.names.get(text) {
+            return Obj::Str(s.clone());
+        }
+        let s: Rc<str> = Rc::from(std::str::from_utf8(text).unwrap_or_default());
+        if self.names.len() < MAX_NAMES {
+            self.names.insert(text.into(), s.clone());
+        }
+        Obj::Str(s)
+    }
+}
 
 impl skim::Make for Objects {
     type Out = Obj;
@@ -348,7 +381,7 @@ impl skim::Make for Objects {
 
     fn entry(&mut self, dict: &mut Dict, key: &[u8], value: Obj) {
         // JSON keys are strings: always hashable, the last of a repeated key wins.
-        let _ = dict.set(self.string(key), value);
+        let _ = dict.set(self.name(key), value);
     }
 
     fn end_dict(&mut self, dict: Dict) -> Obj {
@@ -459,7 +492,13 @@ mod tests {
     fn get(log: &[u8], rec: &Rec, format: LogFormat) -> LogLine {
         let obj = match &rec.built {
             Some(o) => o.clone(),
-            None => build(&log[rec.span.0..rec.span.1], rec, format).unwrap(),
+            None => build(
+                &log[rec.span.0..rec.span.1],
+                rec,
+                format,
+                &mut Objects::default(),
+            )
+            .unwrap(),
         };
         let Obj::Line(l) = obj else {
             panic!("not a line")

@@ -316,6 +316,7 @@ impl RuleEngine {
             msgs,
             applied: Vec::new(),
             load_error: None,
+            locals: Default::default(),
         };
         let crash = r.check_loglines(&mut lines, &self.start).err();
         if let Some(e) = r.load_error {

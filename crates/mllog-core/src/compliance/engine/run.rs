@@ -143,6 +143,9 @@ pub(crate) struct Run<'a> {
     pub(crate) applied: Vec<String>,
     /// A rule file the queue reached that cannot be run: the check has no verdict.
     pub(crate) load_error: Option<super::LoadError>,
+    /// The locals of a record's snippet (`ll` and `v`), kept from one snippet to the next so
+    /// that each does not allocate a namespace of its own.
+    pub(crate) locals: Names,
 }
 
 impl Run<'_> {
@@ -393,18 +396,27 @@ impl Run<'_> {
     }
 
     fn eval_line(
-        &self,
+        &mut self,
         line: &LineView,
         code: &Code,
         state: &mut Names,
         queue: &mut Vec<Obj>,
     ) -> Result<Obj, Raise> {
-        let mut locals = Names::with_capacity_and_hasher(2, Default::default());
-        locals.insert("ll".into(), line.obj.clone());
-        locals.insert("v".into(), line.value.clone());
+        // Each snippet sees `ll` and `v` alone, as the checker's fresh dict gives them: the
+        // kept map is refilled in place, and cleared only where a snippet added or deleted a
+        // name.
+        let locals = &mut self.locals;
+        let refilled = locals.len() == 2
+            && locals.get_mut("ll").map(|l| *l = line.obj.clone()).is_some()
+            && locals.get_mut("v").map(|v| *v = line.value.clone()).is_some();
+        if !refilled {
+            locals.clear();
+            locals.insert("ll".into(), line.obj.clone());
+            locals.insert("v".into(), line.value.clone());
+        }
         let mut env = Env {
             globals: state,
-            locals: Some(&mut locals),
+            locals: Some(locals),
             enqueued: queue,
         };
         env.run(code)

@@ -119,6 +119,33 @@ fn printable(b: &[u8]) -> bool {
     }) == 0
 }
 
+/// Where the first `"` of `b` is, eight bytes at a time. A record's strings are mostly a few
+/// bytes long (member names, short values): too short for memchr's vector search to repay
+/// setting it up, and too many for a byte-by-byte loop.
+fn quote(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    for (n, word) in words.by_ref().enumerate() {
+        let Ok(word) = <[u8; 8]>::try_from(word) else {
+            break;
+        };
+        // The bytes equal to `"` become zero; the lowest byte flagged by the zero-byte test
+        // is the first zero (a false flag can only follow a true one).
+        let v = u64::from_le_bytes(word) ^ (ONES * u64::from(b'"'));
+        let zero = v.wrapping_sub(ONES) & !v & HIGH;
+        if zero != 0 {
+            return Some(n * 8 + (zero.trailing_zeros() / 8) as usize);
+        }
+    }
+    let done = b.len() - words.remainder().len();
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"')
+        .map(|n| done + n)
+}
+
 struct Walk<'a> {
     b: &'a [u8],
     i: usize,
@@ -151,17 +178,19 @@ impl<'a> Walk<'a> {
     fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.i;
-        let len = memchr::memchr(b'"', &self.b[start..])?;
+        let rest = &self.b[start..];
+        let len = quote(rest)?;
         self.i = start + len + 1;
-        Some(&self.b[start..start + len])
+        Some(&rest[..len])
     }
 
     fn digits(&mut self) -> usize {
-        let start = self.i;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.i += 1;
-        }
-        self.i - start
+        let n = self.b[self.i..]
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(self.b.len() - self.i);
+        self.i += n;
+        n
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; whether it has a fraction or an
@@ -280,7 +309,29 @@ impl<'a> Walk<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::head_key;
+    use super::{head_key, quote};
+
+    #[test]
+    fn finds_the_first_quote_at_any_place_in_a_word() {
+        for len in 0..40 {
+            let mut b = vec![b'a'; len];
+            assert_eq!(quote(&b), None);
+            for at in 0..len {
+                b[at] = b'"';
+                // A second quote after the first, and bytes just above and below `"`.
+                let mut with = b.clone();
+                if at + 1 < len {
+                    with[at + 1] = b'"';
+                }
+                if at > 0 {
+                    with[at - 1] = b'#';
+                }
+                assert_eq!(quote(&b), Some(at), "{len} {at}");
+                assert_eq!(quote(&with), Some(at), "{len} {at}");
+                b[at] = b'!';
+            }
+        }
+    }
 
     #[test]
     fn reads_the_key_of_the_common_form() {
