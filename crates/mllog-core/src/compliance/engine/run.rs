@@ -407,8 +407,14 @@ impl Run<'_> {
         // name.
         let locals = &mut self.locals;
         let refilled = locals.len() == 2
-            && locals.get_mut("ll").map(|l| *l = line.obj.clone()).is_some()
-            && locals.get_mut("v").map(|v| *v = line.value.clone()).is_some();
+            && locals
+                .get_mut("ll")
+                .map(|l| *l = line.obj.clone())
+                .is_some()
+            && locals
+                .get_mut("v")
+                .map(|v| *v = line.value.clone())
+                .is_some();
         if !refilled {
             locals.clear();
             locals.insert("ll".into(), line.obj.clone());

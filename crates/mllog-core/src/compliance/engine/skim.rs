@@ -146,6 +146,35 @@ fn quote(b: &[u8]) -> Option<usize> {
         .map(|n| done + n)
 }
 
+/// How many ASCII digits `b` starts with, eight bytes at a time (a record's times and
+/// values run to a dozen digits or more); `b` is ASCII, as `head` checks before any walk.
+fn digits(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    for (n, word) in words.by_ref().enumerate() {
+        let Ok(word) = <[u8; 8]>::try_from(word) else {
+            break;
+        };
+        // With every byte below 0x80 no sum carries into the next byte: a byte's high bit
+        // is set by adding 0x50 when it is at least `0`, and by adding 0x46 when it is
+        // above `9`.
+        let v = u64::from_le_bytes(word);
+        let at_least_zero = v.wrapping_add(ONES * 0x50);
+        let above_nine = v.wrapping_add(ONES * 0x46);
+        let other = (!at_least_zero | above_nine) & HIGH;
+        if other != 0 {
+            return n * 8 + (other.trailing_zeros() / 8) as usize;
+        }
+    }
+    let done = b.len() - words.remainder().len();
+    done + words
+        .remainder()
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(words.remainder().len())
+}
+
 struct Walk<'a> {
     b: &'a [u8],
     i: usize,
@@ -185,10 +214,7 @@ impl<'a> Walk<'a> {
     }
 
     fn digits(&mut self) -> usize {
-        let n = self.b[self.i..]
-            .iter()
-            .position(|c| !c.is_ascii_digit())
-            .unwrap_or(self.b.len() - self.i);
+        let n = digits(&self.b[self.i..]);
         self.i += n;
         n
     }
@@ -309,7 +335,20 @@ impl<'a> Walk<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{head_key, quote};
+    use super::{digits, head_key, quote};
+
+    #[test]
+    fn counts_the_leading_digits_at_any_length() {
+        for len in 0..40 {
+            for stop in [b'/', b':', b'.', b'e', b' ', b'~', b'"'] {
+                let mut b: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+                assert_eq!(digits(&b), len);
+                b.push(stop);
+                b.extend_from_slice(b"12345678");
+                assert_eq!(digits(&b), len, "{len} {}", stop as char);
+            }
+        }
+    }
 
     #[test]
     fn finds_the_first_quote_at_any_place_in_a_word() {

@@ -62,6 +62,20 @@ impl<'a> Iterator for TokenLines<'a> {
 
 /// Universal newlines in `text`: `\n`, `\r\n` and a lone `\r` each end one line.
 fn count_breaks(text: &[u8]) -> usize {
+    // Most logs have no `\r`: then the breaks are the `\n`s, counted rather than visited one
+    // by one. Counted in byte-wide sums over pieces short enough not to overflow one, which
+    // the compiler vectorises sixteen bytes at a time.
+    if memchr::memchr(b'\r', text).is_none() {
+        return text
+            .chunks(255)
+            .map(|piece| {
+                piece
+                    .iter()
+                    .fold(0u8, |n, &c| n.wrapping_add(u8::from(c == b'\n')))
+            })
+            .map(usize::from)
+            .sum();
+    }
     memchr::memchr2_iter(b'\n', b'\r', text)
         .filter(|&i| !(text[i] == b'\r' && text.get(i + 1) == Some(&b'\n')))
         .count()
@@ -102,5 +116,12 @@ mod tests {
         let mut all = token_lines(log, &finder);
         all.by_ref().count();
         assert_eq!(all.breaks_to_end(), 7, "the last line has no break");
+        // A log with no `\r`, counted the fast way.
+        let unix = b"a\nb\n\n:::MLLOG 1\nc\n:::MLLOG 2\nd\n";
+        let mut lines = token_lines(unix, &finder);
+        assert_eq!(lines.next(), Some((4, &b":::MLLOG 1"[..])));
+        assert_eq!(lines.next(), Some((6, &b":::MLLOG 2"[..])));
+        assert_eq!(lines.next(), None);
+        assert_eq!(lines.breaks_to_end(), 7);
     }
 }
