@@ -119,60 +119,56 @@ fn printable(b: &[u8]) -> bool {
     }) == 0
 }
 
-/// Where the first `"` of `b` is, eight bytes at a time. A record's strings are mostly a few
-/// bytes long (member names, short values): too short for memchr's vector search to repay
-/// setting it up, and too many for a byte-by-byte loop.
-fn quote(b: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The first byte of `b` that `found` holds for, eight bytes at a time: `flags` sets the high
+/// bit of (at least) the first such byte of a word, little-endian, and of none before it. A
+/// record's strings and numbers are mostly a few bytes to a couple of dozen long: too short for
+/// memchr's vector search to repay setting it up, and too many for a byte-by-byte loop.
+fn first(b: &[u8], flags: impl Fn(u64) -> u64, found: impl Fn(u8) -> bool) -> Option<usize> {
     let mut words = b.chunks_exact(8);
     for (n, word) in words.by_ref().enumerate() {
         let Ok(word) = <[u8; 8]>::try_from(word) else {
             break;
         };
-        // The bytes equal to `"` become zero; the lowest byte flagged by the zero-byte test
-        // is the first zero (a false flag can only follow a true one).
-        let v = u64::from_le_bytes(word) ^ (ONES * u64::from(b'"'));
-        let zero = v.wrapping_sub(ONES) & !v & HIGH;
-        if zero != 0 {
-            return Some(n * 8 + (zero.trailing_zeros() / 8) as usize);
+        let flagged = flags(u64::from_le_bytes(word)) & HIGH;
+        if flagged != 0 {
+            return Some(n * 8 + (flagged.trailing_zeros() / 8) as usize);
         }
     }
     let done = b.len() - words.remainder().len();
-    words
-        .remainder()
-        .iter()
-        .position(|&c| c == b'"')
-        .map(|n| done + n)
+    let tail = words.remainder().iter().position(|&c| found(c));
+    tail.map(|n| done + n)
 }
 
-/// How many ASCII digits `b` starts with, eight bytes at a time (a record's times and
-/// values run to a dozen digits or more); `b` is ASCII, as `head` checks before any walk.
+/// Where the first `"` of `b` is.
+fn quote(b: &[u8]) -> Option<usize> {
+    first(
+        b,
+        |word| {
+            // The bytes equal to `"` become zero; the lowest byte flagged by the zero-byte
+            // test is the first zero (a false flag can only follow a true one).
+            let v = word ^ (ONES * u64::from(b'"'));
+            v.wrapping_sub(ONES) & !v
+        },
+        |c| c == b'"',
+    )
+}
+
+/// How many ASCII digits `b` starts with; `b` is ASCII, as `head` checks before any walk.
 fn digits(b: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut words = b.chunks_exact(8);
-    for (n, word) in words.by_ref().enumerate() {
-        let Ok(word) = <[u8; 8]>::try_from(word) else {
-            break;
-        };
-        // With every byte below 0x80 no sum carries into the next byte: a byte's high bit
-        // is set by adding 0x50 when it is at least `0`, and by adding 0x46 when it is
-        // above `9`.
-        let v = u64::from_le_bytes(word);
-        let at_least_zero = v.wrapping_add(ONES * 0x50);
-        let above_nine = v.wrapping_add(ONES * 0x46);
-        let other = (!at_least_zero | above_nine) & HIGH;
-        if other != 0 {
-            return n * 8 + (other.trailing_zeros() / 8) as usize;
-        }
-    }
-    let done = b.len() - words.remainder().len();
-    done + words
-        .remainder()
-        .iter()
-        .position(|c| !c.is_ascii_digit())
-        .unwrap_or(words.remainder().len())
+    first(
+        b,
+        |word| {
+            // With every byte below 0x80 no sum carries into the next byte: a byte's high
+            // bit is set by adding 0x50 when it is at least `0`, and by adding 0x46 when it
+            // is above `9`.
+            !word.wrapping_add(ONES * 0x50) | word.wrapping_add(ONES * 0x46)
+        },
+        |c| !c.is_ascii_digit(),
+    )
+    .unwrap_or(b.len())
 }
 
 struct Walk<'a> {

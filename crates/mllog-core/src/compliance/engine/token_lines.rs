@@ -63,8 +63,8 @@ impl<'a> Iterator for TokenLines<'a> {
 /// Universal newlines in `text`: `\n`, `\r\n` and a lone `\r` each end one line.
 fn count_breaks(text: &[u8]) -> usize {
     // Most logs have no `\r`: then the breaks are the `\n`s, counted rather than visited one
-    // by one. Counted in byte-wide sums over pieces short enough not to overflow one, which
-    // the compiler vectorises sixteen bytes at a time.
+    // by one. Counted in byte-wide sums over pieces short enough not to overflow one, a loop
+    // the compiler vectorises.
     if memchr::memchr(b'\r', text).is_none() {
         return text
             .chunks(255)
