@@ -125,8 +125,9 @@ impl Settings {
             let (policy, rules_sink) = match b.live_rules.take() {
                 Some(rules) => {
                     let (policy, shared) = crate::compliance::split_policy(policy);
+                    let ruleset = b.live_rules_ruleset.take();
                     let (sink, handle) =
-                        crate::compliance::RulesSink::start(rules, b.ruleset, shared)
+                        crate::compliance::RulesSink::start(rules, b.ruleset, ruleset, shared)
                             .map_err(Error::Worker)?;
                     live_rules = Some(handle);
                     (policy, Some(sink))
