@@ -63,6 +63,11 @@ impl Outcome {
 /// Runs the child `case` in `dir` with `MLLOG_RULES=rules` (and the interpreter, for the
 /// spec `python`); nothing else of the parent's environment leaks in but `PATH`.
 fn run_child(case: &str, dir: &Path, rules: &str) -> Outcome {
+    run_child_with(case, dir, rules, &[])
+}
+
+/// [`run_child`] with more variables for the child.
+fn run_child_with(case: &str, dir: &Path, rules: &str, vars: &[(&str, &str)]) -> Outcome {
     let log = dir.join("result_0.txt");
     let verdict = dir.join("verdict.txt");
     let mut cmd = common::child_test("child");
@@ -71,6 +76,7 @@ fn run_child(case: &str, dir: &Path, rules: &str) -> Outcome {
         .env("MLLOG_OUTPUT_FILE", &log)
         .env("MLLOG_RULES", rules)
         .env("MLLOG_PYTHON", common::python())
+        .envs(vars.iter().copied())
         .current_dir(dir)
         .stdin(Stdio::null());
     let out = cmd.output().expect("start the child");
@@ -226,6 +232,64 @@ fn an_edited_rule_is_read_at_run_time() {
     let said = format!("   = rule: {rule}");
     assert_eq!(o.stderr.matches(&said).count(), 2, "{}", o.stderr);
     assert_official_pass(&o);
+}
+
+/// (b2) The next round's release candidate, which no build of this crate knows: a copy whose
+/// `training_6.1.0` is renamed `training_6.2.0` (its own references to the folder too), with
+/// the `lora_rank` rule changed, run under `MLLOG_RULES_RULESET=6.2.0`. The live report runs
+/// and names 6.2.0 and fails the changed rule; the built-in check keeps the builder's 6.1.0
+/// and passes; a ruleset that is not `X.Y.Z` is refused at build.
+#[test]
+fn a_ruleset_no_build_knows_is_run_from_the_source() {
+    let Some(pkg) = installed("live check under a ruleset that is not built in") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = copy_rules(&pkg, dir.path());
+    let (old, new) = (rules.join("training_6.1.0"), rules.join("training_6.2.0"));
+    fs::rename(&old, &new).unwrap();
+    for e in fs::read_dir(&new).unwrap() {
+        let path = e.unwrap().path();
+        let text = fs::read_to_string(&path).unwrap();
+        let mut text = text.replace("training_6.1.0", "training_6.2.0");
+        if path.ends_with("closed_llama2_70b_lora.yaml") {
+            assert!(text.contains("v['value'] == 16"), "the rule as published");
+            text = text.replace("v['value'] == 16", "v['value'] == 32");
+        }
+        fs::write(&path, text).unwrap();
+    }
+    // Its log parser, as a round's package ships one per ruleset.
+    let parser = rules.join("mlp_parser");
+    fs::copy(parser.join("ruleset_610.py"), parser.join("ruleset_620.py")).unwrap();
+    let run = dir.path().join("run");
+    fs::create_dir(&run).unwrap();
+    let o = run_child_with(
+        "pass",
+        &run,
+        rules.to_str().unwrap(),
+        &[("MLLOG_RULES_RULESET", "6.2.0")],
+    );
+    assert_eq!(o.get("rules_error"), "", "{}", o.stderr);
+    assert_eq!(o.get("rules_ruleset"), "training 6.2.0");
+    assert_eq!(o.get("builtin_passed"), "true", "{}", o.stderr);
+    assert_eq!(o.get("rules_passed"), "false", "{}", o.stderr);
+    let rule = "CHECK v['value'] == 32 (training_6.2.0/closed_llama2_70b_lora.yaml)";
+    assert!(
+        o.get("rules_rules").contains(&format!("lora_rank: {rule}")),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("ruleset 6.2.0, rules of"), "{}", o.stderr);
+    assert_official_pass(&o);
+
+    let Err(err) = MllogLayer::builder()
+        .output(Output::Nowhere)
+        .environment([("MLLOG_RULES", "python"), ("MLLOG_RULES_RULESET", "6.2")])
+        .build::<tracing_subscriber::Registry>()
+    else {
+        panic!("a ruleset that is not X.Y.Z builds");
+    };
+    assert!(err.to_string().contains("MLLOG_RULES_RULESET"), "{err}");
 }
 
 /// (c) A folder without the run's ruleset, and one whose rule file does not parse: a clear
@@ -436,6 +500,7 @@ fn child() {
         ("rules_rules", rules_of(rules.report.as_ref())),
         ("rules_pending_rules", rules_of(rules.at_run_start.as_ref())),
         ("rules_source", rules.source.clone()),
+        ("rules_ruleset", rules.ruleset.clone()),
         ("rules_error", rules.error.clone().unwrap_or_default()),
         ("display", report.to_string().replace('\n', " ")),
     ];

@@ -6,6 +6,56 @@ use std::sync::{Arc, Mutex};
 
 use super::ComplianceReport;
 
+/// The official rule files the live check runs besides the built-in rules
+/// ([`crate::Builder::live_rules`]; feature `rules`): where they come from, and the ruleset
+/// to run, when it is not the builder's [`crate::Builder::ruleset`]: a round that no build of
+/// this crate knows yet, such as the release candidate of the next one (`6.2.0`). The built-in
+/// check keeps the builder's ruleset; only this one runs the named folder.
+///
+/// ```no_run
+/// use tracing_mllog::compliance::LiveRules;
+/// use tracing_mllog::rules_source::RulesSource;
+/// use tracing_mllog::MllogLayer;
+///
+/// let rc = RulesSource::from_python("python3")?; // the release candidate, installed
+/// let builder = MllogLayer::builder().live_rules(LiveRules::new(rc).ruleset("6.2.0"));
+/// # drop(builder);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[cfg(feature = "rules")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rules")))]
+#[derive(Clone, Debug)]
+pub struct LiveRules {
+    pub(crate) source: crate::rules_source::RulesSource,
+    pub(crate) ruleset: Option<String>,
+}
+
+#[cfg(feature = "rules")]
+impl LiveRules {
+    /// The rules of `source`, for the builder's ruleset.
+    pub fn new(source: crate::rules_source::RulesSource) -> LiveRules {
+        LiveRules {
+            source,
+            ruleset: None,
+        }
+    }
+
+    /// Runs the folder of this ruleset (`X.Y.Z`: the source's `training_X.Y.Z`) instead of
+    /// the builder's (`MLLOG_RULES_RULESET`). A ruleset the source lacks is said, as a missing
+    /// folder is, and the run goes on.
+    pub fn ruleset(mut self, ruleset: impl Into<String>) -> LiveRules {
+        self.ruleset = Some(ruleset.into());
+        self
+    }
+}
+
+#[cfg(feature = "rules")]
+impl From<crate::rules_source::RulesSource> for LiveRules {
+    fn from(source: crate::rules_source::RulesSource) -> LiveRules {
+        LiveRules::new(source)
+    }
+}
+
 /// The live check against the official rule files read at run time
 /// (`Builder::live_rules`, `MLLOG_RULES`; feature `rules`): where the rules came
 /// from, what they said at `run_start` and on the whole log, or why they could not be run.
@@ -20,7 +70,9 @@ pub struct LiveRulesReport {
     /// python3)` ([`crate::rules_source::RulesSource::describe`]), or the spec given while it
     /// is not resolved yet.
     pub source: String,
-    /// The usage and the ruleset checked against: `training 6.1.0`.
+    /// The usage and the ruleset whose rule files ran: `training 6.1.0`. For a ruleset that
+    /// is not built in ([`LiveRules::ruleset`]), the reports below carry the builder's typed
+    /// ruleset, which the built-in check runs; this names the one the rules came from.
     pub ruleset: String,
     /// What was missing or wrong at `run_start` (the keys that normally come later left out).
     pub at_run_start: Option<ComplianceReport>,

@@ -28,6 +28,8 @@ mod live_rules;
 mod rules_sink;
 mod sink;
 
+#[cfg(feature = "rules")]
+pub use live_rules::LiveRules;
 pub(crate) use live_rules::LiveRulesHandle;
 pub use live_rules::LiveRulesReport;
 pub use mllog_core::compliance::*;

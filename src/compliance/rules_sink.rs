@@ -92,17 +92,19 @@ impl std::fmt::Debug for RulesSink {
 }
 
 impl RulesSink {
-    /// Starts the checking thread, which resolves `rules` and loads `ruleset`'s rule files
-    /// at once; the handle reads its report.
+    /// Starts the checking thread, which resolves `rules` and loads the rule files of `named`
+    /// (else of the builder's `ruleset`) at once; the handle reads its report.
     pub(crate) fn start(
         rules: RulesSpec,
         ruleset: Ruleset,
+        named: Option<String>,
         policy: RulesPolicy,
     ) -> std::io::Result<(RulesSink, LiveRulesHandle)> {
+        let ruleset = Named::new(ruleset, named);
         let state = LiveRulesHandle::default();
         state.update(|r| {
             r.source = rules.describe();
-            r.ruleset = format!("{USAGE} {ruleset}");
+            r.ruleset = format!("{USAGE} {}", ruleset.name);
         });
         let (jobs, rx) = unbounded();
         let shared = state.clone();
@@ -173,7 +175,7 @@ impl Sink for RulesSink {
 /// The checking thread: loads the rules, then checks each log it is handed.
 fn serve(
     rules: RulesSpec,
-    ruleset: Ruleset,
+    ruleset: Named,
     policy: RulesPolicy,
     state: LiveRulesHandle,
     jobs: Receiver<Job>,
@@ -182,7 +184,7 @@ fn serve(
         state.update(|r| r.source = source.describe());
         // Every file of the ruleset loaded now, so that a file that cannot be run is said as
         // the layer is built rather than when the run ends.
-        RuleEngine::load(&source.compliance_dir(), USAGE, ruleset.as_str())
+        RuleEngine::load(&source.compliance_dir(), USAGE, &ruleset.name)
             .and_then(|e| e.load_all().map(|()| e))
             .map_err(|e| format!("the rules of {} cannot be run: {e}", state.report().source))
     });
@@ -197,7 +199,8 @@ fn serve(
     for job in jobs {
         match (job, &engine) {
             (Job::RunStart(log), Ok(engine)) => {
-                let Some(mut pending) = checked(engine.check_bytes(&log, false), ruleset, &state)
+                let Some(mut pending) =
+                    checked(engine.check_bytes(&log, false), ruleset.typed, &state)
                 else {
                     continue;
                 };
@@ -207,7 +210,7 @@ fn serve(
                     RulesPolicy::Warn if !pending.findings.is_empty() => stderr_text!(
                         "mllog compliance: at run_start ({} records, ruleset {}, rules of {}):\n{}",
                         pending.records,
-                        pending.ruleset,
+                        ruleset.name,
                         source,
                         pending.render_text("<mllog stream>", false)
                     ),
@@ -219,7 +222,9 @@ fn serve(
                 state.update(|r| r.at_run_start = Some(pending));
             }
             (Job::End(log, done), Ok(engine)) => {
-                if let Some(report) = checked(engine.check_bytes(&log, false), ruleset, &state) {
+                if let Some(report) =
+                    checked(engine.check_bytes(&log, false), ruleset.typed, &state)
+                {
                     state.update(|r| r.report = Some(report));
                 }
                 let _ = done.send(());
@@ -245,6 +250,30 @@ fn checked(
             let e = format!("the rules of {} cannot be run: {e}", state.report().source);
             state.update(|r| r.error = Some(e));
             None
+        }
+    }
+}
+
+/// The ruleset whose rule files run, by name, and the one its reports carry: the same when it
+/// is built in; for a ruleset that is not (the next round's release candidate), the builder's,
+/// as the built-in check runs it ([`super::LiveRulesReport::ruleset`] names the one run).
+#[derive(Clone, Debug)]
+struct Named {
+    name: String,
+    typed: Ruleset,
+}
+
+impl Named {
+    fn new(builder: Ruleset, named: Option<String>) -> Named {
+        match named {
+            Some(name) => Named {
+                typed: Ruleset::from_name(&name).unwrap_or(builder),
+                name,
+            },
+            None => Named {
+                name: builder.as_str().to_owned(),
+                typed: builder,
+            },
         }
     }
 }

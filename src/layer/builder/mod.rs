@@ -210,6 +210,10 @@ pub struct Builder {
     /// `MLLOG_RULES`).
     #[cfg(feature = "rules")]
     live_rules: Option<crate::compliance::RulesSpec>,
+    /// The ruleset those rules run, when not the builder's (`LiveRules::ruleset`,
+    /// `MLLOG_RULES_RULESET`).
+    #[cfg(feature = "rules")]
+    live_rules_ruleset: Option<String>,
     /// `MLLOG_RULES` as set, in a build that cannot read rules: said once the pipeline runs.
     #[cfg(not(feature = "rules"))]
     rules_unread: Option<String>,
@@ -274,6 +278,8 @@ impl Default for Builder {
             live_check: LivePolicy::Warn,
             #[cfg(feature = "rules")]
             live_rules: None,
+            #[cfg(feature = "rules")]
+            live_rules_ruleset: None,
             #[cfg(not(feature = "rules"))]
             rules_unread: None,
             seed: None,
@@ -392,19 +398,25 @@ impl Builder {
     /// Live compliance checking against the official rule files read at run time as well
     /// (feature `rules`): an installed mlperf-logging, or a folder laid out as its package,
     /// such as the release candidate of a round. At `run_start` and at the end of the run,
-    /// mllog-core's rule engine runs the rules of the builder's [`Builder::ruleset`] from
-    /// `source` over the lines written so far, on a thread of its own, and its findings are
+    /// mllog-core's rule engine runs the rules of the builder's [`Builder::ruleset`] (or the
+    /// ruleset [`LiveRules::ruleset`](crate::compliance::LiveRules::ruleset) names: a round
+    /// no build of this crate knows) from the source (a `RulesSource`, or a
+    /// [`LiveRules`](crate::compliance::LiveRules)) over the lines written so far, on a
+    /// thread of its own, and its findings are
     /// reported as the built-in check's are (the same [`LivePolicy`]; nothing when it is
     /// `Off`); the guard's report carries them as [`Report::live_rules`], naming the source.
     /// A source without the ruleset, or a rule file that does not load, is said (naming the
     /// file) and the run goes on, its log untouched. `MLLOG_RULES` (a folder, `python` or
-    /// `python:PATH`, as `mllog check --rules`) overrides it.
+    /// `python:PATH`, as `mllog check --rules`) overrides the source, `MLLOG_RULES_RULESET`
+    /// the ruleset.
     ///
     /// [`Report::live_rules`]: crate::Report::live_rules
     #[cfg(feature = "rules")]
     #[cfg_attr(docsrs, doc(cfg(feature = "rules")))]
-    pub fn live_rules(mut self, source: crate::rules_source::RulesSource) -> Self {
-        self.live_rules = Some(crate::compliance::RulesSpec::Source(source));
+    pub fn live_rules(mut self, rules: impl Into<crate::compliance::LiveRules>) -> Self {
+        let rules = rules.into();
+        self.live_rules = Some(crate::compliance::RulesSpec::Source(rules.source));
+        self.live_rules_ruleset = rules.ruleset;
         self
     }
 

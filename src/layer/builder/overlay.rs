@@ -152,6 +152,28 @@ pub(super) const OVERLAY: &[Variable] = &[
         }
         Ok(())
     }),
+    row("MLLOG_RULES_RULESET", |b, env, name| {
+        let Some(ruleset) = env.string(name)? else {
+            return Ok(());
+        };
+        let well_formed = ruleset.split('.').count() == 3
+            && ruleset
+                .split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()));
+        if !well_formed {
+            return Err(env
+                .invalid(name, "expected a ruleset X.Y.Z (e.g. 6.2.0)")
+                .into());
+        }
+        // Without the `rules` feature, MLLOG_RULES itself is said to be unread.
+        #[cfg(feature = "rules")]
+        {
+            b.live_rules_ruleset = Some(ruleset.to_owned());
+        }
+        #[cfg(not(feature = "rules"))]
+        let _ = b;
+        Ok(())
+    }),
     row("MLLOG_HANDLE_SIGNALS", |b, env, name| {
         if let Some(on) = env.flag(name)? {
             b.handle_signals = on;

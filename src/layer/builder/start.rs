@@ -4,8 +4,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::super::plan::{Place, SinkPlan};
-use super::super::{IntervalSpec, MllogLayer, Shared};
 use super::Builder;
 use crate::barrier::At;
 use crate::cache_clear::CacheClear;
@@ -13,6 +11,8 @@ use crate::compliance::{ComplianceHandle, ComplianceSink, LivePolicy, LiveRulesH
 use crate::device_sync::DeviceSyncs;
 use crate::env::Env;
 use crate::keys;
+use crate::layer::plan::{Place, SinkPlan};
+use crate::layer::{IntervalSpec, MllogLayer, Shared};
 use crate::pipeline::{Guard, RecordSender, Start};
 use crate::record::Value;
 use crate::sink::plug::SpanHook;
@@ -125,8 +125,9 @@ impl Settings {
             let (policy, rules_sink) = match b.live_rules.take() {
                 Some(rules) => {
                     let (policy, shared) = crate::compliance::split_policy(policy);
+                    let ruleset = b.live_rules_ruleset.take();
                     let (sink, handle) =
-                        crate::compliance::RulesSink::start(rules, b.ruleset, shared)
+                        crate::compliance::RulesSink::start(rules, b.ruleset, ruleset, shared)
                             .map_err(Error::Worker)?;
                     live_rules = Some(handle);
                     (policy, Some(sink))

@@ -79,18 +79,17 @@ impl RulesCheck {
         {
             return Ok(e);
         }
-        let e = Rc::new(RuleEngine::load(
-            &self.compliance_dir,
-            &self.usage,
-            &self.ruleset,
-        )?);
+        let e = RuleEngine::load(&self.compliance_dir, &self.usage, &self.ruleset)?;
+        // Every file of the ruleset, not only those a first log reaches: a review stops on a
+        // rule file that does not load before it reads any folder, naming the file.
+        e.load_all()?;
+        let e = Rc::new(e);
         ENGINES.with_borrow_mut(|v| v.push((self.clone(), e.clone())));
         Ok(e)
     }
 
     /// The official verdict on one result file (not `--werror`, as the result summarizer and
-    /// the package checker check). The file is read as a stream; a rule file the log reaches
-    /// that cannot be run is an error, as the log's own read error is.
+    /// the package checker check). The file is read as a stream.
     pub fn check_file(&self, path: &Path) -> std::io::Result<EngineReport> {
         let engine = self.engine().map_err(std::io::Error::other)?;
         engine.check_file(path, false).map_err(|e| match e {
