@@ -67,9 +67,10 @@ fn table() -> Vec<(Vec<String>, Vec<String>)> {
             let methods = backticked(cells.last().unwrap())
                 .iter()
                 .flat_map(|m| m.split(['(', ')']).map(str::to_owned).collect::<Vec<_>>())
-                .filter(|m| !m.is_empty())
-                .map(|m| m.rsplit("::").next().unwrap().to_owned())
-                .filter(|m| m.starts_with(|c: char| c.is_ascii_lowercase()))
+                .filter(|m| {
+                    let method = m.rsplit("::").next().unwrap();
+                    method.starts_with(|c: char| c.is_ascii_lowercase())
+                })
                 .collect();
             (names, methods)
         })
@@ -135,13 +136,28 @@ fn every_variable_in_the_table_is_read() {
 
 #[test]
 fn every_builder_method_in_the_table_exists() {
-    // The layer's, and mllog-core's `Submission` with its setters.
-    let text = source_text(&["src", "crates/mllog-core/src"]);
+    let layer = source_text(&["src"]);
+    // `Submission` and its setters are mllog-core's: read from the workspace, which a
+    // packaged copy of this crate does not have beside it.
+    let core = Path::new(ROOT).join("crates/mllog-core/src");
+    let core = core
+        .is_dir()
+        .then(|| source_text(&["crates/mllog-core/src"]));
+    if core.is_none() {
+        println!("skipped: the `Submission::` methods of the table (no mllog-core sources here)");
+    }
     let missing: Vec<String> = table()
         .into_iter()
         .flat_map(|(_, methods)| methods)
         .filter(|m| {
-            !text.contains(&format!("pub fn {m}(")) && !text.contains(&format!("pub fn {m}<"))
+            let (owner, method) = m.rsplit_once("::").unwrap_or(("", m));
+            let text = match (owner, &core) {
+                ("Submission", Some(core)) => core,
+                ("Submission", None) => return false,
+                _ => &layer,
+            };
+            !text.contains(&format!("pub fn {method}("))
+                && !text.contains(&format!("pub fn {method}<"))
         })
         .collect();
     assert!(
