@@ -13,6 +13,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use super::obj::{Dict, LogLine, Obj};
+use super::shapes::{Shapes, MAX_SHAPE_LEN};
 use super::skim::{self, Make};
 use super::token_lines::token_lines;
 use crate::record::{parse_json, Value};
@@ -141,6 +142,8 @@ pub(crate) struct Scan<'w> {
     lineno: i128,
     /// Line breaks before the piece being read.
     breaks: usize,
+    /// The shapes of the records walked.
+    shapes: Shapes,
 }
 
 impl<'w> Scan<'w> {
@@ -162,6 +165,7 @@ impl<'w> Scan<'w> {
             objects: Objects::default(),
             lineno: 0,
             breaks: 0,
+            shapes: Shapes::default(),
         }
     }
 
@@ -169,26 +173,18 @@ impl<'w> Scan<'w> {
     /// parser has raised (nothing more is read).
     pub(crate) fn feed(&mut self, piece: &[u8], offset: usize) -> bool {
         let token = self.format.token().len();
-        let mut lines = token_lines(piece, &self.finder);
+        // A copy, for the records to be read while it runs over the piece.
+        let finder = self.finder.clone();
+        let mut lines = token_lines(piece, &finder);
         for (phys, line) in lines.by_ref() {
             let phys = self.breaks + phys;
             let stripped = strip_ascii_end(line);
-            let head = match self.format {
+            let body = match self.format {
                 LogFormat::TextLine => None,
-                _ => stripped.get(token..).and_then(skim::head_key),
+                _ => stripped.get(token..),
             };
-            if let Some(key) = head {
+            if let Some(key) = body.and_then(|body| self.key(body)) {
                 // The common form: kept as its place in the log and its key.
-                let key = match self.numbers.get(key) {
-                    Some(&k) => k,
-                    None => {
-                        let k = self.out.keys.len() as u32;
-                        self.numbers.insert(key.into(), k);
-                        self.out.keys.push(key.into());
-                        self.build_now.push((self.wanted)(key));
-                        k
-                    }
-                };
                 let start = offset + (stripped.as_ptr() as usize - piece.as_ptr() as usize);
                 let mut rec = Rec {
                     phys,
@@ -236,6 +232,34 @@ impl<'w> Scan<'w> {
         }
         self.breaks += lines.breaks_to_end();
         true
+    }
+
+    /// The number of the key of a record in the common form (`body`: the text after the token,
+    /// stripped); `None` for any other record.
+    fn key(&mut self, body: &[u8]) -> Option<u32> {
+        if let Some(key) = self.shapes.find(body) {
+            return Some(key);
+        }
+        let (key, shape) = if body.len() <= MAX_SHAPE_LEN {
+            let (key, shape) = skim::head_shape(body)?;
+            (key, Some(shape))
+        } else {
+            (skim::head_key(body)?, None)
+        };
+        let key = match self.numbers.get(key) {
+            Some(&k) => k,
+            None => {
+                let k = self.out.keys.len() as u32;
+                self.numbers.insert(key.into(), k);
+                self.out.keys.push(key.into());
+                self.build_now.push((self.wanted)(key));
+                k
+            }
+        };
+        if let Some(shape) = shape {
+            self.shapes.add(shape, key);
+        }
+        Some(key)
     }
 
     /// What the scan kept.
@@ -569,5 +593,68 @@ mod tests {
             assert_eq!(fast.value.repr(), value.repr(), "{body}");
             assert_eq!(fast.full_string.to_str(), line);
         }
+    }
+
+    #[test]
+    fn records_of_a_shape_seen_before_are_read_as_a_walk_reads_them() {
+        // More shapes than a scan keeps, interleaved, and records that differ from a shape seen
+        // before only where it matters: a malformed number, a second token, an escape.
+        let rec = |key: &str, value: &str, n: usize| {
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {n}, \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{\"lineno\": {n}}}}}"
+            )
+        };
+        let mut lines = Vec::new();
+        for n in 0..400 {
+            let k = n % 23;
+            lines.push(rec(
+                &format!("k{k}"),
+                &format!("{{\"v{}\": {n}.5}}", k % 5),
+                n,
+            ));
+            match n % 37 {
+                0 => lines.push(rec("k1", "01", n)),
+                1 => lines.push(rec("k2", "1.", n)),
+                2 => lines.push(rec("k3", "-", n)),
+                3 => lines.push(rec("k4", "{\"v4\": 1.5e}", n)),
+                4 => lines.push(rec("k5", "{\"v0\": \":::MLLOG {}\"}", n)),
+                5 => lines.push(rec("k6", "{\"v1\": \"\\u00e9\"}", n)),
+                6 => lines.push(format!("{} ", rec("k7", "{\"v2\": 1}", n))),
+                7 => lines.push(rec("k8", "NaN", n)),
+                _ => {}
+            }
+        }
+        let log = lines.join("\n");
+        let seen = parse(log.as_bytes(), LogFormat::JsonDataclass);
+        // Each line walked afresh, no shape remembered.
+        let mut walked = Scan::new(LogFormat::JsonDataclass, &|_| false);
+        let mut offset = 0;
+        for line in &lines {
+            walked.shapes = Shapes::default();
+            walked.feed(line.as_bytes(), offset);
+            walked.feed(b"\n", offset + line.len());
+            offset += line.len() + 1;
+        }
+        let walked = walked.finish();
+        let read = |p: &Parsed| {
+            p.records
+                .iter()
+                .map(|r| {
+                    let key = p.keys.get(r.key as usize).map(|k| k.to_string());
+                    (r.phys, r.lineno, r.span, key, r.built.is_some())
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(read(&seen), read(&walked));
+        assert!(seen.records.iter().filter(|r| r.key == BUILT).count() >= 20);
+        let errors = |p: &Parsed| {
+            p.errors
+                .iter()
+                .map(|e| (e.phys, e.message.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(errors(&seen), errors(&walked));
+        assert_eq!(seen.error_count, walked.error_count);
+        assert!(seen.error_count >= 30, "{}", seen.error_count);
     }
 }

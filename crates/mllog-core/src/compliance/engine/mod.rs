@@ -30,6 +30,7 @@ mod ops;
 mod python;
 mod rules;
 mod run;
+mod shapes;
 mod skim;
 mod stream;
 mod token_lines;

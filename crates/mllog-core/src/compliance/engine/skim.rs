@@ -56,16 +56,80 @@ pub(crate) fn head_key(body: &[u8]) -> Option<&str> {
     head(body, &mut Skip).map(|h| h.key)
 }
 
+/// The shape of a record in the common form: its text cut at its numbers. A text that is the
+/// same but for its numbers (each of JSON's grammar) is a record in the common form too, with
+/// the same key: the walk reads a number wherever it reads a value, and the bytes around it
+/// stay what the walk accepted. A log repeats a few shapes (a metric logged at every step), so
+/// most records are checked by comparing a few runs of bytes instead of walking them.
+pub(crate) struct Shape {
+    /// The text between the numbers: one more part than numbers.
+    parts: Vec<Box<[u8]>>,
+}
+
+impl Shape {
+    /// Whether `body` is this shape's text with other numbers.
+    pub(crate) fn matches(&self, body: &[u8]) -> bool {
+        let Some((last, parts)) = self.parts.split_last() else {
+            return false;
+        };
+        let mut rest = body;
+        for part in parts {
+            let Some(after) = rest.strip_prefix(&part[..]) else {
+                return false;
+            };
+            let mut w = Walk {
+                b: after,
+                i: 0,
+                numbers: None,
+            };
+            if w.number_text().is_none() {
+                return false;
+            }
+            rest = &after[w.i..];
+        }
+        rest == &last[..]
+    }
+}
+
+/// [`head_key`], and the record's [`Shape`].
+pub(crate) fn head_shape(body: &[u8]) -> Option<(&str, Shape)> {
+    let (head, numbers) = walk_head(body, &mut Skip, true)?;
+    let mut parts = Vec::with_capacity(numbers.len() + 1);
+    let mut at = 0;
+    for (start, end) in numbers {
+        parts.push(body[at..start].into());
+        at = end;
+    }
+    parts.push(body[at..].into());
+    Some((head.key, Shape { parts }))
+}
+
 /// The fields of a record in the common form, its values made by `make`; `None` for anything
 /// else.
 pub(crate) fn head<'a, M: Make>(body: &'a [u8], make: &mut M) -> Option<Head<'a, M::Out>> {
+    walk_head(body, make, false).map(|(head, _)| head)
+}
+
+/// Byte ranges in a record's text.
+type Spans = Vec<(usize, usize)>;
+
+/// [`head`], and where its numbers are when `note` asks.
+fn walk_head<'a, M: Make>(
+    body: &'a [u8],
+    make: &mut M,
+    note: bool,
+) -> Option<(Head<'a, M::Out>, Spans)> {
     // Two passes over the whole record, each a few bytes per instruction, spare the walk a
     // test per byte of every string: no byte outside printable ASCII (a tab between tokens,
     // legal JSON, is rare enough to leave to the slow path), no escape.
     if !printable(body) || memchr::memchr(b'\\', body).is_some() {
         return None;
     }
-    let mut w = Walk { b: body, i: 0 };
+    let mut w = Walk {
+        b: body,
+        i: 0,
+        numbers: note.then(Vec::new),
+    };
     w.ws();
     let (mut key, mut time_ms, mut value, mut metadata) = (None, None, None, None);
     w.members(|w, name| {
@@ -104,12 +168,13 @@ pub(crate) fn head<'a, M: Make>(body: &'a [u8], make: &mut M) -> Option<Head<'a,
     if w.i != body.len() {
         return None;
     }
-    Some(Head {
+    let head = Head {
         key: key?,
         time_ms: time_ms?,
         value: value?,
         metadata: metadata?,
-    })
+    };
+    Some((head, w.numbers.unwrap_or_default()))
 }
 
 /// Every byte in `' '..='~'`; written without an early exit, so that it is vectorised.
@@ -174,6 +239,8 @@ fn digits(b: &[u8]) -> usize {
 struct Walk<'a> {
     b: &'a [u8],
     i: usize,
+    /// Where the numbers read are noted, for a [`Shape`].
+    numbers: Option<Spans>,
 }
 
 impl<'a> Walk<'a> {
@@ -218,6 +285,15 @@ impl<'a> Walk<'a> {
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; whether it has a fraction or an
     /// exponent.
     fn number(&mut self) -> Option<bool> {
+        let start = self.i;
+        let float = self.number_text()?;
+        if let Some(numbers) = &mut self.numbers {
+            numbers.push((start, self.i));
+        }
+        Some(float)
+    }
+
+    fn number_text(&mut self) -> Option<bool> {
         if self.peek() == Some(b'-') {
             self.i += 1;
         }
@@ -331,7 +407,7 @@ impl<'a> Walk<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{digits, head_key, quote};
+    use super::{digits, head_key, head_shape, quote};
 
     #[test]
     fn counts_the_leading_digits_at_any_length() {
@@ -413,5 +489,98 @@ mod tests {
             "]".repeat(200)
         );
         assert_eq!(head_key(deep.as_bytes()), None);
+    }
+
+    #[test]
+    fn a_shape_matches_its_record_with_any_numbers_and_nothing_else() {
+        let template = br#"{"namespace": "", "time_ms": 1745, "key": "tracked_stats", "value": {"loss": 0.25, "steps": [1, -2, 3e5]}, "metadata": {"file": "f.py", "lineno": 3}}"#;
+        let (key, shape) = head_shape(template).unwrap();
+        assert_eq!(key, "tracked_stats");
+        let text = String::from_utf8(template.to_vec()).unwrap();
+        let with = |from: &str, to: &str| text.replacen(from, to, 1);
+        // Every number replaced by any number of JSON's grammar: the same shape.
+        for number in [
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "1.5",
+            "-0.0",
+            "2e9",
+            "2E-9",
+            "1.25e+3",
+            "123456789012345678901234567890",
+        ] {
+            for from in ["1745", "0.25", "-2", "3e5", "3}}"] {
+                let to = if from == "3}}" {
+                    format!("{number}}}}}")
+                } else {
+                    number.to_string()
+                };
+                let changed = with(from, &to);
+                assert!(shape.matches(changed.as_bytes()), "{changed}");
+                assert_eq!(head_key(changed.as_bytes()), Some("tracked_stats"));
+            }
+        }
+        // Anything else: not the shape, whether or not it is a record in the common form.
+        for (from, to) in [
+            ("1745", "01745"),
+            ("1745", "1745."),
+            ("0.25", ".25"),
+            ("0.25", "0.25e"),
+            ("0.25", "- 1"),
+            ("0.25", "0.2 5"),
+            ("0.25", "NaN"),
+            ("0.25", "true"),
+            ("0.25", "\"0.25\""),
+            ("-2", "-"),
+            ("-2", "--2"),
+            ("3e5", "3e+"),
+            ("f.py", "g.py"),
+            ("tracked_stats", "other_stats"),
+            ("\"lineno\": 3", "\"lineno\": 3, \"x\": 4"),
+            ("}}", "} }"),
+            ("}}", "}}}"),
+            ("{\"namespace", " {\"namespace"),
+        ] {
+            let changed = with(from, to);
+            assert_ne!(changed, text, "{from}");
+            assert!(!shape.matches(changed.as_bytes()), "{changed}");
+        }
+        assert!(!shape.matches(b""));
+        assert!(!shape.matches(&template[..template.len() - 1]));
+    }
+
+    #[test]
+    fn what_a_shape_matches_the_walk_reads_with_the_same_key() {
+        // Every record made from these by changing one byte to one of a few others: where the
+        // shape matches it, the walk reads it, with the template's key.
+        let templates: [&[u8]; 3] = [
+            br#"{"key": "a", "value": 12, "time_ms": 5, "metadata": {"n": [1.5, 2]}}"#,
+            br#"{"time_ms": -1.0e3, "key": "b", "value": {"x": 0}, "metadata": {}}"#,
+            br#" {"key":"c","value":[0,-0.5,7E+2],"time_ms":90,"metadata":{"s":"t"}} "#,
+        ];
+        for template in templates {
+            let (key, shape) = head_shape(template).unwrap();
+            for at in 0..template.len() {
+                for byte in *b"0159.-+eE \"x,}]" {
+                    let mut changed = template.to_vec();
+                    changed[at] = byte;
+                    for text in [changed.clone(), {
+                        changed.insert(at, byte);
+                        changed
+                    }] {
+                        if shape.matches(&text) {
+                            assert_eq!(
+                                head_key(&text),
+                                Some(key),
+                                "{}",
+                                String::from_utf8_lossy(&text)
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

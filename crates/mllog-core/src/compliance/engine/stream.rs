@@ -9,7 +9,7 @@ use std::io::{Read, Seek, SeekFrom};
 use super::log::Scan;
 
 /// How much of the log is read at a time.
-const PIECE: usize = 1 << 20;
+const PIECE: usize = 1 << 16;
 
 /// Where the records' text can be read again.
 pub(crate) enum LogText<'a> {
