@@ -17,7 +17,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use tracing::info_span;
-use tracing_mllog::compliance::{ComplianceReport, LivePolicy, Severity};
+use tracing_mllog::compliance::{ComplianceReport, LivePolicy, LiveRules, Severity};
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::rules_source::RulesSource;
 use tracing_mllog::Output;
@@ -238,7 +238,8 @@ fn an_edited_rule_is_read_at_run_time() {
 /// `training_6.1.0` is renamed `training_6.2.0` (its own references to the folder too), with
 /// the `lora_rank` rule changed, run under `MLLOG_RULES_RULESET=6.2.0`. The live report runs
 /// and names 6.2.0 and fails the changed rule; the built-in check keeps the builder's 6.1.0
-/// and passes; a ruleset that is not `X.Y.Z` is refused at build.
+/// and passes; a ruleset that is not `X.Y.Z`, by the variable or `LiveRules::ruleset`, is
+/// refused at build.
 #[test]
 fn a_ruleset_no_build_knows_is_run_from_the_source() {
     let Some(pkg) = installed("live check under a ruleset that is not built in") else {
@@ -290,6 +291,21 @@ fn a_ruleset_no_build_knows_is_run_from_the_source() {
         panic!("a ruleset that is not X.Y.Z builds");
     };
     assert!(err.to_string().contains("MLLOG_RULES_RULESET"), "{err}");
+    assert!(err.to_string().contains("X.Y.Z"), "{err}");
+    // Named in code, it is refused alike, naming the call.
+    for name in ["6.2", "training_6.2.0", "6.1.0/../6.1.0"] {
+        let Err(err) = MllogLayer::builder()
+            .output(Output::Nowhere)
+            .live_rules(LiveRules::new(pkg.clone()).ruleset(name))
+            .build::<tracing_subscriber::Registry>()
+        else {
+            panic!("LiveRules::ruleset({name:?}) builds");
+        };
+        let err = err.to_string();
+        assert!(err.contains("LiveRules::ruleset"), "{err}");
+        assert!(err.contains(&format!("{name:?}")), "{err}");
+        assert!(err.contains("expected a ruleset X.Y.Z"), "{err}");
+    }
 }
 
 /// (c) A folder without the run's ruleset, and one whose rule file does not parse: a clear
