@@ -17,14 +17,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use tracing::info_span;
-use tracing_mllog::compliance::{ComplianceReport, LivePolicy, Severity};
+use tracing_mllog::compliance::{ComplianceReport, LivePolicy, LiveRules, Severity};
 use tracing_mllog::presets::Llama2_70bLora;
 use tracing_mllog::rules_source::RulesSource;
 use tracing_mllog::Output;
 use tracing_mllog::Submission;
-use tracing_mllog::{
-    keys, Builder, CacheClear, Division, MllogLayer, Ruleset, SystemStatus, Value,
-};
+use tracing_mllog::{keys, Builder, CacheClear, Division, MllogLayer, Ruleset, SystemStatus};
 use tracing_subscriber::prelude::*;
 
 const CASE: &str = "MLLOG_TEST_RULES_CASE";
@@ -238,7 +236,8 @@ fn an_edited_rule_is_read_at_run_time() {
 /// `training_6.1.0` is renamed `training_6.2.0` (its own references to the folder too), with
 /// the `lora_rank` rule changed, run under `MLLOG_RULES_RULESET=6.2.0`. The live report runs
 /// and names 6.2.0 and fails the changed rule; the built-in check keeps the builder's 6.1.0
-/// and passes; a ruleset that is not `X.Y.Z` is refused at build.
+/// and passes; a ruleset that is not `X.Y.Z`, by the variable or `LiveRules::ruleset`, is
+/// refused at build.
 #[test]
 fn a_ruleset_no_build_knows_is_run_from_the_source() {
     let Some(pkg) = installed("live check under a ruleset that is not built in") else {
@@ -290,6 +289,21 @@ fn a_ruleset_no_build_knows_is_run_from_the_source() {
         panic!("a ruleset that is not X.Y.Z builds");
     };
     assert!(err.to_string().contains("MLLOG_RULES_RULESET"), "{err}");
+    assert!(err.to_string().contains("X.Y.Z"), "{err}");
+    // Named in code, it is refused alike, naming the call.
+    for name in ["6.2", "training_6.2.0", "6.1.0/../6.1.0"] {
+        let Err(err) = MllogLayer::builder()
+            .output(Output::Nowhere)
+            .live_rules(LiveRules::new(pkg.clone()).ruleset(name))
+            .build::<tracing_subscriber::Registry>()
+        else {
+            panic!("LiveRules::ruleset({name:?}) builds");
+        };
+        let err = err.to_string();
+        assert!(err.contains("LiveRules::ruleset"), "{err}");
+        assert!(err.contains(&format!("{name:?}")), "{err}");
+        assert!(err.contains("expected a ruleset X.Y.Z"), "{err}");
+    }
 }
 
 /// (c) A folder without the run's ruleset, and one whose rule file does not parse: a clear
@@ -452,26 +466,16 @@ fn child() {
     let case = std::env::var(CASE).expect("started by a parent test");
     let verdict = PathBuf::from(std::env::var_os(VERDICT).expect("verdict path"));
     const CONVERGE_AT: u64 = 3;
-    let preset = Llama2_70bLora::default()
+    let mut preset = Llama2_70bLora::default()
         .preset(Division::Closed, Ruleset::V6_1_0)
         .expect("preset");
-    // The preset's settings (`Builder::preset`), `lora_rank` changed to 8 in the failing run.
-    let hyperparameters = preset.hyperparameters().iter().map(|(k, v)| match *k {
-        keys::LORA_RANK if case == "fail" => (*k, Value::Int(8)),
-        _ => (*k, v.clone()),
-    });
-    let builder = MllogLayer::builder()
-        .submission(
-            Submission::default()
-                .benchmark(preset.benchmark())
-                .division(preset.division()),
-        )
-        .ruleset(preset.ruleset())
-        .global_batch_size(preset.global_batch_size())
-        .target(preset.target())
-        .eval_schedule(preset.eval_schedule())
-        .hyperparameters(hyperparameters);
-    let builder = submitter(builder);
+    // `lora_rank` 8 in the failing run, which the closed rules refuse.
+    if case == "fail" {
+        preset = preset
+            .with_hyperparameter(keys::LORA_RANK, 8)
+            .expect("the preset logs lora_rank");
+    }
+    let builder = submitter(MllogLayer::builder().preset(&preset));
     let (layer, mut guard) = builder.from_env().build().expect("build");
     let subscriber = tracing_subscriber::registry().with(layer);
     let pending = tracing::subscriber::with_default(subscriber, || {

@@ -42,12 +42,17 @@ impl LiveRules {
 
     /// Runs the folder of this ruleset (`X.Y.Z`: the source's `training_X.Y.Z`) instead of
     /// the builder's (`MLLOG_RULES_RULESET`). A ruleset the source lacks is said, as a missing
-    /// folder is, and the run goes on.
+    /// folder is, and the run goes on; a name that is not `X.Y.Z`
+    /// ([`Ruleset::is_well_formed`](super::Ruleset::is_well_formed)) fails the build.
     pub fn ruleset(mut self, ruleset: impl Into<String>) -> LiveRules {
         self.ruleset = Some(ruleset.into());
         self
     }
 }
+
+/// What a ruleset named for the rules read at run time must look like, for the errors that
+/// refuse one ([`super::Ruleset::is_well_formed`] says the rule).
+pub(crate) const RULESET_FORM: &str = "expected a ruleset X.Y.Z (e.g. 6.2.0)";
 
 #[cfg(feature = "rules")]
 impl From<crate::rules_source::RulesSource> for LiveRules {

@@ -30,8 +30,8 @@ mod sink;
 
 #[cfg(feature = "rules")]
 pub use live_rules::LiveRules;
-pub(crate) use live_rules::LiveRulesHandle;
 pub use live_rules::LiveRulesReport;
+pub(crate) use live_rules::{LiveRulesHandle, RULESET_FORM};
 pub use mllog_core::compliance::*;
 #[cfg(feature = "rules")]
 pub(crate) use rules_sink::{split_policy, RulesSink, RulesSpec};

@@ -474,6 +474,92 @@ fn mllog_check_rules_names_its_source_and_follows_the_official_cli() {
     assert!(err.contains("--usage needs --rules"), "{err}");
 }
 
+/// A file that cannot be read (missing, a folder) among readable logs: with the ruleset
+/// inferred from each log (no `--ruleset`) it is said as with `--ruleset` given: the same exit
+/// status, the same items of the JSON and JSON Lines outputs, the same closing line.
+#[test]
+fn mllog_check_rules_says_an_unreadable_file_alike_with_and_without_ruleset() {
+    let cdir = source().compliance_dir().to_string_lossy().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("result_0.txt");
+    let log = example_log(
+        Ruleset::V6_1_0,
+        mllog_core::Benchmark::Llama2_70bLora,
+        Division::Closed,
+    )
+    .unwrap();
+    std::fs::write(&good, log).unwrap();
+    let good = good.to_string_lossy().to_string();
+    let missing = tmp.path().join("missing.txt").to_string_lossy().to_string();
+    let folder = tmp.path().to_string_lossy().to_string();
+    let files = [
+        good.as_str(),
+        missing.as_str(),
+        folder.as_str(),
+        good.as_str(),
+    ];
+    // Both ways, `--ruleset` given first: (stdout, stdout), each run exiting 2 for the I/O
+    // error, the inferred one saying on stderr which files it could not read.
+    let both = |format: &str| {
+        let run = |ruleset: &[&str]| {
+            let mut args = vec!["check", "--rules", &cdir, "--format", format];
+            args.extend_from_slice(ruleset);
+            args.extend_from_slice(&files);
+            common::mllog(args)
+        };
+        let (fixed, inferred) = (run(&["--ruleset", "6.1.0"]), run(&[]));
+        assert_eq!(fixed.0, 2, "{}{}", fixed.1, fixed.2);
+        assert_eq!(inferred.0, 2, "{}{}", inferred.1, inferred.2);
+        for path in [&missing, &folder] {
+            let said = format!("mllog: cannot read {path}: ");
+            assert!(inferred.2.contains(&said), "{}", inferred.2);
+        }
+        (fixed.1, inferred.1)
+    };
+    // Each file as the JSON output lists it: its name, and its error or its verdict.
+    let items = |out: &str| -> Vec<(String, String)> {
+        let doc: serde_json::Value = serde_json::from_str(out).expect(out);
+        doc["files"]
+            .as_array()
+            .expect(out)
+            .iter()
+            .map(|f| {
+                let what = match f.get("error") {
+                    Some(e) => format!("error: {}", e.as_str().unwrap()),
+                    None => format!("passed: {}", f["passed"]),
+                };
+                (f["file"].as_str().unwrap().to_owned(), what)
+            })
+            .collect()
+    };
+    let (fixed, inferred) = both("json");
+    let listed = items(&inferred);
+    assert_eq!(listed, items(&fixed), "{inferred}");
+    assert_eq!(listed.len(), 4, "{inferred}");
+    assert_eq!(listed[0], (good.clone(), "passed: true".to_owned()));
+    assert_eq!(listed[3], listed[0]);
+    assert_eq!(listed[1].0, missing);
+    assert!(listed[1].1.contains("No such file"), "{listed:?}");
+    assert_eq!(listed[2].0, folder);
+    assert!(listed[2].1.starts_with("error: "), "{listed:?}");
+    // JSON Lines: the unreadable files' lines are the same.
+    let (fixed, inferred) = both("jsonl");
+    let errors = |out: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect(l))
+            .filter(|v| v.get("error").is_some())
+            .map(|v| v.to_string())
+            .collect()
+    };
+    assert_eq!(errors(&inferred).len(), 2, "{inferred}");
+    assert_eq!(errors(&inferred), errors(&fixed));
+    // Text: the closing line counts them.
+    let (fixed, inferred) = both("text");
+    let closing = inferred.lines().last().unwrap_or_default();
+    assert!(closing.contains("2 unreadable"), "{inferred}");
+    assert_eq!(Some(closing), fixed.lines().last(), "{fixed}");
+}
+
 /// Custom rule files (`--config`) that exercise the checker's algorithm beyond the official
 /// files: BEGIN and END code, PRE/POST state, `FIRST_CHECK`, `ATLEAST_ONE_CHECK`, `AT_LEAST(n)`,
 /// `AT_LEAST_ONE_OR`, `OPTIONAL`, snippets that raise (in a `try` of the checker and outside

@@ -156,14 +156,8 @@ pub(super) const OVERLAY: &[Variable] = &[
         let Some(ruleset) = env.string(name)? else {
             return Ok(());
         };
-        let well_formed = ruleset.split('.').count() == 3
-            && ruleset
-                .split('.')
-                .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()));
-        if !well_formed {
-            return Err(env
-                .invalid(name, "expected a ruleset X.Y.Z (e.g. 6.2.0)")
-                .into());
+        if !crate::Ruleset::is_well_formed(ruleset) {
+            return Err(env.invalid(name, crate::compliance::RULESET_FORM).into());
         }
         // Without the `rules` feature, MLLOG_RULES itself is said to be unread.
         #[cfg(feature = "rules")]

@@ -69,6 +69,32 @@ impl Ruleset {
             .copied()
             .find(|r| r.as_str() == n || r.as_str().strip_suffix(".0") == Some(n))
     }
+
+    /// Whether `name` is written as a ruleset is, known to this build or not: `X.Y.Z`, three
+    /// runs of ASCII digits joined by dots, as after `<usage>_` in the official checker's
+    /// folder names (`training_6.2.0`). A folder of a rules source is a ruleset's when its
+    /// name ends so, and a ruleset to run from such a source must be named so; whether this
+    /// build has rules of its own for it is [`Ruleset::from_name`]'s answer.
+    ///
+    /// ```
+    /// use mllog_core::compliance::Ruleset;
+    ///
+    /// assert!(Ruleset::is_well_formed("6.2.0")); // the next round: no build knows it yet
+    /// assert!(Ruleset::is_well_formed("10.0.12"));
+    /// assert!(!Ruleset::is_well_formed("6.2")); // `from_name` reads it; a folder is never so named
+    /// assert!(!Ruleset::is_well_formed("training_6.2.0"));
+    /// assert!(!Ruleset::is_well_formed("6.2.0/../6.1.0"));
+    /// ```
+    pub fn is_well_formed(name: &str) -> bool {
+        let mut parts = 0;
+        for part in name.split('.') {
+            if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
+                return false;
+            }
+            parts += 1;
+        }
+        parts == 3
+    }
 }
 
 impl fmt::Display for Ruleset {
@@ -895,4 +921,40 @@ fn custom_found(code: &str, l: &Line<'_>, s: &State) -> Option<String> {
         });
     }
     (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ruleset;
+
+    #[test]
+    fn a_ruleset_name_is_three_runs_of_digits() {
+        for good in ["5.0.0", "6.1.0", "6.2.0", "10.20.30", "0.0.0"] {
+            assert!(Ruleset::is_well_formed(good), "{good}");
+        }
+        for bad in [
+            "",
+            "6",
+            "6.2",
+            "6.2.0.1",
+            "6..0",
+            ".6.2",
+            "6.2.",
+            "v6.2.0",
+            "6.2.0-rc1",
+            " 6.2.0",
+            "6.2.0\n",
+            "training_6.2.0",
+            "6.2.0/x",
+            "../6.1.0",
+            "6.².0",
+            "٦.2.0",
+        ] {
+            assert!(!Ruleset::is_well_formed(bad), "{bad:?}");
+        }
+        // Every ruleset of this build is one.
+        assert!(Ruleset::ALL
+            .iter()
+            .all(|r| Ruleset::is_well_formed(r.as_str())));
+    }
 }

@@ -41,6 +41,8 @@
 
 mod benchmarks;
 pub mod dry_run;
+#[cfg(test)]
+mod tests;
 mod validate;
 
 use std::fmt;
@@ -88,11 +90,13 @@ pub enum EvalProgress {
 /// Build one from a typed struct ([`Llama31_8b::preset`], ...) or [`Preset::for_benchmark`];
 /// feed it to the layer with `tracing_mllog::Builder::preset`.
 ///
-/// Building is the validation: a preset that exists complies with the closed (or open)
+/// Building is the validation: a preset that is built complies with the closed (or open)
 /// rules of its ruleset, so a training script that logs [`Preset::hyperparameters`] in order
-/// cannot get a hyperparameter wrong. Its [`Preset::target`] and [`Preset::eval_schedule`]
-/// come from the same rules and drive convergence and evaluation in the layer. See the
-/// [module example](self) for building, rejected values and the by-name entry point.
+/// cannot get a hyperparameter wrong. [`Preset::with_hyperparameter`] is the one way out of
+/// the rules, taken on purpose (a value a compliance check must refuse). Its
+/// [`Preset::target`] and [`Preset::eval_schedule`] come from the same rules and drive
+/// convergence and evaluation in the layer. See the [module example](self) for building,
+/// rejected values and the by-name entry point.
 ///
 ///
 /// ```
@@ -382,6 +386,49 @@ impl Preset {
             .iter()
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v)
+    }
+
+    /// The preset with `value` logged for `key` in place of the value it validated, in the
+    /// same place of the logging order, all else kept; an error naming the keys it logs when
+    /// it logs no `key`.
+    ///
+    /// The value is *not* validated: this is how a program logs, on purpose, a value the
+    /// rules refuse, e.g. to see a compliance check fail it. For a value that must pass,
+    /// give it to the benchmark struct's `with_value` before [`Llama2_70bLora::preset`] (and
+    /// the like), which validates it. Nothing is derived again either: replacing
+    /// `global_batch_size` changes that record only, not [`Preset::global_batch_size`], the
+    /// target or the evaluation schedule.
+    ///
+    /// ```
+    /// use mllog_core::compliance::{Division, Ruleset};
+    /// use mllog_core::presets::Llama2_70bLora;
+    /// use mllog_core::Value;
+    ///
+    /// let preset = Llama2_70bLora::default().preset(Division::Closed, Ruleset::V6_1_0).unwrap();
+    /// let changed = preset.clone().with_hyperparameter("lora_rank", 8).unwrap();
+    /// assert_eq!(changed.get("lora_rank"), Some(&Value::Int(8))); // the closed rules want 16
+    /// assert_eq!(changed.hyperparameters().len(), preset.hyperparameters().len());
+    /// assert_eq!(changed.eval_schedule(), preset.eval_schedule());
+    ///
+    /// let err = preset.with_hyperparameter("lora_rnak", 8).unwrap_err();
+    /// assert!(err.to_string().starts_with("`lora_rnak` is not a key of the llama2_70b_lora preset"));
+    /// ```
+    pub fn with_hyperparameter(
+        mut self,
+        key: &str,
+        value: impl Into<Value>,
+    ) -> Result<Preset, PresetError> {
+        match self.hyperparameters.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => {
+                *v = value.into();
+                Ok(self)
+            }
+            None => Err(PresetError::UnknownKey {
+                key: key.to_owned(),
+                benchmark: self.benchmark,
+                known: self.hyperparameters.iter().map(|(k, _)| *k).collect(),
+            }),
+        }
     }
 
     /// The quality target (from the division's rule file).

@@ -103,13 +103,24 @@ struct Engines {
 
 impl Engines {
     /// The engine a log is checked with, and how its ruleset was picked when it was inferred.
+    /// The outer error is the log's own (it cannot be read to infer its ruleset), as in
+    /// [`Input::check`]; the inner one says why no engine fits it.
     fn for_log(
         &mut self,
         benchmark: impl FnOnce() -> std::io::Result<Option<String>>,
-    ) -> Result<(&RuleEngine, Option<String>), String> {
-        if let Some(e) = &self.fixed {
-            return Ok((e, None));
+    ) -> std::io::Result<Result<(&RuleEngine, Option<String>), String>> {
+        match self.fixed {
+            Some(ref e) => Ok(Ok((e, None))),
+            None => Ok(self.inferred(benchmark()?)),
         }
+    }
+
+    /// The engine of the newest ruleset with rules for the log's `benchmark` (the newest of
+    /// all when the log names none), loaded when first needed.
+    fn inferred(
+        &mut self,
+        benchmark: Option<String>,
+    ) -> Result<(&RuleEngine, Option<String>), String> {
         let dir = self.src.compliance_dir();
         let have: Vec<String> = rulesets(&dir)
             .into_iter()
@@ -129,7 +140,6 @@ impl Engines {
                 }
             )
         };
-        let benchmark = benchmark().map_err(|e| format!("cannot be read: {e}"))?;
         let (ruleset, how) = match benchmark {
             None => {
                 let r = have.last().ok_or_else(|| words(&have))?;
@@ -290,10 +300,17 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
             }
         };
         let (engine, how) = match engines.for_log(|| input.first_benchmark()) {
-            Ok(found) => found,
-            Err(e) => {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
                 eprintln!("mllog: {shown}: {e}");
                 worst = crate::USAGE_OR_IO;
+                continue;
+            }
+            Err(e) => {
+                worst = crate::USAGE_OR_IO;
+                if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
+                }
                 continue;
             }
         };

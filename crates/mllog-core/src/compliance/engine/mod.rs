@@ -88,12 +88,10 @@ pub fn rulesets(compliance_dir: &Path) -> Vec<(String, String)> {
         }
         let name = e.file_name().to_string_lossy().to_string();
         if let Some((usage, ruleset)) = name.split_once('_') {
-            let parts: Vec<&str> = ruleset.split('.').collect();
-            let is_version = parts.len() == 3
-                && parts
-                    .iter()
-                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
-            if is_version && !usage.is_empty() && usage.chars().all(|c| c.is_alphanumeric()) {
+            if super::Ruleset::is_well_formed(ruleset)
+                && !usage.is_empty()
+                && usage.chars().all(|c| c.is_alphanumeric())
+            {
                 out.push((usage.to_string(), ruleset.to_string()));
             }
         }
