@@ -15,7 +15,7 @@ use std::rc::Rc;
 use super::obj::{Dict, LogLine, Obj};
 use super::shapes::{Shapes, MAX_SHAPE_LEN};
 use super::skim::{self, Make};
-use super::token_lines::token_lines;
+use super::token_lines::{from_last_token, token_lines};
 use crate::record::{parse_json, Value};
 
 /// Which parser a ruleset uses.
@@ -176,14 +176,28 @@ impl<'w> Scan<'w> {
         // A copy, for the records to be read while it runs over the piece.
         let finder = self.finder.clone();
         let mut lines = token_lines(piece, &finder);
-        for (phys, line) in lines.by_ref() {
+        let json = self.format != LogFormat::TextLine;
+        for (phys, first) in lines.by_ref() {
             let phys = self.breaks + phys;
-            let stripped = strip_ascii_end(line);
-            let body = match self.format {
-                LogFormat::TextLine => None,
-                _ => stripped.get(token..),
+            // A record of a shape seen before holds no second token (a shape's text has none,
+            // and a number cannot make one), so its line is read from the first; any other
+            // line from the last, as the official parser reads it.
+            let seen = json
+                .then(|| strip_ascii_end(first).get(token..))
+                .flatten()
+                .and_then(|body| self.shapes.find(body));
+            let (line, key) = match seen {
+                Some(key) => (first, Some(key)),
+                None => {
+                    let line = from_last_token(first, &finder);
+                    let body = json.then(|| strip_ascii_end(line).get(token..)).flatten();
+                    // The shapes were tried on this very text unless a later token cut it.
+                    let tried = line.len() == first.len();
+                    (line, body.and_then(|body| self.key(body, tried)))
+                }
             };
-            if let Some(key) = body.and_then(|body| self.key(body)) {
+            let stripped = strip_ascii_end(line);
+            if let Some(key) = key {
                 // The common form: kept as its place in the log and its key.
                 let start = offset + (stripped.as_ptr() as usize - piece.as_ptr() as usize);
                 let mut rec = Rec {
@@ -235,10 +249,12 @@ impl<'w> Scan<'w> {
     }
 
     /// The number of the key of a record in the common form (`body`: the text after the token,
-    /// stripped); `None` for any other record.
-    fn key(&mut self, body: &[u8]) -> Option<u32> {
-        if let Some(key) = self.shapes.find(body) {
-            return Some(key);
+    /// stripped); `None` for any other record. `tried`: the shapes seen did not match it.
+    fn key(&mut self, body: &[u8], tried: bool) -> Option<u32> {
+        if !tried {
+            if let Some(key) = self.shapes.find(body) {
+                return Some(key);
+            }
         }
         let (key, shape) = if body.len() <= MAX_SHAPE_LEN {
             let (key, shape) = skim::head_shape(body)?;
@@ -621,6 +637,13 @@ mod tests {
                 5 => lines.push(rec("k6", "{\"v1\": \"\\u00e9\"}", n)),
                 6 => lines.push(format!("{} ", rec("k7", "{\"v2\": 1}", n))),
                 7 => lines.push(rec("k8", "NaN", n)),
+                // A second token: the record after it, of a shape seen, is the one read.
+                8 => lines.push(format!(":::MLLOG junk {}", rec("k9", "{\"v4\": 2.5}", n))),
+                9 => lines.push(format!(
+                    "{} {}",
+                    rec("k9", "1", n),
+                    rec("k9", "{\"v4\": 2.5}", n)
+                )),
                 _ => {}
             }
         }

@@ -7,7 +7,8 @@
 use memchr::memmem::Finder;
 
 /// The lines holding `finder`'s token: `(physical line number from 1, the line from the
-/// token's last occurrence to its end)`.
+/// token's first occurrence to its end)`; [`from_last_token`] gives the part of it the
+/// official parser reads.
 pub(crate) fn token_lines<'a>(bytes: &'a [u8], finder: &'a Finder<'a>) -> TokenLines<'a> {
     TokenLines {
         bytes,
@@ -46,18 +47,23 @@ impl<'a> Iterator for TokenLines<'a> {
             Some(i) => (i, i + 1),
             None => (rest.len(), rest.len()),
         };
-        let line = &rest[..len];
-        let mut at = 0;
-        while let Some(next) = self.finder.find(&line[at + 1..]) {
-            at += 1 + next;
-        }
         self.pos = first + adv;
         let phys = self.breaks + 1;
         if adv > len {
             self.breaks += 1;
         }
-        Some((phys, &line[at..]))
+        Some((phys, &rest[..len]))
     }
+}
+
+/// `line`, which starts with `finder`'s token, from the token's last occurrence: a search the
+/// caller makes only where it needs to (a record of a shape seen before holds no second token).
+pub(crate) fn from_last_token<'a>(line: &'a [u8], finder: &Finder<'_>) -> &'a [u8] {
+    let mut at = 0;
+    while let Some(next) = line.get(at + 1..).and_then(|rest| finder.find(rest)) {
+        at += 1 + next;
+    }
+    &line[at..]
 }
 
 /// Universal newlines in `text`: `\n`, `\r\n` and a lone `\r` each end one line.
@@ -89,7 +95,13 @@ mod tests {
     fn numbers_lines_as_universal_newlines_do() {
         let finder = Finder::new(":::MLLOG ");
         let log = b"a\r\nb :::MLLOG 1 :::MLLOG 2\rc\n\n:::MLLOG 3\r\n\r\r\nx:::MLLOG 4";
-        let got: Vec<(usize, &[u8])> = token_lines(log, &finder).collect();
+        assert_eq!(
+            token_lines(log, &finder).next(),
+            Some((2, &b":::MLLOG 1 :::MLLOG 2"[..]))
+        );
+        let got: Vec<(usize, &[u8])> = token_lines(log, &finder)
+            .map(|(phys, line)| (phys, from_last_token(line, &finder)))
+            .collect();
         assert_eq!(
             got,
             [
