@@ -4,7 +4,7 @@
 //! object per line. Once a snippet is handed the whole list (`loglines`), the list is built
 //! and is what every later pass reads.
 
-use super::log::{build, LogFormat, Objects, Parsed, Rec};
+use super::log::{build, LogFormat, Objects, Parsed, NOT_BUILT};
 use super::obj::Obj;
 use super::stream::LogText;
 
@@ -22,8 +22,7 @@ pub(crate) enum Step {
 pub(crate) struct Lines<'a> {
     text: LogText<'a>,
     format: LogFormat,
-    records: Vec<Rec>,
-    keys: Vec<Box<str>>,
+    parsed: Parsed,
     /// The list handed to snippets, once one asked for it.
     list: Option<Obj>,
     objects: Objects,
@@ -34,8 +33,7 @@ impl<'a> Lines<'a> {
         Lines {
             text,
             format,
-            records: parsed.records,
-            keys: parsed.keys,
+            parsed,
             list: None,
             objects: Objects::default(),
         }
@@ -43,7 +41,7 @@ impl<'a> Lines<'a> {
 
     /// Which of the log's distinct keys `wanted` holds for, by key number.
     pub(crate) fn wanted_keys(&self, wanted: impl Fn(&str) -> bool) -> Vec<bool> {
-        self.keys.iter().map(|k| wanted(k)).collect()
+        self.parsed.keys.iter().map(|k| wanted(k)).collect()
     }
 
     /// How many lines a pass visits.
@@ -51,13 +49,13 @@ impl<'a> Lines<'a> {
         match &self.list {
             Some(Obj::List(l)) => l.borrow().len(),
             Some(_) => 0,
-            None => self.records.len(),
+            None => self.parsed.records.len(),
         }
     }
 
     fn built(&mut self, i: usize) -> Result<Obj, String> {
-        let rec = &mut self.records[i];
-        if let Some(o) = &rec.built {
+        let rec = &self.parsed.records[i];
+        if let Some(o) = self.parsed.object(rec) {
             return Ok(o.clone());
         }
         let o = self
@@ -66,7 +64,7 @@ impl<'a> Lines<'a> {
             .map_err(|e| format!("the log cannot be read again: {e}"))
             .and_then(|line| build(&line, rec, self.format, &mut self.objects))
             .map_err(|e| format!("{e} (the record on line {} of the log)", rec.phys))?;
-        rec.built = Some(o.clone());
+        self.parsed.keep(i, o.clone());
         Ok(o)
     }
 
@@ -75,7 +73,7 @@ impl<'a> Lines<'a> {
         if let Some(l) = &self.list {
             return Ok(l.clone());
         }
-        let all = (0..self.records.len())
+        let all = (0..self.parsed.records.len())
             .map(|i| self.built(i))
             .collect::<Result<Vec<Obj>, String>>()?;
         let list = Obj::list(all);
@@ -92,10 +90,10 @@ impl<'a> Lines<'a> {
                 _ => Step::End,
             });
         }
-        let Some(rec) = self.records.get(i) else {
+        let Some(rec) = self.parsed.records.get(i) else {
             return Ok(Step::End);
         };
-        if rec.built.is_none() && !wanted[rec.key as usize] {
+        if rec.built == NOT_BUILT && !wanted[rec.key as usize] {
             return Ok(Step::Skip);
         }
         self.built(i).map(Step::Line)

@@ -72,16 +72,21 @@ pub(crate) struct BadLine {
 
 /// A record as the parse keeps it: where its text is, and its key. Its Python object is built
 /// when a rule first reads it (see `lines`), or at parse time where the record is anything but
-/// the common form (then `built` holds it).
+/// the common form; `built` then says where in [`Parsed::built`] it is. Forty bytes, one per
+/// record of the log: the one part of a check that grows with every record.
 pub(crate) struct Rec {
     pub(crate) phys: usize,
-    pub(crate) lineno: i128,
+    pub(crate) lineno: u64,
     /// The stripped record's byte range in the log (ASCII text).
     pub(crate) span: (usize, usize),
     /// The key's number in [`Parsed::keys`]; [`BUILT`] for a record built at parse time.
     pub(crate) key: u32,
-    pub(crate) built: Option<Obj>,
+    /// Its object's place in [`Parsed::built`]; [`NOT_BUILT`] before it is built.
+    pub(crate) built: u32,
 }
+
+/// [`Rec::built`] of a record not built yet.
+pub(crate) const NOT_BUILT: u32 = u32::MAX;
 
 /// How many unparsable lines are kept to be listed one by one.
 pub(crate) const MAX_BAD_LINES: usize = 100;
@@ -101,6 +106,22 @@ pub(crate) struct Parsed {
     pub(crate) error_count: usize,
     /// Where and why the official parser raises (the check ends there).
     pub(crate) crash: Option<(usize, String)>,
+    /// The objects of the records built, in the order they were.
+    pub(crate) built: Vec<Obj>,
+}
+
+impl Parsed {
+    /// The object of `rec`, when it is built.
+    pub(crate) fn object(&self, rec: &Rec) -> Option<&Obj> {
+        self.built.get(rec.built as usize)
+    }
+
+    /// Keeps `obj` as the object of record `i`.
+    pub(crate) fn keep(&mut self, i: usize, obj: Obj) {
+        // Four billion objects would not fit in memory first.
+        self.records[i].built = u32::try_from(self.built.len()).unwrap_or(NOT_BUILT - 1);
+        self.built.push(obj);
+    }
 }
 
 /// Python's `str.strip()` whitespace.
@@ -139,7 +160,7 @@ pub(crate) struct Scan<'w> {
     build_now: Vec<bool>,
     wanted: &'w dyn Fn(&str) -> bool,
     objects: Objects,
-    lineno: i128,
+    lineno: u64,
     /// Line breaks before the piece being read.
     breaks: usize,
     /// The shapes of the records walked.
@@ -158,6 +179,7 @@ impl<'w> Scan<'w> {
                 errors: Vec::new(),
                 error_count: 0,
                 crash: None,
+                built: Vec::new(),
             },
             numbers: Default::default(),
             build_now: Vec::new(),
@@ -200,17 +222,20 @@ impl<'w> Scan<'w> {
             if let Some(key) = key {
                 // The common form: kept as its place in the log and its key.
                 let start = offset + (stripped.as_ptr() as usize - piece.as_ptr() as usize);
-                let mut rec = Rec {
+                self.out.records.push(Rec {
                     phys,
                     lineno: self.lineno,
                     span: (start, start + stripped.len()),
                     key,
-                    built: None,
-                };
+                    built: NOT_BUILT,
+                });
                 if self.build_now[key as usize] {
-                    rec.built = build(stripped, &rec, self.format, &mut self.objects).ok();
+                    let i = self.out.records.len() - 1;
+                    let rec = &self.out.records[i];
+                    if let Ok(obj) = build(stripped, rec, self.format, &mut self.objects) {
+                        self.out.keep(i, obj);
+                    }
                 }
-                self.out.records.push(rec);
                 self.lineno += 1;
                 continue;
             }
@@ -228,8 +253,9 @@ impl<'w> Scan<'w> {
                         lineno: self.lineno,
                         span: (0, 0),
                         key: BUILT,
-                        built: Some(obj),
-                    })
+                        built: NOT_BUILT,
+                    });
+                    self.out.keep(self.out.records.len() - 1, obj);
                 }
                 Err(Fail::Value(message)) => {
                     self.out.error_count += 1;
@@ -297,7 +323,7 @@ fn line_obj(
     ts: f64,
     key: Obj,
     value: Obj,
-    lineno: i128,
+    lineno: u64,
     phys: usize,
     format: LogFormat,
 ) -> Obj {
@@ -306,7 +332,7 @@ fn line_obj(
         timestamp: Obj::Float(ts),
         key,
         value,
-        lineno: Obj::Int(lineno),
+        lineno: Obj::Int(lineno.into()),
         phys,
         mutable: format == LogFormat::JsonDataclass,
     })))
@@ -529,8 +555,8 @@ fn json_line(s: &str, token_len: usize) -> Result<(f64, Obj, Obj), Fail> {
 mod tests {
     use super::*;
 
-    fn get(log: &[u8], rec: &Rec, format: LogFormat) -> LogLine {
-        let obj = match &rec.built {
+    fn get(log: &[u8], p: &Parsed, rec: &Rec, format: LogFormat) -> LogLine {
+        let obj = match p.object(rec) {
             Some(o) => o.clone(),
             None => build(
                 &log[rec.span.0..rec.span.1],
@@ -553,10 +579,10 @@ mod tests {
         let p = parse(log, LogFormat::JsonDataclass);
         assert_eq!(p.records.len(), 1);
         assert!(
-            p.records[0].built.is_none(),
+            p.object(&p.records[0]).is_none(),
             "the common form is built on demand"
         );
-        let l = get(log, &p.records[0], LogFormat::JsonDataclass);
+        let l = get(log, &p, &p.records[0], LogFormat::JsonDataclass);
         assert_eq!(l.phys, 2);
         assert_eq!(l.key.to_str(), "a");
         assert_eq!(l.timestamp.as_f64(), Some(5.0));
@@ -571,7 +597,7 @@ mod tests {
         let p = parse(text, LogFormat::TextLine);
         assert_eq!(p.records.len(), 1);
         assert_eq!(p.errors.len(), 1);
-        assert!(!get(text, &p.records[0], LogFormat::TextLine).mutable);
+        assert!(!get(text, &p, &p.records[0], LogFormat::TextLine).mutable);
         // A duplicated field, a key that is no string: the parser's own path, as Python reads them.
         let odd = b":::MLLOG {\"key\": \"a\", \"key\": 7, \"value\": 1, \"time_ms\": 5, \"metadata\": {}}\n";
         let p = parse(odd, LogFormat::JsonDataclass);
@@ -580,7 +606,7 @@ mod tests {
             1
         );
         assert_eq!(
-            get(odd, &p.records[0], LogFormat::JsonDataclass)
+            get(odd, &p, &p.records[0], LogFormat::JsonDataclass)
                 .key
                 .as_int(),
             Some(7)
@@ -598,8 +624,8 @@ mod tests {
         for body in bodies {
             let line = format!(":::MLLOG {body}");
             let p = parse(line.as_bytes(), LogFormat::JsonDataclass);
-            assert!(p.records[0].built.is_none(), "{body}");
-            let fast = get(line.as_bytes(), &p.records[0], LogFormat::JsonDataclass);
+            assert!(p.object(&p.records[0]).is_none(), "{body}");
+            let fast = get(line.as_bytes(), &p, &p.records[0], LogFormat::JsonDataclass);
             let Ok((ts, key, value)) = json_line(&line, LogFormat::JsonDataclass.token().len())
             else {
                 panic!("{body}")
@@ -664,7 +690,7 @@ mod tests {
                 .iter()
                 .map(|r| {
                     let key = p.keys.get(r.key as usize).map(|k| k.to_string());
-                    (r.phys, r.lineno, r.span, key, r.built.is_some())
+                    (r.phys, r.lineno, r.span, key, p.object(r).is_some())
                 })
                 .collect::<Vec<_>>()
         };
@@ -679,5 +705,11 @@ mod tests {
         assert_eq!(errors(&seen), errors(&walked));
         assert_eq!(seen.error_count, walked.error_count);
         assert!(seen.error_count >= 30, "{}", seen.error_count);
+    }
+
+    #[test]
+    fn a_record_kept_for_every_line_is_forty_bytes() {
+        // What a check holds for each record of the log, however long the log.
+        assert_eq!(std::mem::size_of::<Rec>(), 40);
     }
 }
