@@ -118,9 +118,13 @@ impl Parsed {
 
     /// Keeps `obj` as the object of record `i`.
     pub(crate) fn keep(&mut self, i: usize, obj: Obj) {
-        // Four billion objects would not fit in memory first.
-        self.records[i].built = u32::try_from(self.built.len()).unwrap_or(NOT_BUILT - 1);
-        self.built.push(obj);
+        // Past four billion objects (which no memory holds) one would be built again instead.
+        if let Ok(at) = u32::try_from(self.built.len()) {
+            if at != NOT_BUILT {
+                self.records[i].built = at;
+                self.built.push(obj);
+            }
+        }
     }
 }
 
