@@ -74,20 +74,35 @@ impl Shape {
         };
         let mut rest = body;
         for part in parts {
-            let Some(after) = rest.strip_prefix(&part[..]) else {
-                return false;
-            };
-            let mut w = Walk {
-                b: after,
-                i: 0,
-                numbers: None,
-            };
-            if w.number_text().is_none() {
+            if !starts_with(rest, part) {
                 return false;
             }
-            rest = &after[w.i..];
+            let after = &rest[part.len()..];
+            let Some((len, _)) = number_len(after) else {
+                return false;
+            };
+            rest = &after[len..];
         }
         rest == &last[..]
+    }
+}
+
+/// Whether `b` starts with `part`. Most of a shape's parts are a few bytes (`, "step": `),
+/// for which a call to `memcmp` costs more than the comparison.
+fn starts_with(b: &[u8], part: &[u8]) -> bool {
+    let Some(b) = b.get(..part.len()) else {
+        return false;
+    };
+    let word =
+        |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or_default());
+    match part.len() {
+        0..8 => b.iter().zip(part).all(|(x, y)| x == y),
+        // Two words that overlap in the middle cover it.
+        8..=16 => {
+            let last = part.len() - 8;
+            word(b, 0) == word(part, 0) && word(b, last) == word(part, last)
+        }
+        _ => b == part,
     }
 }
 
@@ -221,19 +236,60 @@ fn quote(b: &[u8]) -> Option<usize> {
     )
 }
 
-/// How many ASCII digits `b` starts with; `b` is ASCII, as `head` checks before any walk.
+/// How many ASCII digits `b` starts with, eight bytes at a time. Numbers are most of what a
+/// record of a shape seen before is checked for, and most are a dozen digits or more (times,
+/// floats), so this is the hottest loop of a large log's scan.
 fn digits(b: &[u8]) -> usize {
-    first(
-        b,
-        |word| {
-            // With every byte below 0x80 no sum carries into the next byte: a byte's high
-            // bit is set by adding 0x50 when it is at least `0`, and by adding 0x46 when it
-            // is above `9`.
-            !word.wrapping_add(ONES * 0x50) | word.wrapping_add(ONES * 0x46)
-        },
-        |c| !c.is_ascii_digit(),
-    )
-    .unwrap_or(b.len())
+    let mut n = 0;
+    while let Some(word) = b.get(n..n + 8) {
+        let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        // A digit's high bit stays clear after adding 0x50 (it is at least `0`) and clear
+        // after adding 0x46 (it is at most `9`); the first other byte has it set by one of
+        // the two. Bytes before it are digits, so no sum carries into it (a false flag can
+        // only follow a true one).
+        let flagged = (!word.wrapping_add(ONES * 0x50) | word.wrapping_add(ONES * 0x46)) & HIGH;
+        if flagged != 0 {
+            return n + (flagged.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + b[n..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
+/// The length of the number of JSON's grammar that `b` starts with,
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, and whether it has a fraction or an
+/// exponent. A function of a slice rather than a method of the walk, so that it is inlined
+/// into a shape's comparison, where most of a large log's numbers are read.
+#[inline]
+fn number_len(b: &[u8]) -> Option<(usize, bool)> {
+    let mut i = usize::from(b.first() == Some(&b'-'));
+    let n = digits(&b[i..]);
+    if n == 0 || (b[i] == b'0' && n > 1) {
+        return None;
+    }
+    i += n;
+    let mut float = false;
+    if b.get(i) == Some(&b'.') {
+        let n = digits(&b[i + 1..]);
+        if n == 0 {
+            return None;
+        }
+        i += 1 + n;
+        float = true;
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        let n = digits(&b[i..]);
+        if n == 0 {
+            return None;
+        }
+        i += n;
+        float = true;
+    }
+    Some((i, float))
 }
 
 struct Walk<'a> {
@@ -276,12 +332,6 @@ impl<'a> Walk<'a> {
         Some(&rest[..len])
     }
 
-    fn digits(&mut self) -> usize {
-        let n = digits(&self.b[self.i..]);
-        self.i += n;
-        n
-    }
-
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; whether it has a fraction or an
     /// exponent.
     fn number(&mut self) -> Option<bool> {
@@ -294,32 +344,8 @@ impl<'a> Walk<'a> {
     }
 
     fn number_text(&mut self) -> Option<bool> {
-        if self.peek() == Some(b'-') {
-            self.i += 1;
-        }
-        let first = self.peek()?;
-        let n = self.digits();
-        if n == 0 || (first == b'0' && n > 1) {
-            return None;
-        }
-        let mut float = false;
-        if self.peek() == Some(b'.') {
-            float = true;
-            self.i += 1;
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            float = true;
-            self.i += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.i += 1;
-            }
-            if self.digits() == 0 {
-                return None;
-            }
-        }
+        let (len, float) = number_len(&self.b[self.i..])?;
+        self.i += len;
         Some(float)
     }
 
@@ -407,17 +433,104 @@ impl<'a> Walk<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{digits, head_key, head_shape, quote};
+    use super::{digits, head_key, head_shape, number_len, quote, starts_with};
 
     #[test]
     fn counts_the_leading_digits_at_any_length() {
         for len in 0..40 {
-            for stop in [b'/', b':', b'.', b'e', b' ', b'~', b'"'] {
+            for stop in [b'/', b':', b'.', b'e', b' ', b'~', b'"', 0x80, 0xba, 0xff] {
                 let mut b: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
                 assert_eq!(digits(&b), len);
                 b.push(stop);
                 b.extend_from_slice(b"12345678");
                 assert_eq!(digits(&b), len, "{len} {}", stop as char);
+            }
+        }
+    }
+
+    /// JSON's number grammar read one byte at a time: the length of the longest number `b`
+    /// starts with as the walk reads it (greedy, then valid or not), and whether it is a float.
+    fn number_by_bytes(b: &[u8]) -> Option<(usize, bool)> {
+        let run = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let mut i = usize::from(b.first() == Some(&b'-'));
+        let int = run(i);
+        if int == 0 || (b[i] == b'0' && int > 1) {
+            return None;
+        }
+        i += int;
+        let mut float = false;
+        if b.get(i) == Some(&b'.') {
+            let frac = run(i + 1);
+            if frac == 0 {
+                return None;
+            }
+            i += 1 + frac;
+            float = true;
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            let exp = run(i);
+            if exp == 0 {
+                return None;
+            }
+            i += exp;
+            float = true;
+        }
+        Some((i, float))
+    }
+
+    #[test]
+    fn reads_a_number_as_its_grammar_does() {
+        // Every string of up to five of these bytes, then the same with long digit runs.
+        let alphabet = b"-0123.eE+x";
+        let mut cases: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..5 {
+            let longer: Vec<Vec<u8>> = cases
+                .iter()
+                .filter(|c| c.len() == cases.last().map_or(0, Vec::len))
+                .flat_map(|c| {
+                    alphabet.iter().map(move |&b| {
+                        let mut c = c.clone();
+                        c.push(b);
+                        c
+                    })
+                })
+                .collect();
+            cases.extend(longer);
+        }
+        for case in &cases {
+            let long: Vec<u8> = case
+                .iter()
+                .flat_map(|&b| match b {
+                    b'1' => b"1234567890123".to_vec(),
+                    b => vec![b],
+                })
+                .collect();
+            for b in [case, &long] {
+                assert_eq!(
+                    number_len(b),
+                    number_by_bytes(b),
+                    "{:?}",
+                    String::from_utf8_lossy(b)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn compares_a_prefix_of_any_length() {
+        let text: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for len in 0..=text.len() {
+            let part = &text[..len];
+            assert!(starts_with(&text, part), "{len}");
+            assert!(!starts_with(&text[..len.saturating_sub(1)], part) || len == 0);
+            for at in 0..len {
+                let mut other = part.to_vec();
+                other[at] ^= 0x20;
+                assert!(!starts_with(&text, &other), "{len} {at}");
             }
         }
     }
