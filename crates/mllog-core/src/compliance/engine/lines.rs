@@ -8,16 +8,6 @@ use super::log::{build, LogFormat, Objects, Parsed, NOT_BUILT};
 use super::obj::Obj;
 use super::stream::LogText;
 
-/// What the pass reads at a position.
-pub(crate) enum Step {
-    /// Past the end.
-    End,
-    /// A record no rule of the file reads.
-    Skip,
-    /// The record's `LogLine`.
-    Line(Obj),
-}
-
 /// The records of one log.
 pub(crate) struct Lines<'a> {
     text: LogText<'a>,
@@ -81,21 +71,34 @@ impl<'a> Lines<'a> {
         Ok(list)
     }
 
-    /// The line at `i`, built when `wanted` (from [`Lines::wanted_keys`]) holds for its key (a
-    /// record already built is always read: its key may have been changed by a snippet).
-    pub(crate) fn get(&mut self, i: usize, wanted: &[bool]) -> Result<Step, String> {
+    /// The first line at `from` or after it and before `end`, with its position: a record is
+    /// read when `wanted` (from [`Lines::wanted_keys`]) holds for its key, or when it was
+    /// built already (a snippet may have changed its key). Records skipped are passed over
+    /// here, in one loop: most of a large log's records are of keys a rule file has no rule
+    /// for.
+    pub(crate) fn next(
+        &mut self,
+        from: usize,
+        end: usize,
+        wanted: &[bool],
+    ) -> Result<Option<(usize, Obj)>, String> {
         if let Some(list) = &self.list {
-            return Ok(match list {
-                Obj::List(l) => l.borrow().get(i).cloned().map_or(Step::End, Step::Line),
-                _ => Step::End,
-            });
+            let Obj::List(l) = list else {
+                return Ok(None);
+            };
+            let l = l.borrow();
+            return Ok(l
+                .get(from)
+                .filter(|_| from < end)
+                .map(|o| (from, o.clone())));
         }
-        let Some(rec) = self.parsed.records.get(i) else {
-            return Ok(Step::End);
+        let end = end.min(self.parsed.records.len());
+        let Some(at) = (from..end).find(|&i| {
+            let rec = &self.parsed.records[i];
+            rec.built != NOT_BUILT || wanted[rec.key as usize]
+        }) else {
+            return Ok(None);
         };
-        if rec.built == NOT_BUILT && !wanted[rec.key as usize] {
-            return Ok(Step::Skip);
-        }
-        self.built(i).map(Step::Line)
+        self.built(at).map(|o| Some((at, o)))
     }
 }

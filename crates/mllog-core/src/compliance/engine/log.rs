@@ -368,13 +368,15 @@ pub(crate) fn build(
         Obj::Float(f) => f,
         _ => f64::NAN,
     };
-    let mut d = Dict::default();
+    let mut d = Dict {
+        entries: Vec::with_capacity(2),
+    };
     d.entries.push((objects.name(b"value"), head.value));
     d.entries.push((objects.name(b"metadata"), head.metadata));
     Ok(line_obj(
         text,
         ts,
-        Obj::str(head.key),
+        objects.name(head.key.as_bytes()),
         Obj::dict(d),
         rec.lineno,
         rec.phys,
@@ -384,21 +386,25 @@ pub(crate) fn build(
 
 /// The objects `json.loads` makes of JSON values (strings here are ASCII without escapes).
 ///
-/// The names of objects' members are made once and shared, as `json.loads` shares a repeated
-/// name within a document: a log repeats a handful of names in every record, and strings
-/// compare by value in the engine (`is` included), so sharing them across records is not
-/// seen by a rule; it spares an allocation and a free per name.
+/// The names of objects' members, records' keys and short string values are made once and
+/// shared, as `json.loads` shares a repeated name within a document: a log repeats a handful
+/// of names and values in every record, and strings compare by value in the engine (`is`
+/// included), so sharing them across records is not seen by a rule; it spares an allocation,
+/// a free and the memory of a copy per string.
 #[derive(Default)]
 pub(crate) struct Objects {
     names: rustc_hash::FxHashMap<Box<[u8]>, Rc<str>>,
 }
+
+/// The longest string value shared between records; a longer one is rarely repeated.
+const MAX_SHARED_LEN: usize = 256;
 
 /// How many distinct member names are kept: a log whose names never repeat (a dict keyed
 /// by some id) does not grow the memo past this.
 const MAX_NAMES: usize = 1024;
 
 impl Objects {
-    /// A member name's string, shared with the earlier records that had it.
+    /// A string, shared with the earlier records that had it.
     fn name(&mut self, text: &[u8]) -> Obj {
         if let Some(s) = self.names.get(text) {
             return Obj::Str(s.clone());
@@ -438,6 +444,11 @@ impl skim::Make for Objects {
     }
 
     fn string(&mut self, text: &[u8]) -> Obj {
+        // Shared as names are: a log repeats its string values (a source file, a status) in
+        // every record.
+        if text.len() <= MAX_SHARED_LEN {
+            return self.name(text);
+        }
         Obj::str(std::str::from_utf8(text).unwrap_or_default())
     }
 

@@ -5,11 +5,9 @@
 //! messages kept as the checker keeps them (one per key, dropped when a later config has a
 //! rule for the key; warnings apart unless `--werror`).
 
-use std::collections::HashMap;
-
 use super::eval::{Env, Names};
 use super::ir::Code;
-use super::lines::{Lines, Step};
+use super::lines::Lines;
 use super::obj::{pretty_json, Dict, Func, Obj, Raise};
 use super::ops::get_item;
 use super::rules::{RuleFile, Snippet};
@@ -246,7 +244,7 @@ impl Run<'_> {
             env.run(&begin.code)
                 .map_err(|e| Crash(format!("{e} (in the BEGIN code of {name})")))?;
         }
-        let index: HashMap<&str, usize> = file
+        let index: rustc_hash::FxHashMap<&str, usize> = file
             .keys
             .iter()
             .enumerate()
@@ -264,11 +262,14 @@ impl Run<'_> {
         let total = lines.len();
         let value_key = Obj::str("value");
         let wanted = lines.wanted_keys(|k| index.contains_key(k));
-        for i in 0..total {
-            let obj = match lines.get(i, &wanted) {
-                Ok(Step::Line(obj)) => obj,
-                Ok(Step::Skip) => continue,
-                Ok(Step::End) => break,
+        let mut from = 0;
+        loop {
+            let obj = match lines.next(from, total, &wanted) {
+                Ok(Some((at, obj))) => {
+                    from = at + 1;
+                    obj
+                }
+                Ok(None) => break,
                 Err(e) => return Err(Crash(e)),
             };
             let line = LineView::of(&obj);
