@@ -243,10 +243,10 @@ fn digits(b: &[u8]) -> usize {
     let mut n = 0;
     while let Some(word) = b.get(n..n + 8) {
         let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
-        // A digit's high bit stays clear after adding 0x50 (it is at least `0`) and clear
-        // after adding 0x46 (it is at most `9`); the first other byte has it set by one of
-        // the two. Bytes before it are digits, so no sum carries into it (a false flag can
-        // only follow a true one).
+        // Adding 0x50 sets a byte's high bit when it is at least `0`, adding 0x46 when it is
+        // above `9`: a digit is flagged by neither (the first sum's bit negated), any other
+        // byte by one of them. Bytes before the first flagged one are digits, so no sum
+        // carries into it (a false flag can only follow a true one).
         let flagged = (!word.wrapping_add(ONES * 0x50) | word.wrapping_add(ONES * 0x46)) & HIGH;
         if flagged != 0 {
             return n + (flagged.trailing_zeros() / 8) as usize;
