@@ -641,7 +641,7 @@ fn inference_under_rules_uses_what_the_source_ships() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("\"resnet\" has rules in no ruleset of the rules read")
+        err.contains("\"resnet\" has rules in no training ruleset of the rules read")
             && err.contains("training rulesets 6.2.0")
             && err.contains(&only.display().to_string()),
         "{err}"

@@ -151,7 +151,12 @@ impl RulesSource {
             .output()
             .map_err(|source| RulesSourceError::Spawn {
                 python: python.into(),
-                source,
+                // Running a folder fails as a permission error: say what it is instead.
+                source: if Path::new(python).is_dir() {
+                    std::io::Error::other("it is a folder, not a Python interpreter")
+                } else {
+                    source
+                },
             })?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut lines = text.lines();

@@ -171,6 +171,25 @@ pub(crate) fn unreadable(
     true
 }
 
+/// Says a file that was read but not checked, `why`: on standard error, and as the file's
+/// item of the JSON and JSON Lines outputs, as [`unreadable`] does. `false` when the output
+/// is gone.
+pub(crate) fn unchecked(
+    format: Format,
+    items: &mut Vec<serde_json::Value>,
+    shown: &str,
+    why: &str,
+) -> bool {
+    eprintln!("mllog: {shown}: {why}");
+    let item = serde_json::json!({ "file": shown, "error": why });
+    match format {
+        Format::Json => items.push(item),
+        Format::Jsonl => return crate::emit(&machine::line(item)),
+        Format::Text => {}
+    }
+    true
+}
+
 /// `mllog check` with the built-in rules (`check_rules` runs it with `--rules`).
 pub fn run(a: Args) -> u8 {
     if let Some(opt) = needs_rules(&a) {
@@ -252,7 +271,7 @@ pub fn run(a: Args) -> u8 {
     progress.finish();
     if a.format == Format::Text && a.files.len() > 1 {
         let unreadable = a.files.len() - checked;
-        let line = diag::closing_line(a.files.len(), failed, unreadable, errors, warnings);
+        let line = diag::closing_line(a.files.len(), failed, unreadable, 0, errors, warnings);
         if !crate::emit(&line) {
             return crate::USAGE_OR_IO;
         }

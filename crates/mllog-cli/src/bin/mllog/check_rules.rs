@@ -127,59 +127,108 @@ impl Engines {
             .filter(|(u, _)| *u == self.usage)
             .map(|(_, r)| r)
             .collect();
-        let words = |have: &[String]| {
-            format!(
-                "{} ({}) has {} rulesets {}",
-                self.src.describe(),
-                dir.display(),
-                self.usage,
-                if have.is_empty() {
-                    "none".into()
-                } else {
-                    have.join(", ")
-                }
-            )
-        };
-        let (ruleset, how) = match benchmark {
+        let words = format!(
+            "{} ({}) has {} rulesets {}",
+            self.src.describe(),
+            dir.display(),
+            self.usage,
+            if have.is_empty() {
+                "none".into()
+            } else {
+                have.join(", ")
+            }
+        );
+        let (i, how) = match benchmark {
             None => {
-                let r = have.last().ok_or_else(|| words(&have))?;
-                (r.clone(), format!("ruleset {r}: the newest of the rules read (the log names no submission_benchmark)"))
+                let r = have.last().ok_or_else(|| words.clone())?.clone();
+                (
+                    self.engine(&dir, &r)?,
+                    format!("ruleset {r}: the newest of the rules read (the log names no submission_benchmark)"),
+                )
             }
             Some(b) => {
-                let allowing: Vec<String> = have
+                let has_file = |usage: &str, r: &str| {
+                    dir.join(format!("{usage}_{r}"))
+                        .join(format!("closed_{b}.yaml"))
+                        .is_file()
+                };
+                let with_file: Vec<String> = have
                     .iter()
-                    .filter(|r| {
-                        dir.join(format!("{}_{r}", self.usage))
-                            .join(format!("closed_{b}.yaml"))
-                            .is_file()
-                    })
+                    .filter(|r| has_file(&self.usage, r))
                     .cloned()
                     .collect();
-                let r = allowing.last().ok_or_else(|| {
+                // A folder may keep the file of a benchmark its round dropped: the round's
+                // own list, its closed_common.yaml check, decides, newest first.
+                let mut refused = Vec::new();
+                let mut chosen = None;
+                for r in with_file.iter().rev() {
+                    let i = self.engine(&dir, r)?;
+                    if self.by_ruleset[i].accepts_benchmark(&b) == Some(false) {
+                        refused.push(r.clone());
+                    } else {
+                        chosen = Some((r.clone(), i));
+                        break;
+                    }
+                }
+                let Some((r, i)) = chosen else {
+                    let elsewhere: Vec<String> = rulesets(&dir)
+                        .into_iter()
+                        .filter(|(u, r)| *u != self.usage && has_file(u, r))
+                        .map(|(u, r)| format!("{u} {r}"))
+                        .collect();
+                    let hint = match elsewhere.first() {
+                        Some(other) => format!(
+                            "; {} {} rules for it: pass --usage {}",
+                            elsewhere.join(", "),
+                            if elsewhere.len() == 1 { "has" } else { "have" },
+                            other.split(' ').next().unwrap_or_default()
+                        ),
+                        None => "; pass --ruleset".into(),
+                    };
+                    let why = if refused.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (the closed_common.yaml of {} does not accept it)",
+                            refused.join(", ")
+                        )
+                    };
+                    return Err(format!(
+                        "the log's submission_benchmark {b:?} has rules in no {} ruleset of the \
+                         rules read{why}: {}{hint}",
+                        self.usage,
+                        words.clone()
+                    ));
+                };
+                let passed = if refused.is_empty() {
+                    String::new()
+                } else {
+                    refused.reverse();
                     format!(
-                        "the log's submission_benchmark {b:?} has rules in no ruleset of the rules \
-                         read: {}; pass --ruleset",
-                        words(&have)
+                        "; the closed_common.yaml of {} does not accept it",
+                        refused.join(", ")
                     )
-                })?;
+                };
                 (
-                    r.clone(),
+                    i,
                     format!(
-                        "ruleset {r}: the newest of the rules read with rules for {b} ({} have them); pass --ruleset for the submission round",
-                        allowing.join(", ")
+                        "ruleset {r}: the newest of the rules read whose round has {b} ({} have rules for it{passed}); pass --ruleset for the submission round",
+                        with_file.join(", ")
                     ),
                 )
             }
         };
-        let i = match self.by_ruleset.iter().position(|e| e.ruleset() == ruleset) {
-            Some(i) => i,
-            None => {
-                let e = RuleEngine::load(&dir, &self.usage, &ruleset).map_err(|e| e.to_string())?;
-                self.by_ruleset.push(e);
-                self.by_ruleset.len() - 1
-            }
-        };
         Ok((&self.by_ruleset[i], Some(how)))
+    }
+
+    /// The position of the engine of `ruleset` in `by_ruleset`, loaded when first needed.
+    fn engine(&mut self, dir: &std::path::Path, ruleset: &str) -> Result<usize, String> {
+        if let Some(i) = self.by_ruleset.iter().position(|e| e.ruleset() == ruleset) {
+            return Ok(i);
+        }
+        let e = RuleEngine::load(dir, &self.usage, ruleset).map_err(|e| e.to_string())?;
+        self.by_ruleset.push(e);
+        Ok(self.by_ruleset.len() - 1)
     }
 }
 
@@ -200,6 +249,21 @@ fn first_benchmark(log: &[u8]) -> Option<String> {
 fn engines(a: &Args, src: Result<RulesSource, String>) -> Result<Engines, String> {
     let src = src?;
     let dir = src.compliance_dir();
+    let usages: std::collections::BTreeSet<String> =
+        rulesets(&dir).into_iter().map(|(u, _)| u).collect();
+    if !usages.contains(&a.usage) {
+        return Err(format!(
+            "no {} rules in {} ({}): it has rules for {}",
+            a.usage,
+            src.describe(),
+            dir.display(),
+            if usages.is_empty() {
+                "no usage".into()
+            } else {
+                usages.into_iter().collect::<Vec<_>>().join(", ")
+            }
+        ));
+    }
     let ruleset = match (&a.ruleset, &a.config) {
         (Some(r), _) => Some(r.clone()),
         (None, Some(_)) => Some(
@@ -287,6 +351,7 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
     let mut worst = crate::OK;
     let mut items = Vec::new();
     let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
+    let mut no_ruleset = 0;
     for path in &a.files {
         let shown = crate::shown(path);
         let input = match Input::open(path) {
@@ -302,8 +367,11 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
         let (engine, how) = match engines.for_log(|| input.first_benchmark()) {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => {
-                eprintln!("mllog: {shown}: {e}");
                 worst = crate::USAGE_OR_IO;
+                no_ruleset += 1;
+                if !crate::check::unchecked(a.format, &mut items, &shown, &e) {
+                    return crate::USAGE_OR_IO;
+                }
                 continue;
             }
             Err(e) => {
@@ -376,11 +444,12 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
         }
     }
     if a.format == Format::Text && a.files.len() > 1 {
-        let unreadable = a.files.len() - checked;
+        let unreadable = a.files.len() - checked - no_ruleset;
         if !crate::emit(&diag::closing_line(
             a.files.len(),
             failed,
             unreadable,
+            no_ruleset,
             errors,
             warnings,
         )) {

@@ -221,11 +221,13 @@ pub fn verdict_line(line: &str, passed: bool) -> String {
     line.replacen(word, &format!("{style}{word}{style:#}"), 1)
 }
 
-/// Cargo's closing line: `Checked N files: …` or `error: …`.
+/// Cargo's closing line: `Checked N files: …` or `error: …`. `no_ruleset`: files read but
+/// not checked, no ruleset of the rules read having rules for them.
 pub fn closing_line(
     files: usize,
     failed: usize,
     unreadable: usize,
+    no_ruleset: usize,
     errors: usize,
     warnings: usize,
 ) -> String {
@@ -235,7 +237,7 @@ pub fn closing_line(
         plural(errors, "error"),
         plural(warnings, "warning")
     );
-    if failed == 0 && unreadable == 0 {
+    if failed == 0 && unreadable == 0 && no_ruleset == 0 {
         let s = Style::new().bold().fg_color(Some(AnsiColor::Green.into()));
         format!(
             "{s}{:>12}{s:#} {}: all compliant ({counts})\n",
@@ -247,6 +249,9 @@ pub fn closing_line(
         let mut what = format!("{failed} of {} not compliant", plural(files, "file"));
         if unreadable > 0 {
             what.push_str(&format!(", {unreadable} unreadable"));
+        }
+        if no_ruleset > 0 {
+            what.push_str(&format!(", {no_ruleset} with no ruleset"));
         }
         format!("{s}error{s:#}: {what} ({counts})\n")
     }

@@ -216,6 +216,18 @@ impl RuleEngine {
         Ok(self)
     }
 
+    /// Whether the ruleset's round has `benchmark`, as its own rules say: the `CHECK`s of
+    /// the `submission_benchmark` rule in `<usage>_<ruleset>/closed_common.yaml`, run on a
+    /// record with that value. A folder may keep the rule file of a benchmark its round has
+    /// dropped (5.1.0 keeps `closed_bert.yaml`); this list is the one a log is checked
+    /// against. `None` when the folder has no such rule, or its check reads more than the
+    /// value.
+    pub fn accepts_benchmark(&self, benchmark: &str) -> Option<bool> {
+        let name = format!("{}_{}/closed_common.yaml", self.usage, self.ruleset);
+        let file = self.lib.file(&name).ok()??;
+        run::checks_hold(&file, "submission_benchmark", obj::Obj::str(benchmark))
+    }
+
     /// The usage (`training`, `hpc`).
     pub fn usage(&self) -> &str {
         &self.usage

@@ -18,6 +18,9 @@ use crate::record::Value;
 pub(crate) struct Raise {
     pub(crate) class: &'static str,
     pub(crate) message: String,
+    /// Raised where Python would not raise, for want of something the engine does not have
+    /// (integers beyond 128 bits, `%`-formatting): the check it happens in has no verdict.
+    pub(crate) limit: bool,
 }
 
 impl Raise {
@@ -25,6 +28,14 @@ impl Raise {
         Raise {
             class,
             message: message.into(),
+            limit: false,
+        }
+    }
+    /// A raise at one of the engine's limits (see [`Raise::limit`]).
+    pub(crate) fn at_limit(class: &'static str, message: impl Into<String>) -> Raise {
+        Raise {
+            limit: true,
+            ..Raise::new(class, message)
         }
     }
     pub(crate) fn type_error(message: impl Into<String>) -> Raise {

@@ -12,7 +12,7 @@ pub(crate) fn raise<T>(class: &'static str, msg: impl Into<String>) -> PyResult<
 
 /// Beyond the engine's integers.
 pub(crate) fn overflow() -> Raise {
-    Raise::new(
+    Raise::at_limit(
         "OverflowError",
         "integer beyond 128 bits (the rule engine's integers stop there)",
     )
@@ -222,10 +222,10 @@ pub(crate) fn binop(op: BinOp, a: &Obj, b: &Obj) -> PyResult<Obj> {
             }
             Ok(Obj::dict(d))
         }
-        (BinOp::Mod, Obj::Str(_), _) => raise(
+        (BinOp::Mod, Obj::Str(_), _) => Err(Raise::at_limit(
             "TypeError",
             "%-formatting is not supported by the rule engine",
-        ),
+        )),
         _ => Err(unsupported_operands(op, a, b)),
     }
 }

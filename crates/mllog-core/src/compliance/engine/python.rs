@@ -24,7 +24,15 @@ pub(crate) fn compile(text: &str, exec: bool) -> Result<Code, Unsupported> {
         // Python raises the SyntaxError when the snippet runs, and the checker reports it there.
         Err(e) => return Ok(Code::SyntaxError(format!("SyntaxError: {}", e.error))),
     };
-    let l = Lower { src };
+    if too_deep_brackets(src, mode) {
+        return Ok(Code::SyntaxError(
+            "SyntaxError: too many nested parentheses".into(),
+        ));
+    }
+    let l = Lower {
+        src,
+        depth: Default::default(),
+    };
     match tree {
         ast::Mod::Expression(e) => Ok(Code::Eval(l.expr(&e.body)?)),
         ast::Mod::Module(m) => Ok(Code::Exec(l.stmts(&m.body)?)),
@@ -116,6 +124,46 @@ pub(crate) fn plain_format(s: &str) -> bool {
 
 struct Lower<'a> {
     src: &'a str,
+    /// How deep the expression being lowered is nested.
+    depth: std::cell::Cell<usize>,
+}
+
+/// How deep an expression may nest. Python compiles a few thousand levels (then raises
+/// RecursionError); lowering, evaluating and dropping a tree recurse once per level, so the
+/// engine stops well within a thread's stack, far beyond any rule file's nesting.
+const MAX_NESTING: usize = 500;
+
+/// How deep brackets may nest: CPython's tokenizer raises "too many nested parentheses"
+/// beyond this.
+const MAX_BRACKETS: usize = 200;
+
+/// Whether `src` nests brackets deeper than Python's tokenizer takes (brackets inside strings
+/// and comments are not counted: the tokens are).
+fn too_deep_brackets(src: &str, mode: Mode) -> bool {
+    use rustpython_parser::Tok;
+    // Cheap first: fewer opening brackets than the limit cannot nest beyond it.
+    if src
+        .bytes()
+        .filter(|b| matches!(b, b'(' | b'[' | b'{'))
+        .count()
+        <= MAX_BRACKETS
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    for tok in rustpython_parser::lexer::lex(src, mode).flatten() {
+        match tok.0 {
+            Tok::Lpar | Tok::Lsqb | Tok::Lbrace => {
+                depth += 1;
+                if depth > MAX_BRACKETS {
+                    return true;
+                }
+            }
+            Tok::Rpar | Tok::Rsqb | Tok::Rbrace => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 type R<T> = Result<T, Unsupported>;
@@ -259,6 +307,20 @@ impl Lower<'_> {
     }
 
     fn expr(&self, e: &ast::Expr) -> R<Expr> {
+        let depth = self.depth.get();
+        if depth >= MAX_NESTING {
+            return Err(self.no(
+                e,
+                format!("an expression nested more than {MAX_NESTING} levels deep"),
+            ));
+        }
+        self.depth.set(depth + 1);
+        let lowered = self.expr_at(e);
+        self.depth.set(depth);
+        lowered
+    }
+
+    fn expr_at(&self, e: &ast::Expr) -> R<Expr> {
         Ok(match e {
             ast::Expr::Constant(c) => Expr::Const(self.constant(e, &c.value)?),
             ast::Expr::Name(n) => {
@@ -354,6 +416,9 @@ impl Lower<'_> {
             if !is_math(&a.value) {
                 let name = a.attr.as_str();
                 let Some(m) = method(name) else {
+                    // What the method is called on is said first when it is itself refused
+                    // (`__import__('os').getcwd()` is refused for `__import__`).
+                    self.expr(&a.value)?;
                     return Err(self.no(e, format!("the method `.{name}()`")));
                 };
                 if !c.keywords.is_empty() {

@@ -63,6 +63,22 @@ pub enum LoadError {
         /// What it has, e.g. `training 5.0.0, hpc 3.0.0`.
         have: String,
     },
+    /// A snippet needed, on a log, what the engine does not have (an integer beyond 128 bits,
+    /// `%`-formatting), where Python goes on: the log has no verdict rather than a wrong one.
+    #[error(
+        "{file}: the {what} `{snippet}` needs what the rule engine does not have ({message}), \
+         so this log has no verdict; the official checker runs it"
+    )]
+    Limit {
+        /// The rule file.
+        file: String,
+        /// Which snippet of it (`CHECK`, `POST`, `BEGIN`, ...).
+        what: String,
+        /// The snippet's text.
+        snippet: String,
+        /// What the engine raised.
+        message: String,
+    },
     /// The package has no log parser for the ruleset (`mlp_parser/ruleset_<digits>.py`).
     #[error("{dir}: no log parser for ruleset {ruleset} (mlp_parser/ruleset_{digits}.py)")]
     NoParser {
@@ -118,9 +134,22 @@ impl RuleFile {
             path: path.into(),
             source,
         })?;
-        // PyYAML reads the file as text in the locale's encoding (UTF-8 here).
-        let text = String::from_utf8_lossy(&text);
-        let doc = yaml::parse(&text).map_err(|e| LoadError::Yaml {
+        // The checker opens the file as UTF-8 text (a byte that is not is its
+        // UnicodeDecodeError), and PyYAML skips a byte-order mark at its start.
+        let text = std::str::from_utf8(&text).map_err(|e| {
+            let at = e.valid_up_to();
+            LoadError::Yaml {
+                path: path.into(),
+                line: 1 + text[..at].iter().filter(|&&b| b == b'\n').count(),
+                message: format!(
+                    "not UTF-8 text: byte {:#04x} (the official checker stops with \
+                     UnicodeDecodeError reading it)",
+                    text[at]
+                ),
+            }
+        })?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let doc = yaml::parse(text).map_err(|e| LoadError::Yaml {
             path: path.into(),
             line: e.line,
             message: e.message,

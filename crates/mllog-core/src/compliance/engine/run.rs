@@ -200,12 +200,7 @@ impl Run<'_> {
     }
 
     fn state(&self) -> Names {
-        let mut g = Names::default();
-        g.insert("enqueue_config".into(), Obj::Func(Func::EnqueueConfig));
-        g.insert("s".into(), Obj::dict(Dict::default()));
-        g.insert("is_integer".into(), Obj::Func(Func::IsInteger));
-        g.insert("math".into(), Obj::Math);
-        g
+        checker_globals()
     }
 
     fn pretty_s(state: &Names) -> Option<String> {
@@ -241,8 +236,9 @@ impl Run<'_> {
                 locals: Some(&mut locals),
                 enqueued: queue,
             };
-            env.run(&begin.code)
-                .map_err(|e| Crash(format!("{e} (in the BEGIN code of {name})")))?;
+            let r = env.run(&begin.code);
+            self.note_limit(&r, "BEGIN", begin, name);
+            r.map_err(|e| Crash(format!("{e} (in the BEGIN code of {name})")))?;
         }
         let index: rustc_hash::FxHashMap<&str, usize> = file
             .keys
@@ -308,14 +304,14 @@ impl Run<'_> {
                     }
                 };
                 // Outside any `try` in the checker: an error here ends the check.
-                let ok = self
-                    .eval_line(&line, &c.code, &mut state, queue)
-                    .map_err(|e| {
-                        Crash(format!(
-                            "{e} (ATLEAST_ONE_CHECK of '{key}' in {name}, line {})",
-                            line.phys
-                        ))
-                    })?;
+                let r = self.eval_line(&line, &c.code, &mut state, queue);
+                self.note_limit(&r, "ATLEAST_ONE_CHECK", c, name);
+                let ok = r.map_err(|e| {
+                    Crash(format!(
+                        "{e} (ATLEAST_ONE_CHECK of '{key}' in {name}, on line {} of the log)",
+                        line.phys
+                    ))
+                })?;
                 if ok.truthy() {
                     atleast[slot].1 += 1;
                 }
@@ -347,8 +343,9 @@ impl Run<'_> {
                     locals: None,
                     enqueued: queue,
                 };
-                env.run(&pre.code)
-                    .map_err(|e| Crash(format!("{e} (in the END PRE code of {name})")))?;
+                let r = env.run(&pre.code);
+                self.note_limit(&r, "END PRE", pre, name);
+                r.map_err(|e| Crash(format!("{e} (in the END PRE code of {name})")))?;
             }
             for c in &end.check {
                 let r = {
@@ -359,6 +356,7 @@ impl Run<'_> {
                     };
                     env.run(&c.code)
                 };
+                self.note_limit(&r, "END CHECK", c, name);
                 let s = Self::pretty_s(&state);
                 match r {
                     Ok(v) if v.truthy() => {}
@@ -429,6 +427,20 @@ impl Run<'_> {
         env.run(code)
     }
 
+    /// Keeps the first raise at one of the engine's limits: the check then has no verdict.
+    fn note_limit(&mut self, r: &Result<Obj, Raise>, what: &str, snippet: &Snippet, file: &str) {
+        if let Err(e) = r {
+            if e.limit && self.load_error.is_none() {
+                self.load_error = Some(super::LoadError::Limit {
+                    file: file.to_string(),
+                    what: what.to_string(),
+                    snippet: snippet.text.trim().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+
     /// `run_check_exec`: PRE or POST.
     fn exec_line(
         &mut self,
@@ -439,7 +451,9 @@ impl Run<'_> {
         action: &str,
         name: &str,
     ) {
-        if let Err(e) = self.eval_line(line, &code.code, state, queue) {
+        let r = self.eval_line(line, &code.code, state, queue);
+        self.note_limit(&r, action, code, name);
+        if let Err(e) = r {
             let key = line.key.to_str();
             self.msgs.put(
                 Finding {
@@ -470,6 +484,7 @@ impl Run<'_> {
         label: &str,
     ) -> Result<(), Crash> {
         let r = self.eval_line(line, &test.code, state, queue);
+        self.note_limit(&r, label, test, name);
         if matches!(&r, Ok(v) if v.truthy()) {
             return Ok(());
         }
@@ -700,6 +715,57 @@ pub(crate) fn parse_findings(msgs: &mut Messages, errors: &[super::log::BadLine]
         "parser".into(),
         "mlp_compliance",
     ));
+}
+
+/// The globals a snippet sees, as the checker's `exec`/`eval` get them: the state dict `s`,
+/// `enqueue_config`, `is_integer` and `math`.
+fn checker_globals() -> Names {
+    let mut g = Names::default();
+    g.insert("enqueue_config".into(), Obj::Func(Func::EnqueueConfig));
+    g.insert("s".into(), Obj::dict(Dict::default()));
+    g.insert("is_integer".into(), Obj::Func(Func::IsInteger));
+    g.insert("math".into(), Obj::Math);
+    g
+}
+
+/// Whether the `CHECK`s of `file`'s rule for `key` all hold for a record whose value is
+/// `value` (and whose metadata is empty): how a ruleset's `closed_common.yaml` says which
+/// benchmarks its round has. `None` when the file has no rule for the key, or a check raises
+/// on such a record (it reads more than the value).
+pub(crate) fn checks_hold(file: &RuleFile, key: &str, value: Obj) -> Option<bool> {
+    let rule = file.keys.iter().find(|k| k.name == key)?;
+    let mut v = Dict::default();
+    v.entries.push((Obj::str("value"), value.clone()));
+    v.entries
+        .push((Obj::str("metadata"), Obj::dict(Dict::default())));
+    let v = Obj::dict(v);
+    let ll = Obj::Line(std::rc::Rc::new(std::cell::RefCell::new(
+        super::obj::LogLine {
+            full_string: Obj::str(""),
+            timestamp: Obj::Float(0.0),
+            key: Obj::str(key),
+            value: v.clone(),
+            lineno: Obj::Int(0),
+            phys: 0,
+            mutable: true,
+        },
+    )));
+    let mut globals = checker_globals();
+    let mut queue = Vec::new();
+    for check in &rule.check {
+        let mut locals = Names::default();
+        locals.insert("ll".into(), ll.clone());
+        locals.insert("v".into(), v.clone());
+        let mut env = Env {
+            globals: &mut globals,
+            locals: Some(&mut locals),
+            enqueued: &mut queue,
+        };
+        if !env.run(&check.code).ok()?.truthy() {
+            return Some(false);
+        }
+    }
+    Some(true)
 }
 
 /// A finding for a crash of the official checker.
