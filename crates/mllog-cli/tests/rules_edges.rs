@@ -218,3 +218,36 @@ fn a_usage_or_a_call_the_rules_cannot_run_is_said_plainly() {
     assert_eq!(code, 2);
     assert!(err.contains("`__import__`"), "{err}");
 }
+
+/// A record's JSON nests as deep as Python's `json.loads` reads it inside the official
+/// checker (about 985 levels; deeper it raises RecursionError): the same verdicts, with the
+/// rules read at run time and built in.
+#[test]
+fn records_nest_as_deep_as_pythons_json_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = example_log(Ruleset::V6_1_0, Benchmark::Llama2_70bLora, Division::Closed).unwrap();
+    for depth in [300, 980, 995] {
+        let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let extra = format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \
+             \"key\": \"deep\", \"value\": {nested}, \"metadata\": {{}}}}\n"
+        );
+        let log = write(tmp.path(), "deep.txt", format!("{extra}{good}"));
+        let (official, text) = common::official_check(&log, "6.1.0", false);
+        assert_eq!(official, depth < 985, "{depth}: {text}");
+        for rules_arg in [Some(rules()), None] {
+            let mut args = vec!["check".to_string()];
+            if let Some(r) = &rules_arg {
+                args.extend(["--rules".into(), r.clone()]);
+            }
+            args.extend(["--ruleset".into(), "6.1.0".into()]);
+            args.push(log.to_string_lossy().into_owned());
+            let (code, out, err) = common::mllog(&args);
+            assert_eq!(
+                code == 0,
+                official,
+                "{depth} {rules_arg:?}: {out}{err}\n{text}"
+            );
+        }
+    }
+}

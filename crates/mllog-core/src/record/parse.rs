@@ -725,6 +725,11 @@ fn metadata_from(fields: Vec<(Str, Value)>) -> Metadata {
     md
 }
 
+/// How deep JSON values may nest: as deep as Python's `json.loads` reads them inside the
+/// official checker, whose recursion limit (1 000 calls) less the calls above the parser leaves
+/// about 985 levels; deeper, Python raises RecursionError, and a record is an error here.
+const MAX_JSON_DEPTH: u32 = 985;
+
 /// Parses JSON as Python's `json.loads` does, `NaN`, `Infinity` and `-Infinity` included.
 /// Duplicate object keys keep the last value, as Python does.
 pub(crate) fn parse_json(text: &str) -> Result<Value, String> {
@@ -773,7 +778,7 @@ impl<'a> Parser<'a> {
 
     fn value(&mut self) -> Result<Value, String> {
         self.depth += 1;
-        if self.depth > 256 {
+        if self.depth > MAX_JSON_DEPTH {
             return self.err("nested too deeply");
         }
         let v = match self.s.get(self.i) {
@@ -820,7 +825,7 @@ impl<'a> Parser<'a> {
     /// same errors) without building it.
     fn skip_value(&mut self) -> Result<(), String> {
         self.depth += 1;
-        if self.depth > 256 {
+        if self.depth > MAX_JSON_DEPTH {
             return self.err("nested too deeply");
         }
         let r = match self.s.get(self.i) {
