@@ -1329,3 +1329,69 @@ fn a_malformed_scaling_json_is_said_not_read_as_one() {
         "{err}"
     );
 }
+
+/// The text of a stable_diffusion log without the CLIP line of the first eval step whose FID
+/// satisfies `pick` (and whose CLIP is logged).
+fn drop_clip(text: &str, pick: impl Fn(f64) -> bool) -> String {
+    let evals: Vec<(usize, Value)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let body = &l[l.find(":::MLLOG ")? + 9..];
+            let v: Value = serde_json::from_str(body).ok()?;
+            (v["key"] == "eval_accuracy").then_some((i, v))
+        })
+        .collect();
+    let metric = |v: &Value, m: &str| v["metadata"]["metric"] == m;
+    let step = |v: &Value| v["metadata"]["samples_count"].as_f64();
+    let target = evals
+        .iter()
+        .filter(|(_, v)| metric(v, "FID") && v["value"].as_f64().is_some_and(&pick))
+        .find_map(|(_, f)| {
+            evals
+                .iter()
+                .find(|(_, c)| metric(c, "CLIP") && step(c) == step(f))
+        })
+        .map(|(i, _)| *i)
+        .expect("an eval step with FID and CLIP");
+    text.lines()
+        .enumerate()
+        .filter(|(i, _)| *i != target)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect()
+}
+
+/// stable_diffusion: CLIP is only looked up for an eval step whose FID is at most 90, as the
+/// official `FID <= 90 and CLIP >= 0.15` does; a step with FID above 90 and no CLIP is just not
+/// a passing step, while one with FID at most 90 and no CLIP is an error for both.
+#[test]
+fn stable_diffusion_clip_is_needed_only_where_fid_passes() {
+    let Some(c) = corpus("stable_diffusion eval steps without CLIP against rcp_checker") else {
+        return;
+    };
+    let sd = c.join("5.0/Dell/results/9xXE9712x4GB200/stable_diffusion");
+    let tmp = tempfile::tempdir().unwrap();
+    let high = tmp.path().join("high/stable_diffusion");
+    copy_dir(&sd, &high);
+    let low = tmp.path().join("low/stable_diffusion");
+    copy_dir(&sd, &low);
+    let edit = |folder: &Path, pick: fn(f64) -> bool| {
+        let f = folder.join("result_0.txt");
+        let text = std::fs::read_to_string(&f).unwrap();
+        std::fs::write(&f, drop_clip(&text, pick)).unwrap();
+    };
+    edit(&high, |fid| fid > 90.0);
+    edit(&low, |fid| fid <= 90.0);
+    let (r, o) = compare_mutation("CLIP missing where FID > 90", &high, "5.0.0", false);
+    assert!(o["crashed"].is_null(), "{o}");
+    assert_eq!(r["passed"], true, "{r}");
+    let (r, o) = compare_mutation("CLIP missing where FID <= 90", &low, "5.0.0", false);
+    assert_eq!(o["crashed"], "KeyError", "{o}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("has FID <= 90 but no CLIP"),
+        "{r}"
+    );
+}

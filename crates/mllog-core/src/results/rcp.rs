@@ -787,17 +787,26 @@ fn read_run_lines(
                 run.converged = true;
                 if run.benchmark.as_deref() == Some("stable_diffusion") {
                     let mut best: Option<f64> = None;
+                    // `FID <= 90 and CLIP >= 0.15`, as Python evaluates it: CLIP is only
+                    // looked up when FID passes, so a step without CLIP whose FID is above
+                    // 90 is just not a passing step.
                     for (step, fid, clip) in &sd {
                         match (fid, clip) {
-                            (Some(f), Some(c)) => {
-                                if *f <= 90.0 && *c >= 0.15 && best.is_none_or(|b| *step < b) {
+                            (Some(f), Some(c)) if *f <= 90.0 => {
+                                if *c >= 0.15 && best.is_none_or(|b| *step < b) {
                                     best = Some(*step);
                                 }
                             }
-                            _ => fail(
+                            (Some(f), None) if *f <= 90.0 => fail(
                                 &mut run,
                                 lineno,
-                                format!("the eval at samples_count {step} lacks FID or CLIP"),
+                                format!("the eval at {sd_step} {step} has FID <= 90 but no CLIP"),
+                            ),
+                            (Some(_), _) => {}
+                            (None, _) => fail(
+                                &mut run,
+                                lineno,
+                                format!("the eval at {sd_step} {step} has no FID"),
                             ),
                         }
                     }
