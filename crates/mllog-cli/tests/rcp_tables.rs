@@ -693,3 +693,142 @@ fn custom_rcps_with_nan_and_infinity_get_the_official_verdicts() {
     }
     assert!(verdicts.0 > 0 && verdicts.1 > 0, "{verdicts:?}");
 }
+
+/// Writes the package's RCP file of another benchmark as a custom file and runs the official
+/// `check_directory` on one folder with it, keeping the warnings it logs.
+const FOREIGN: &str = r#"
+import json, os, sys, logging
+from mlperf_logging.rcp_checker import rcp_checker as rc
+folder, rs, source, path = sys.argv[1:5]
+with open(os.path.join(os.path.dirname(rc.__file__), "training_" + rs, "rcps_%s.json" % source)) as f:
+    data = json.load(f)
+with open(path, "w") as f:
+    json.dump(data, f)
+warned = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        if record.levelno == logging.WARNING:
+            warned.append(record.getMessage().strip())
+root = logging.getLogger()
+root.handlers[:] = [Keep()]
+root.setLevel(logging.INFO)
+with open(path) as f:
+    passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
+print(json.dumps(dict(passed=passed, msg=msg, norm=float(norm), warned=warned)))
+"#;
+
+/// Given one benchmark folder, a custom file whose records are all of another benchmark is
+/// still the folder's table, as the official command uses it (its verdict, message, factor
+/// and warning); checking a system folder, each benchmark the file has no record of is checked
+/// against its own RCPs, and `rcp`, `score` and `verify` say so.
+#[test]
+fn a_custom_file_of_another_benchmark_is_the_table_of_one_folder_and_said_for_several() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "--custom-rcps of another benchmark against rcp_checker",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let rgat = c.join("5.0/Dell/results/XE9680x8H200-SXM-141GB/rgat");
+    let lora = c.join("5.0/AMD/results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora");
+    let src = package();
+    let rules = src.root.display().to_string();
+    let mut messages = std::collections::BTreeSet::new();
+    for (i, (folder, source)) in [
+        (&rgat, "llama31_405b"),
+        (&rgat, "dlrm_dcnv2"),
+        (&lora, "rgat"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = tmp.path().join(format!("{i}_{source}.json"));
+        let o = python(
+            FOREIGN,
+            &[
+                folder.as_os_str(),
+                "5.0.0".as_ref(),
+                source.as_ref(),
+                file.as_os_str(),
+            ],
+        );
+        let what = format!("{} with {source}", folder.display());
+        let (code, doc, err) = rcp_json(&[
+            "--rules".as_ref(),
+            rules.as_ref(),
+            "--ruleset".as_ref(),
+            "5.0.0".as_ref(),
+            "--custom-rcps".as_ref(),
+            file.as_os_str(),
+            folder.as_os_str(),
+        ]);
+        let r = &doc["benchmarks"][0];
+        assert_eq!(r["passed"], o["passed"], "{what}: {doc}{err}");
+        assert_eq!(code, if o["passed"] == true { 0 } else { 1 }, "{what}");
+        assert_eq!(r["official_message"], o["msg"], "{what}");
+        assert_eq!(r["norm_factor"].as_f64(), o["norm"].as_f64(), "{what}");
+        let warning = "RCP in specified json file does not match benchmark name in results.";
+        assert!(
+            o["warned"].as_array().unwrap().iter().any(|w| w == warning),
+            "{what}: {o}"
+        );
+        let decisions = r["decisions"].to_string();
+        assert!(
+            decisions.contains(&warning.replace('"', "\\\"")),
+            "{what}: {decisions}"
+        );
+        messages.insert(o["msg"].as_str().unwrap().to_owned());
+    }
+    assert!(messages.len() >= 2, "{messages:?}");
+    // A submitter folder of two benchmarks, a custom file for one of them: the other is checked
+    // against its own RCPs, as without the file, and each command says so.
+    let submitter = c.join("5.0/tinycorp");
+    let system = submitter.join("results/tinybox_green");
+    let file = tmp.path().join("bert.json");
+    python(
+        FOREIGN,
+        &[
+            system.join("bert").as_os_str(),
+            "5.0.0".as_ref(),
+            "bert".as_ref(),
+            file.as_os_str(),
+        ],
+    );
+    let said = "no record for retinanet, so retinanet is checked against the built-in RCPs";
+    for cmd in ["rcp", "score", "verify"] {
+        let args = |custom: bool| {
+            let mut v: Vec<&std::ffi::OsStr> = vec![cmd.as_ref(), "--ruleset".as_ref()];
+            v.push("5.0.0".as_ref());
+            if custom {
+                v.extend(["--custom-rcps".as_ref(), file.as_os_str()]);
+            }
+            v.push(submitter.as_os_str());
+            v
+        };
+        let (code, out, err) = mllog(args(true));
+        assert!(out.contains(said), "{cmd}: {out}{err}");
+        let (code2, out2, _) = mllog(args(false));
+        assert_eq!(code, code2, "{cmd}");
+        assert!(!out2.contains(said), "{cmd}");
+    }
+    let json = |custom: bool| {
+        let mut v: Vec<&std::ffi::OsStr> = vec!["--ruleset".as_ref(), "5.0.0".as_ref()];
+        if custom {
+            v.extend(["--custom-rcps".as_ref(), file.as_os_str()]);
+        }
+        v.push(submitter.as_os_str());
+        let (_, doc, _) = rcp_json(&v);
+        doc["benchmarks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["benchmark"] == "retinanet")
+            .cloned()
+            .unwrap()
+    };
+    let (with, without) = (json(true), json(false));
+    for k in ["passed", "official_message", "norm_factor", "status"] {
+        assert_eq!(with[k], without[k], "retinanet {k}");
+    }
+}

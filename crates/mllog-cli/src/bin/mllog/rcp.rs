@@ -274,13 +274,18 @@ pub fn run(a: Args) -> u8 {
         eprintln!("mllog rcp: {}", ruleset::no_results_words(&a.dir));
         return crate::USAGE_OR_IO;
     }
-    let (choice, tables) = match choose(&a) {
+    let (choice, mut tables) = match choose(&a) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mllog rcp: {e}");
             return crate::USAGE_OR_IO;
         }
     };
+    // Given one benchmark folder, a custom RCP file is its table, as the official command has
+    // it; checking several, it stands for the benchmarks its records name.
+    if folders == [a.dir.clone()] {
+        tables = std::sync::Arc::new((*tables).clone().custom_for_one_folder());
+    }
     let mut text = choice.text.clone();
     text.insert_str(text.len() - 1, &format!("{}\n", tables.describe()));
     let mut items = Vec::new();
