@@ -832,3 +832,132 @@ fn a_custom_file_of_another_benchmark_is_the_table_of_one_folder_and_said_for_se
         assert_eq!(with[k], without[k], "retinanet {k}");
     }
 }
+
+/// Writes custom RCP files with one odd record each (figures empty, a `Benchmark` that is no
+/// string, `true` as a batch size or figure, a key missing, a string among the figures) for
+/// each real folder and runs `check_directory` with each: one JSON object per case, with the
+/// record changed and the exception's name where the official checker stops with one.
+const ODD_CUSTOM: &str = r#"
+import copy, glob, json, math, os, sys, logging
+logging.disable(logging.CRITICAL)
+import warnings; warnings.simplefilter("ignore")
+from mlperf_logging.rcp_checker import rcp_checker as rc
+work = sys.argv[1]
+folders = json.loads(sys.argv[2])
+out = []
+for i, (folder, rs) in enumerate(folders):
+    files = glob.glob(folder + "/result_*.txt")
+    bs, _, bench = rc.get_submission_epochs(files, rs, False)
+    with open(os.path.join(os.path.dirname(rc.__file__), "training_" + rs, "rcps_%s.json" % bench)) as f:
+        own = json.load(f)
+    key = "samples to converge" if bench in ["llama2_70b_lora", "flux1"] else "Epochs to converge"
+    exact = [k for k in own if own[k]["BS"] == bs]
+    other = [k for k in own if own[k]["BS"] != bs]
+    def put(names, field, value, index=None):
+        def f(d):
+            r = d[names[-1]]
+            if value is KeyError:
+                del r[field]
+            elif index is None:
+                r[field] = value
+            else:
+                r[field][index] = value
+            return names[-1]
+        return f if names else None
+    variants = {
+        "empty_other": put(other, key, []),
+        "empty_exact": put(exact, key, []),
+        "null_benchmark_other": put(other, "Benchmark", None),
+        "null_benchmark_exact": put(exact, "Benchmark", None),
+        "number_benchmark_other": put(other, "Benchmark", 7),
+        "bool_bs_other": put(other, "BS", True),
+        "bool_figure_exact": put(exact, key, True, 1),
+        "no_hyperparams_other": put(other, "Hyperparams", KeyError),
+        "string_figure_other": put(other, key, "1.5", 1),
+    }
+    for name, change in variants.items():
+        if change is None:
+            continue
+        data = copy.deepcopy(own)
+        record = change(data)
+        path = os.path.join(work, "%d_%s.json" % (i, name))
+        with open(path, "w") as f:
+            json.dump(data, f)
+        case = dict(folder=folder, ruleset=rs, variant=name, file=path, record=record)
+        try:
+            with open(path) as f:
+                passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
+            norm = float(norm)
+            case.update(passed=passed, msg=msg, norm=None if math.isnan(norm) or math.isinf(norm) else norm)
+        except Exception as e:
+            case.update(error=type(e).__name__)
+        out.append(case)
+print(json.dumps(out))
+"#;
+
+/// A custom RCP file with an odd record is read as the official checker reads it: what it
+/// computes with (figures empty, a `Benchmark` that is no string, `true` as a number) gives
+/// its verdict, message and factor on every real folder, whether that record is used or not;
+/// what it stops on with an exception (a key missing, a string among the figures) is exit 2
+/// naming the file and the record.
+#[test]
+fn custom_rcps_with_odd_records_get_the_official_verdicts() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "--custom-rcps with odd records against rcp_checker",
+    ) else {
+        return;
+    };
+    let folders = corpus_folders(&c);
+    let tmp = tempfile::tempdir().unwrap();
+    let arg = serde_json::to_string(&folders).unwrap();
+    let Value::Array(cases) = python(ODD_CUSTOM, &[tmp.path().as_os_str(), arg.as_ref()]) else {
+        panic!("not a list")
+    };
+    assert!(cases.len() >= 15 * 7, "{}", cases.len());
+    let (mut verdicts, mut stopped) = ((0, 0), 0);
+    for case in &cases {
+        let what = format!("{} {}", case["folder"], case["variant"]);
+        let file = case["file"].as_str().unwrap();
+        let args: [&std::ffi::OsStr; 5] = [
+            "--ruleset".as_ref(),
+            case["ruleset"].as_str().unwrap().as_ref(),
+            "--custom-rcps".as_ref(),
+            file.as_ref(),
+            case["folder"].as_str().unwrap().as_ref(),
+        ];
+        if case.get("error").is_some() {
+            let mut all = vec!["rcp".as_ref()];
+            all.extend_from_slice(&args);
+            let (code, out, err) = mllog(all);
+            assert_eq!(code, 2, "{what}: {out}{err}");
+            let record = case["record"].as_str().unwrap();
+            assert!(
+                err.contains(file) && err.contains(&format!("{record:?}")),
+                "{what}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+            stopped += 1;
+            continue;
+        }
+        let (code, doc, err) = rcp_json(&args);
+        let r = &doc["benchmarks"][0];
+        assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
+        assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
+        assert_eq!(r["official_message"], case["msg"], "{what}");
+        assert_eq!(
+            r["norm_factor"].as_f64(),
+            case["norm"].as_f64(),
+            "{what}: {doc}"
+        );
+        if case["passed"] == true {
+            verdicts.0 += 1;
+        } else {
+            verdicts.1 += 1;
+        }
+    }
+    assert!(
+        verdicts.0 > 0 && verdicts.1 > 0 && stopped > 0,
+        "{verdicts:?} {stopped}"
+    );
+}

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::rcp_data::{RCP_FILES, SUBMISSION_RUNS};
-use super::rcp_file::{read_rcp_file, RcpFileError, RcpRecord};
+use super::rcp_file::{read_rcp_file, shown_benchmark, RcpFileError, RcpRecord};
 use super::rcp_runs::parse_submission_runs;
 use super::verify_data::PACKAGE_VERSION;
 
@@ -368,18 +368,25 @@ fn custom_warnings(c: &CustomRcps, benchmark: &str) -> Vec<String> {
         .iter()
         .filter(|r| r.benchmark != benchmark)
         .count();
+    // `first_bmark`, as the official loop sets it: the first record's, unless that is "".
+    let mut first = "";
+    let mut several = false;
+    for r in &c.records {
+        if first.is_empty() {
+            first = &r.benchmark;
+        } else if first != r.benchmark {
+            several = true;
+        }
+    }
     let mut warnings = Vec::new();
     if other > 0 {
-        let named: Vec<&str> =
-            c.records
-                .iter()
-                .map(|r| r.benchmark.as_str())
-                .fold(Vec::new(), |mut v, b| {
-                    if !v.contains(&b) {
-                        v.push(b);
-                    }
-                    v
-                });
+        let mut named: Vec<&str> = Vec::new();
+        for r in &c.records {
+            let b = shown_benchmark(&r.benchmark);
+            if !named.contains(&b) {
+                named.push(b);
+            }
+        }
         let mut said = format!(
             "{}: {other} of {} records are not for {benchmark} (records of {}); they stay in \
              the table, as the official checker keeps them (it warns: \"RCP in specified json \
@@ -388,7 +395,7 @@ fn custom_warnings(c: &CustomRcps, benchmark: &str) -> Vec<String> {
             c.records.len(),
             named.join(", ")
         );
-        if named.len() > 1 {
+        if several {
             said.push_str(", \"RCPs in specified json file are for different benchmarks.\"");
         }
         said.push(')');
