@@ -1001,38 +1001,6 @@ fn corpus_conflicting_evidence_is_refused() {
     assert!(err.contains("bert ("), "{err}");
 }
 
-/// Whether `setpriv` can run a command as an unprivileged user here (root reads a mode-000
-/// file, so the test drops to nobody).
-fn as_nobody() -> Option<Vec<String>> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some(Vec::new());
-    }
-    let ok = Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "true",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then(|| {
-        [
-            "setpriv",
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-        ]
-        .map(String::from)
-        .to_vec()
-    })
-}
-
 /// An unreadable result file is a problem naming the file; the inference works from the
 /// readable ones and says so; the rest is reviewed; exit 2.
 #[test]
@@ -1040,7 +1008,7 @@ fn an_unreadable_file_is_said_and_the_rest_reviewed() {
     use mllog_core::compliance::Ruleset;
     use mllog_core::Benchmark;
     use std::os::unix::fs::PermissionsExt;
-    let Some(prefix) = as_nobody() else {
+    let Some(prefix) = support::as_nobody() else {
         println!("skipped: an unreadable result file (running as root without setpriv)");
         return;
     };

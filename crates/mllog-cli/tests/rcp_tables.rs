@@ -961,3 +961,112 @@ fn custom_rcps_with_odd_records_get_the_official_verdicts() {
         "{verdicts:?} {stopped}"
     );
 }
+
+/// `check_directory` on a folder with the RCPs of a package copy (its `rcp_checker` module
+/// loaded from there): the exception's name, or the verdict.
+const FROM_COPY: &str = r#"
+import importlib.util, json, logging, sys
+logging.disable(logging.CRITICAL)
+spec = importlib.util.spec_from_file_location("copied", sys.argv[1] + "/rcp_checker/rcp_checker.py")
+rc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rc)
+try:
+    print(json.dumps(dict(passed=rc.check_directory(sys.argv[2], "training", "6.1.0", False, False, rcp_pass="pruned_rcps")[0])))
+except Exception as e:
+    print(json.dumps(dict(error=type(e).__name__)))
+"#;
+
+/// A package RCP file that cannot be read (mode 000, checked as an unprivileged user) or is a
+/// directory is an I/O error, exit 2, naming the file and saying which, where the official
+/// checker stops with an `OSError` (`PermissionError`, `IsADirectoryError`).
+#[test]
+fn an_unreadable_or_directory_package_rcp_file_is_an_io_error() {
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use std::os::unix::fs::PermissionsExt;
+    let Some(prefix) = support::as_nobody() else {
+        println!("skipped: an unreadable RCP file (running as root without setpriv)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = package_copy(tmp.path());
+    let folder = tmp.path().join("llama2_70b_lora");
+    std::fs::create_dir_all(&folder).unwrap();
+    let log = example_log(
+        Ruleset::V6_1_0,
+        mllog_core::Benchmark::Llama2_70bLora,
+        Division::Closed,
+    )
+    .unwrap();
+    std::fs::write(folder.join("result_0.txt"), log).unwrap();
+    let file = pkg.join("rcp_checker/training_6.1.0/rcps_llama2_70b_lora.json");
+    let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    let walk = |d: &Path| {
+        for e in walkdir(d) {
+            let mode = if e.is_dir() { 0o755 } else { 0o644 };
+            std::fs::set_permissions(&e, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    };
+    open(tmp.path()).unwrap();
+    walk(tmp.path());
+    let py = common::python().display().to_string();
+    let run = |exe: &str, args: &[&str]| {
+        let mut all: Vec<String> = prefix.clone();
+        all.push(exe.into());
+        all.extend(args.iter().map(|s| s.to_string()));
+        let o = Command::new(&all[0]).args(&all[1..]).output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (p, f) = (pkg.display().to_string(), folder.display().to_string());
+    let ours = || {
+        run(
+            env!("CARGO_BIN_EXE_mllog"),
+            &["rcp", "--rules", &p, "--ruleset", "6.1.0", &f],
+        )
+    };
+    let theirs = || {
+        let (_, out, err) = run(&py, &["-c", FROM_COPY, &p, &f]);
+        serde_json::from_str::<Value>(out.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {out}{err}"))
+    };
+    // Readable: a verdict, not an error.
+    let (code, out, err) = ours();
+    assert!(code == 0 || code == 1, "{out}{err}");
+    let t = theirs();
+    assert!(t["error"].is_null(), "{t}");
+    // Unreadable.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let (code, out, err) = ours();
+    assert_eq!(code, 2, "{out}{err}");
+    let named = format!("{}: Permission denied", file.display());
+    assert!(out.contains(&named) && out.contains("ERROR"), "{out}{err}");
+    if !prefix.is_empty() {
+        assert_eq!(theirs()["error"], "PermissionError");
+    }
+    // A directory in its place.
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    open(&file).unwrap();
+    let (code, out, err) = ours();
+    assert_eq!(code, 2, "{out}{err}");
+    let named = format!("{}: a directory, not an RCP file", file.display());
+    assert!(
+        out.contains(&named) && !out.contains("no RCP file"),
+        "{out}{err}"
+    );
+    assert_eq!(theirs()["error"], "IsADirectoryError");
+}
+
+/// Every path under `d` (itself included).
+fn walkdir(d: &Path) -> Vec<PathBuf> {
+    let mut out = vec![d.to_path_buf()];
+    if d.is_dir() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            out.extend(walkdir(&e.path()));
+        }
+    }
+    out
+}

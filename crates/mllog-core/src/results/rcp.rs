@@ -1201,7 +1201,10 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             r.decisions.extend(warnings);
             (table, file)
         }
-        Err(e) => return err(r, e),
+        Err(e) => {
+            r.io_error = e.io;
+            return err(r, e.message);
+        }
     };
     let unit = r.runs.first().map_or("epoch_num", |x| x.unit);
     r.decisions.push(format!(
@@ -1436,13 +1439,29 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     r
 }
 
+/// Why [`table_for`] has no table: where the official checker stops with an exception, in
+/// words naming the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableError {
+    /// What happened, naming the file.
+    pub message: String,
+    /// Whether the RCP file could not be read (an I/O error, not a verdict on the folder).
+    pub io: bool,
+}
+
+impl From<String> for TableError {
+    fn from(message: String) -> TableError {
+        TableError { message, io: false }
+    }
+}
+
 /// The table a check of `benchmark` uses under `opts`: `(table, the file it comes from, what the
 /// official checker warns about it)`; `Err` says, naming the file, where the official checker
 /// stops with an exception instead.
 pub fn table_for(
     opts: &RcpOptions,
     benchmark: &str,
-) -> Result<(RcpTable, String, Vec<String>), String> {
+) -> Result<(RcpTable, String, Vec<String>), TableError> {
     let built;
     let tables = match &opts.tables {
         Some(t) => t.as_ref(),
@@ -1454,7 +1473,8 @@ pub fn table_for(
     let Some(runs) = tables.submission_runs(benchmark) else {
         return Err(format!(
             "{benchmark}: not a benchmark the RCP checker knows (it stops with a KeyError)"
-        ));
+        )
+        .into());
     };
     let data = match tables.records(benchmark) {
         Ok(Some(d)) => d,
@@ -1470,12 +1490,14 @@ pub fn table_for(
             return Err(format!(
                 "no RCP file {file} (the official rcp_checker stops with FileNotFoundError; \
                  --custom-rcps brings RCPs for a benchmark that has none)"
-            ));
+            )
+            .into());
         }
         Err(e) => {
-            return Err(format!(
-                "{e} (the official rcp_checker stops here with an exception)"
-            ))
+            return Err(TableError {
+                message: format!("{e} (the official rcp_checker stops here with an exception)"),
+                io: e.is_io(),
+            })
         }
     };
     let table = RcpTable::from_records(

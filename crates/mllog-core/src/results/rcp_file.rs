@@ -45,6 +45,12 @@ pub enum RcpFileError {
         /// Why.
         source: std::io::Error,
     },
+    /// A directory where the RCP file should be.
+    #[error("{}: a directory, not an RCP file", path.display())]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The file is not JSON.
     #[error("{}: not JSON: {source}", path.display())]
     Json {
@@ -77,6 +83,16 @@ pub fn converge_key(benchmark: &str) -> &'static str {
         "samples to converge"
     } else {
         "Epochs to converge"
+    }
+}
+
+impl RcpFileError {
+    /// Whether the file could not be read (an I/O error, as against its content).
+    pub fn is_io(&self) -> bool {
+        matches!(
+            self,
+            RcpFileError::Io { .. } | RcpFileError::Directory { .. }
+        )
     }
 }
 

@@ -300,8 +300,11 @@ impl RcpTables {
                 })),
             RcpOrigin::Folder { dir, .. } => {
                 let path = dir.join(format!("rcps_{benchmark}.json"));
-                if !path.is_file() {
-                    return Ok(None);
+                match std::fs::metadata(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Ok(m) if m.is_dir() => return Err(RcpFileError::Directory { path }),
+                    // Anything else the read itself says (e.g. permission denied).
+                    _ => {}
                 }
                 let records = read_rcp_file(&path)?;
                 if records.is_empty() {

@@ -32,7 +32,7 @@ its check so far reads \"passing so far\" or \"failing so far\" (no verdict), th
 and it does not change the exit status, also when no forecast can be made (fewer than two \
 converged runs); a finished folder is judged as without --forecast.\n\
 Exit status: 0 every finished folder passes, 1 some finished folder fails, 2 usage or I/O error \
-(an unreadable file or folder, scaling.json not written, or the ruleset cannot be inferred)."
+(an unreadable file or folder, an RCP file that cannot be read or is a directory, scaling.json not written, or the ruleset cannot be inferred)."
 )]
 pub struct Args {
     /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
