@@ -1363,3 +1363,51 @@ fn stable_diffusion_clip_is_needed_only_where_fid_passes() {
         "{r}"
     );
 }
+
+/// An entry named as a result file that is a directory, or a link to nothing, is an I/O error
+/// naming it (exit 2), where the official checker stops opening it (`IsADirectoryError`,
+/// `FileNotFoundError`); never skipped.
+#[test]
+fn a_result_name_that_is_no_file_is_an_io_error() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    for (case, official) in [
+        ("directory", "IsADirectoryError"),
+        ("dangling link", "FileNotFoundError"),
+    ] {
+        let folder = tmp
+            .path()
+            .join(case.replace(' ', "_"))
+            .join("llama2_70b_lora");
+        example_folder(
+            &folder,
+            Ruleset::V6_1_0,
+            Benchmark::Llama2_70bLora,
+            10,
+            |_, l| l.to_owned(),
+        );
+        let odd = folder.join("result_10.txt");
+        if case == "directory" {
+            std::fs::create_dir(&odd).unwrap();
+        } else {
+            std::os::unix::fs::symlink(tmp.path().join("nowhere"), &odd).unwrap();
+        }
+        let o = python(
+            CHECK_DIRECTORY,
+            &[folder.as_os_str(), "6.1.0".as_ref(), "0".as_ref()],
+        );
+        assert_eq!(o["crashed"], official, "{case}: {o}");
+        let (code, out, err) = mllog([
+            "rcp".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{case}: {out}{err}");
+        assert!(
+            out.contains(&format!("{}: ", odd.display())) && out.contains("ERROR"),
+            "{case}: {out}"
+        );
+    }
+}

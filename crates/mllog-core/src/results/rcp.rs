@@ -1069,6 +1069,33 @@ fn files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
     super::score::result_files(folder)
 }
 
+/// The first entry of `folder` named as a result file (`result_*.txt`, as the official glob
+/// matches names) that is not a readable file: a directory, or a link to nothing. The official
+/// checker opens every such name and stops there (`IsADirectoryError`, `FileNotFoundError`).
+fn not_a_file(folder: &Path) -> Option<String> {
+    let mut odd: Vec<(PathBuf, &str)> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("result_") && n.ends_with(".txt")
+        })
+        .filter_map(|e| {
+            let p = e.path();
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => Some((p, "a directory, not a result file")),
+                Ok(m) if !m.is_file() => Some((p, "not a regular file")),
+                Ok(_) => None,
+                Err(_) => Some((p, "a link to nothing, not a result file")),
+            }
+        })
+        .collect();
+    odd.sort();
+    odd.first()
+        .map(|(p, what)| format!("{}: {what}", p.display()))
+}
+
 /// `runs` in the order the folder lists their files (`readdir`, as Python's `glob` takes
 /// them); by name when the folder cannot be listed again.
 fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
@@ -1122,6 +1149,13 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             return err(r, format!("{}: {e}", folder.display()));
         }
     };
+    if let Some(e) = not_a_file(folder) {
+        r.io_error = true;
+        return err(
+            r,
+            format!("{e} (the official rcp_checker stops here with an OSError)"),
+        );
+    }
     if paths.is_empty() {
         return err(r, format!("{}: no result_*.txt", folder.display()));
     }
