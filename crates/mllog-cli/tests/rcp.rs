@@ -1411,3 +1411,66 @@ fn a_result_name_that_is_no_file_is_an_io_error() {
         );
     }
 }
+
+/// The example log's `global_batch_size` value set to `value` (any JSON).
+fn with_batch_size_value(log: &str, value: &Value) -> String {
+    log.lines()
+        .map(|l| {
+            if l.contains("\"key\": \"global_batch_size\"") {
+                let mut v: Value = serde_json::from_str(l.trim_start_matches(":::MLLOG ")).unwrap();
+                v["value"] = value.clone();
+                format!(":::MLLOG {v}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
+}
+
+/// A `global_batch_size` that is a string is said to be no number (a failure, where the
+/// official checker stops with a TypeError), not taken for a missing one; with too many runs
+/// not converged both fail with "Insufficient convergence" first; `true` is the number 1, as
+/// in Python.
+#[test]
+fn a_batch_size_that_is_no_number_is_said() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("string", serde_json::json!("8"), false),
+        ("string, unconverged", serde_json::json!("8"), true),
+        ("true", serde_json::json!(true), false),
+    ];
+    for (i, (case, value, unconverged)) in cases.into_iter().enumerate() {
+        let folder = tmp.path().join(format!("c{i}/llama2_70b_lora"));
+        example_folder(
+            &folder,
+            Ruleset::V6_1_0,
+            Benchmark::Llama2_70bLora,
+            10,
+            |run, l| {
+                let l = with_batch_size_value(l, &value);
+                if unconverged && run < 3 {
+                    l.replace("\"status\": \"success\"", "\"status\": \"aborted\"")
+                } else {
+                    l
+                }
+            },
+        );
+        let (r, o) = compare_mutation(case, &folder, "6.1.0", false);
+        match case {
+            "string" => {
+                assert_eq!(o["crashed"], "TypeError", "{o}");
+                let e = r["error"].as_str().unwrap();
+                assert!(
+                    e.contains("global_batch_size is \"8\", not a number"),
+                    "{r}"
+                );
+            }
+            "string, unconverged" => {
+                assert_eq!(o["msg"], "Insufficient convergence", "{o}");
+            }
+            _ => assert!(o["crashed"].is_null(), "{o}"),
+        }
+    }
+}

@@ -674,9 +674,15 @@ fn read_run_lines(
             match parse() {
                 Ok(j) => {
                     let v = j.get("value").cloned().unwrap_or(J::Null);
-                    run.batch_size = num(&v);
+                    // Python's bool is an int: `true` compares as 1 everywhere after.
+                    run.batch_size = match &v {
+                        J::Bool(b) => Some(f64::from(u8::from(*b))),
+                        other => num(other),
+                    };
                     run.batch_size_text = Some(match &v {
                         J::Number(n) if n.is_f64() => py_float(n.as_f64().unwrap_or(f64::NAN)),
+                        J::Bool(true) => "True".into(),
+                        J::Bool(false) => "False".into(),
                         other => other.to_string(),
                     });
                 }
@@ -1107,6 +1113,28 @@ fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
     v
 }
 
+/// A file's `global_batch_size` as `get_submission_epochs` compares it: a number (`-1` when
+/// the file logs none), or another JSON value by its text (equal only to the same text).
+#[derive(Clone, Debug, PartialEq)]
+enum LoggedBs {
+    Number(f64),
+    Other(String),
+}
+
+impl LoggedBs {
+    fn of(run: &RcpRun) -> LoggedBs {
+        match (run.batch_size, &run.batch_size_text) {
+            (Some(n), _) => LoggedBs::Number(n),
+            (None, Some(t)) => LoggedBs::Other(t.clone()),
+            (None, None) => LoggedBs::Number(-1.0),
+        }
+    }
+
+    fn is_missing(&self) -> bool {
+        *self == LoggedBs::Number(-1.0)
+    }
+}
+
 fn fmt(x: f64) -> String {
     show(x)
 }
@@ -1188,20 +1216,20 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     // get_submission_epochs: batch size and benchmark must agree across the files, taken in the
     // order the official glob lists them, which is the directory's: a file without a batch
     // size (or benchmark) is skipped over when it comes first, a mismatch when it comes later.
-    let mut bs: Option<(f64, Option<String>)> = None;
+    let mut bs: Option<(LoggedBs, Option<String>)> = None;
     let mut bench: Option<String> = None;
     for run in listing_order(folder, &r.runs) {
-        let cur = run.batch_size.unwrap_or(-1.0);
+        let cur = LoggedBs::of(run);
         match &bs {
             None => bs = Some((cur, run.batch_size_text.clone())),
-            Some((b, _)) if *b == -1.0 => bs = Some((cur, run.batch_size_text.clone())),
-            Some((b, _)) if *b != cur => {
+            Some((b, _)) if b.is_missing() => bs = Some((cur, run.batch_size_text.clone())),
+            Some((b, first)) if *b != cur => {
                 let e = format!(
                     "global_batch_size differs between the files ({} has {}, the first had {}); \
                      the official rcp_checker stops with a KeyError",
                     run.file.display(),
                     run.batch_size_text.as_deref().unwrap_or("none"),
-                    py_num(*b)
+                    first.as_deref().unwrap_or("none")
                 );
                 return err(r, e);
             }
@@ -1221,7 +1249,11 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             _ => {}
         }
     }
-    let (bs, bs_text) = bs.unwrap_or((-1.0, None));
+    let (bs, bs_text) = bs.unwrap_or((LoggedBs::Number(-1.0), None));
+    let (bs, not_a_number) = match bs {
+        LoggedBs::Number(n) => (n, None),
+        LoggedBs::Other(t) => (f64::NAN, Some(t)),
+    };
     r.benchmark = bench.clone();
     let Some(benchmark) = bench else {
         return err(
@@ -1273,7 +1305,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             .push("no global_batch_size in the logs: fails before any comparison".into());
         return r;
     }
-    r.batch_size = Some(bs);
+    r.batch_size = not_a_number.is_none().then_some(bs);
     let bs_shown = bs_text.unwrap_or_else(|| py_num(bs));
     let not_converged = r.runs.iter().filter(|x| !x.converged).count();
     let allowance = rejected(&benchmark);
@@ -1298,6 +1330,15 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             "{not_converged} runs did not converge (olympic scoring drops {allowance}): fails"
         ));
         return r;
+    }
+    if let Some(t) = not_a_number {
+        return err(
+            r,
+            format!(
+                "global_batch_size is {t}, not a number (the official rcp_checker stops with a \
+                 TypeError comparing it with the records' batch sizes)"
+            ),
+        );
     }
     let mut subm: Vec<f64> = r.runs.iter().map(|x| x.to_converge).collect();
     let eval = |r: &mut RcpResult, rec: &RcpPoint, subm: &mut Vec<f64>| -> bool {
