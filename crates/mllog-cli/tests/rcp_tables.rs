@@ -1070,3 +1070,58 @@ fn walkdir(d: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// With the package's RCPs, a ruleset not written `X.Y.Z` (`5.0`, `training_5.0.0`) is refused
+/// naming the option (exit 2), as the official `RCP_Checker` refuses it; `5.0.0` is checked.
+#[test]
+fn a_ruleset_not_written_x_y_z_is_refused_with_the_package() {
+    let refuses = r#"
+import json, sys, logging
+logging.disable(logging.CRITICAL)
+from mlperf_logging.rcp_checker import rcp_checker as rc
+out = {}
+for rs in sys.argv[1:]:
+    try:
+        rc.RCP_Checker("training", rs, "llama2_70b_lora", False)
+        out[rs] = False
+    except Exception:
+        out[rs] = True
+print(json.dumps(out))
+"#;
+    let names = ["5.0", "training_5.0.0", "5.0.0"];
+    let args: Vec<&std::ffi::OsStr> = names.iter().map(|s| s.as_ref()).collect();
+    let official = python(refuses, &args);
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("llama2_70b_lora");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("result_0.txt"),
+        ":::MLLOG {\"key\": \"submission_benchmark\", \"value\": \"llama2_70b_lora\", \"metadata\": {}}\n",
+    )
+    .unwrap();
+    let rules = package().root.display().to_string();
+    for rs in names {
+        let (code, out, err) = mllog([
+            "rcp".as_ref(),
+            "--rules".as_ref(),
+            rules.as_ref(),
+            "--ruleset".as_ref(),
+            rs.as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert!(!err.contains("panicked"), "{err}");
+        if official[rs] == true {
+            assert_eq!(code, 2, "{rs}: {out}{err}");
+            assert!(
+                err.contains(&format!("--ruleset {rs:?}")) && err.contains("X.Y.Z"),
+                "{rs}: {err}"
+            );
+        } else {
+            assert!(
+                out.contains(&format!("ruleset {rs} (given)")),
+                "{rs}: {out}{err}"
+            );
+        }
+    }
+    assert_eq!(official["5.0"], true);
+}

@@ -37,7 +37,7 @@ Exit status: 0 every finished folder passes, 1 some finished folder fails, 2 usa
 pub struct Args {
     /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
     /// evidence shown; refused when the evidence does not settle it]. With --rules, any ruleset
-    /// the package has RCPs for.
+    /// the package has RCPs for, written X.Y.Z.
     #[arg(long, value_name = "X.Y.Z")]
     pub ruleset: Option<String>,
     /// Whose RCPs: training, or hpc (with --rules) (the RCP checker's --rcp_usage).
@@ -204,6 +204,17 @@ struct RcpChoice {
 /// The ruleset (a built-in one, given or inferred; with `--rules`, one the package has, given
 /// or inferred among the package's) and its RCP tables.
 fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
+    // The package's RCPs are read from its `<usage>_X.Y.Z` folders, and its checker refuses
+    // any other name; the short forms `from_name` reads are the built-in tables' only.
+    if let Some(name) = a.ruleset.as_deref() {
+        if a.rcps.read_at_run_time() && !Ruleset::is_well_formed(name) {
+            return Err(format!(
+                "--ruleset {name:?}: with RCPs read from a package the ruleset is written \
+                 X.Y.Z (e.g. 5.0.0), as its rcp_checker/<usage>_X.Y.Z folders are named and as \
+                 the official rcp_checker requires"
+            ));
+        }
+    }
     let built_in = a.ruleset.as_deref().map(Ruleset::from_name);
     if a.usage == "training" && a.ruleset.is_none() && a.rcps.read_at_run_time() {
         let src = a.rcps.source().transpose()?.expect("read at run time");
