@@ -572,15 +572,19 @@ fn rcp_score_and_verify_compute_the_same_from_the_package() {
     }
 }
 
-/// Writes custom RCP files holding Python's JSON constants (`NaN`, `Infinity`, `-Infinity`,
-/// which `json.load` accepts) for each real folder and runs `check_directory` with each: one
-/// JSON object per case, a NaN factor as `null`.
-const NAN_CUSTOM: &str = r#"
+/// Writes custom RCP files, each the package's file of the folder's benchmark with one change
+/// (`argv[3]` picks the set: `nan`, Python's JSON constants `NaN`, `Infinity`, `-Infinity`,
+/// which `json.load` accepts; `odd`, one odd record: figures empty, a `Benchmark` that is no
+/// string, `true` as a batch size or figure, a key missing, a string among the figures), for
+/// each real folder, and runs `check_directory` with each: one JSON object per case, with the
+/// record changed, a NaN factor as `null`, and the exception's name where the official
+/// checker stops with one.
+const VARIANT_CUSTOM: &str = r#"
 import copy, glob, json, math, os, sys, logging
 logging.disable(logging.CRITICAL)
 import warnings; warnings.simplefilter("ignore")
 from mlperf_logging.rcp_checker import rcp_checker as rc
-work = sys.argv[1]
+work, kind = sys.argv[1], sys.argv[3]
 folders = json.loads(sys.argv[2])
 out = []
 nan, inf = float("nan"), float("inf")
@@ -598,16 +602,18 @@ for i, (folder, rs) in enumerate(folders):
             if not target:
                 return None
             r = d[target[0]]
-            if index is None:
+            if value is KeyError:
+                del r[field]
+            elif index is None:
                 r[field] = value
             else:
                 r[field][index % len(r[field])] = value
-            return d
+            return target[0]
         return f
     def all_nan(d):
         r = d[(exact or names)[0]]
         r[key] = [nan] * len(r[key])
-        return d
+        return (exact or names)[0]
     variants = {
         "nan_first_exact": put(exact, key, 0, nan),
         "nan_middle_exact": put(exact, key, 3, nan),
@@ -617,15 +623,26 @@ for i, (folder, rs) in enumerate(folders):
         "nan_other": put(other, key, 1, nan),
         "nan_bs_other": put(other, "BS", None, nan),
         "all_nan": all_nan,
+    } if kind == "nan" else {
+        "empty_other": put(other, key, None, []),
+        "empty_exact": put(exact, key, None, []),
+        "null_benchmark_other": put(other, "Benchmark", None, None),
+        "null_benchmark_exact": put(exact, "Benchmark", None, None),
+        "number_benchmark_other": put(other, "Benchmark", None, 7),
+        "bool_bs_other": put(other, "BS", None, True),
+        "bool_figure_exact": put(exact, key, 1, True),
+        "no_hyperparams_other": put(other, "Hyperparams", None, KeyError),
+        "string_figure_other": put(other, key, 1, "1.5"),
     }
     for name, change in variants.items():
-        data = change(copy.deepcopy(own))
-        if data is None:
+        data = copy.deepcopy(own)
+        record = change(data)
+        if record is None:
             continue
         path = os.path.join(work, "%d_%s.json" % (i, name))
         with open(path, "w") as f:
             json.dump(data, f)
-        case = dict(folder=folder, ruleset=rs, variant=name, file=path)
+        case = dict(folder=folder, ruleset=rs, variant=name, file=path, record=record)
         try:
             with open(path) as f:
                 passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
@@ -637,29 +654,59 @@ for i, (folder, rs) in enumerate(folders):
 print(json.dumps(out))
 "#;
 
+/// The cases of [`VARIANT_CUSTOM`] (`kind`: `nan` or `odd`) on every folder of the corpus, in
+/// the temporary folder that holds their files; `None` without the corpus.
+fn variant_cases(kind: &str, what: &str) -> Option<(tempfile::TempDir, Vec<Value>)> {
+    let c = common::corpus("submissions", what)?;
+    let folders = corpus_folders(&c);
+    let tmp = tempfile::tempdir().unwrap();
+    let arg = serde_json::to_string(&folders).unwrap();
+    let args = [tmp.path().as_os_str(), arg.as_ref(), kind.as_ref()];
+    let Value::Array(cases) = python(VARIANT_CUSTOM, &args) else {
+        panic!("not a list")
+    };
+    Some((tmp, cases))
+}
+
+/// `mllog rcp --custom-rcps` on a case the official checker judged: the same verdict, exit
+/// status, message and factor. Whether it passed.
+fn assert_official_verdict(case: &Value) -> bool {
+    let what = format!("{} {}", case["folder"], case["variant"]);
+    let (code, doc, err) = rcp_json(&[
+        "--ruleset".as_ref(),
+        case["ruleset"].as_str().unwrap().as_ref(),
+        "--custom-rcps".as_ref(),
+        case["file"].as_str().unwrap().as_ref(),
+        case["folder"].as_str().unwrap().as_ref(),
+    ]);
+    let r = &doc["benchmarks"][0];
+    assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
+    assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
+    assert_eq!(r["official_message"], case["msg"], "{what}");
+    assert_eq!(
+        r["norm_factor"].as_f64(),
+        case["norm"].as_f64(),
+        "{what}: {doc}"
+    );
+    case["passed"] == true
+}
+
 /// A custom RCP file with `NaN` or `Infinity` among its figures or as a batch size is read as
 /// the official checker reads it (`json.load` takes them), and the verdict, message and factor
 /// of every real folder equal `check_directory`'s with `--custom_rcps`.
 #[test]
 fn custom_rcps_with_nan_and_infinity_get_the_official_verdicts() {
-    let Some(c) = common::corpus(
-        "submissions",
+    let Some((_tmp, cases)) = variant_cases(
+        "nan",
         "--custom-rcps with NaN and Infinity against rcp_checker",
     ) else {
         return;
-    };
-    let folders = corpus_folders(&c);
-    let tmp = tempfile::tempdir().unwrap();
-    let arg = serde_json::to_string(&folders).unwrap();
-    let Value::Array(cases) = python(NAN_CUSTOM, &[tmp.path().as_os_str(), arg.as_ref()]) else {
-        panic!("not a list")
     };
     assert!(cases.len() >= 15 * 6, "{}", cases.len());
     let mut verdicts = (0, 0);
     for case in &cases {
         let what = format!("{} {}", case["folder"], case["variant"]);
-        let file = case["file"].as_str().unwrap();
-        let written = std::fs::read_to_string(file).unwrap();
+        let written = std::fs::read_to_string(case["file"].as_str().unwrap()).unwrap();
         assert!(
             written.contains("NaN") || written.contains("Infinity"),
             "{what}: {written}"
@@ -669,23 +716,7 @@ fn custom_rcps_with_nan_and_infinity_get_the_official_verdicts() {
             "{what}: the official checker stops with {}",
             case["error"]
         );
-        let (code, doc, err) = rcp_json(&[
-            "--ruleset".as_ref(),
-            case["ruleset"].as_str().unwrap().as_ref(),
-            "--custom-rcps".as_ref(),
-            file.as_ref(),
-            case["folder"].as_str().unwrap().as_ref(),
-        ]);
-        let r = &doc["benchmarks"][0];
-        assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
-        assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
-        assert_eq!(r["official_message"], case["msg"], "{what}");
-        assert_eq!(
-            r["norm_factor"].as_f64(),
-            case["norm"].as_f64(),
-            "{what}: {doc}"
-        );
-        if case["passed"] == true {
+        if assert_official_verdict(case) {
             verdicts.0 += 1;
         } else {
             verdicts.1 += 1;
@@ -833,68 +864,6 @@ fn a_custom_file_of_another_benchmark_is_the_table_of_one_folder_and_said_for_se
     }
 }
 
-/// Writes custom RCP files with one odd record each (figures empty, a `Benchmark` that is no
-/// string, `true` as a batch size or figure, a key missing, a string among the figures) for
-/// each real folder and runs `check_directory` with each: one JSON object per case, with the
-/// record changed and the exception's name where the official checker stops with one.
-const ODD_CUSTOM: &str = r#"
-import copy, glob, json, math, os, sys, logging
-logging.disable(logging.CRITICAL)
-import warnings; warnings.simplefilter("ignore")
-from mlperf_logging.rcp_checker import rcp_checker as rc
-work = sys.argv[1]
-folders = json.loads(sys.argv[2])
-out = []
-for i, (folder, rs) in enumerate(folders):
-    files = glob.glob(folder + "/result_*.txt")
-    bs, _, bench = rc.get_submission_epochs(files, rs, False)
-    with open(os.path.join(os.path.dirname(rc.__file__), "training_" + rs, "rcps_%s.json" % bench)) as f:
-        own = json.load(f)
-    key = "samples to converge" if bench in ["llama2_70b_lora", "flux1"] else "Epochs to converge"
-    exact = [k for k in own if own[k]["BS"] == bs]
-    other = [k for k in own if own[k]["BS"] != bs]
-    def put(names, field, value, index=None):
-        def f(d):
-            r = d[names[-1]]
-            if value is KeyError:
-                del r[field]
-            elif index is None:
-                r[field] = value
-            else:
-                r[field][index] = value
-            return names[-1]
-        return f if names else None
-    variants = {
-        "empty_other": put(other, key, []),
-        "empty_exact": put(exact, key, []),
-        "null_benchmark_other": put(other, "Benchmark", None),
-        "null_benchmark_exact": put(exact, "Benchmark", None),
-        "number_benchmark_other": put(other, "Benchmark", 7),
-        "bool_bs_other": put(other, "BS", True),
-        "bool_figure_exact": put(exact, key, True, 1),
-        "no_hyperparams_other": put(other, "Hyperparams", KeyError),
-        "string_figure_other": put(other, key, "1.5", 1),
-    }
-    for name, change in variants.items():
-        if change is None:
-            continue
-        data = copy.deepcopy(own)
-        record = change(data)
-        path = os.path.join(work, "%d_%s.json" % (i, name))
-        with open(path, "w") as f:
-            json.dump(data, f)
-        case = dict(folder=folder, ruleset=rs, variant=name, file=path, record=record)
-        try:
-            with open(path) as f:
-                passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
-            norm = float(norm)
-            case.update(passed=passed, msg=msg, norm=None if math.isnan(norm) or math.isinf(norm) else norm)
-        except Exception as e:
-            case.update(error=type(e).__name__)
-        out.append(case)
-print(json.dumps(out))
-"#;
-
 /// A custom RCP file with an odd record is read as the official checker reads it: what it
 /// computes with (figures empty, a `Benchmark` that is no string, `true` as a number) gives
 /// its verdict, message and factor on every real folder, whether that record is used or not;
@@ -902,59 +871,40 @@ print(json.dumps(out))
 /// naming the file and the record.
 #[test]
 fn custom_rcps_with_odd_records_get_the_official_verdicts() {
-    let Some(c) = common::corpus(
-        "submissions",
-        "--custom-rcps with odd records against rcp_checker",
-    ) else {
+    let Some((_tmp, cases)) =
+        variant_cases("odd", "--custom-rcps with odd records against rcp_checker")
+    else {
         return;
-    };
-    let folders = corpus_folders(&c);
-    let tmp = tempfile::tempdir().unwrap();
-    let arg = serde_json::to_string(&folders).unwrap();
-    let Value::Array(cases) = python(ODD_CUSTOM, &[tmp.path().as_os_str(), arg.as_ref()]) else {
-        panic!("not a list")
     };
     assert!(cases.len() >= 15 * 7, "{}", cases.len());
     let (mut verdicts, mut stopped) = ((0, 0), 0);
     for case in &cases {
-        let what = format!("{} {}", case["folder"], case["variant"]);
-        let file = case["file"].as_str().unwrap();
-        let args: [&std::ffi::OsStr; 5] = [
-            "--ruleset".as_ref(),
-            case["ruleset"].as_str().unwrap().as_ref(),
-            "--custom-rcps".as_ref(),
-            file.as_ref(),
-            case["folder"].as_str().unwrap().as_ref(),
-        ];
-        if case.get("error").is_some() {
-            let mut all = vec!["rcp".as_ref()];
-            all.extend_from_slice(&args);
-            let (code, out, err) = mllog(all);
-            assert_eq!(code, 2, "{what}: {out}{err}");
-            let record = case["record"].as_str().unwrap();
-            assert!(
-                err.contains(file) && err.contains(&format!("{record:?}")),
-                "{what}: {err}"
-            );
-            assert!(!err.contains("panicked"), "{err}");
-            stopped += 1;
+        if case.get("error").is_none() {
+            if assert_official_verdict(case) {
+                verdicts.0 += 1;
+            } else {
+                verdicts.1 += 1;
+            }
             continue;
         }
-        let (code, doc, err) = rcp_json(&args);
-        let r = &doc["benchmarks"][0];
-        assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
-        assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
-        assert_eq!(r["official_message"], case["msg"], "{what}");
-        assert_eq!(
-            r["norm_factor"].as_f64(),
-            case["norm"].as_f64(),
-            "{what}: {doc}"
+        let what = format!("{} {}", case["folder"], case["variant"]);
+        let file = case["file"].as_str().unwrap();
+        let (code, out, err) = mllog([
+            "rcp",
+            "--ruleset",
+            case["ruleset"].as_str().unwrap(),
+            "--custom-rcps",
+            file,
+            case["folder"].as_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{what}: {out}{err}");
+        let record = case["record"].as_str().unwrap();
+        assert!(
+            err.contains(file) && err.contains(&format!("{record:?}")),
+            "{what}: {err}"
         );
-        if case["passed"] == true {
-            verdicts.0 += 1;
-        } else {
-            verdicts.1 += 1;
-        }
+        assert!(!err.contains("panicked"), "{err}");
+        stopped += 1;
     }
     assert!(
         verdicts.0 > 0 && verdicts.1 > 0 && stopped > 0,
