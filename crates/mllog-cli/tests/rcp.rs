@@ -1001,38 +1001,6 @@ fn corpus_conflicting_evidence_is_refused() {
     assert!(err.contains("bert ("), "{err}");
 }
 
-/// Whether `setpriv` can run a command as an unprivileged user here (root reads a mode-000
-/// file, so the test drops to nobody).
-fn as_nobody() -> Option<Vec<String>> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some(Vec::new());
-    }
-    let ok = Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "true",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then(|| {
-        [
-            "setpriv",
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-        ]
-        .map(String::from)
-        .to_vec()
-    })
-}
-
 /// An unreadable result file is a problem naming the file; the inference works from the
 /// readable ones and says so; the rest is reviewed; exit 2.
 #[test]
@@ -1040,7 +1008,7 @@ fn an_unreadable_file_is_said_and_the_rest_reviewed() {
     use mllog_core::compliance::Ruleset;
     use mllog_core::Benchmark;
     use std::os::unix::fs::PermissionsExt;
-    let Some(prefix) = as_nobody() else {
+    let Some(prefix) = support::as_nobody() else {
         println!("skipped: an unreadable result file (running as root without setpriv)");
         return;
     };
@@ -1328,4 +1296,181 @@ fn a_malformed_scaling_json_is_said_not_read_as_one() {
         err.contains("TypeError") && err.contains("rgat/scaling.json"),
         "{err}"
     );
+}
+
+/// The text of a stable_diffusion log without the CLIP line of the first eval step whose FID
+/// satisfies `pick` (and whose CLIP is logged).
+fn drop_clip(text: &str, pick: impl Fn(f64) -> bool) -> String {
+    let evals: Vec<(usize, Value)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let body = &l[l.find(":::MLLOG ")? + 9..];
+            let v: Value = serde_json::from_str(body).ok()?;
+            (v["key"] == "eval_accuracy").then_some((i, v))
+        })
+        .collect();
+    let metric = |v: &Value, m: &str| v["metadata"]["metric"] == m;
+    let step = |v: &Value| v["metadata"]["samples_count"].as_f64();
+    let target = evals
+        .iter()
+        .filter(|(_, v)| metric(v, "FID") && v["value"].as_f64().is_some_and(&pick))
+        .find_map(|(_, f)| {
+            evals
+                .iter()
+                .find(|(_, c)| metric(c, "CLIP") && step(c) == step(f))
+        })
+        .map(|(i, _)| *i)
+        .expect("an eval step with FID and CLIP");
+    text.lines()
+        .enumerate()
+        .filter(|(i, _)| *i != target)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect()
+}
+
+/// stable_diffusion: CLIP is only looked up for an eval step whose FID is at most 90, as the
+/// official `FID <= 90 and CLIP >= 0.15` does; a step with FID above 90 and no CLIP is just not
+/// a passing step, while one with FID at most 90 and no CLIP is an error for both.
+#[test]
+fn stable_diffusion_clip_is_needed_only_where_fid_passes() {
+    let Some(c) = corpus("stable_diffusion eval steps without CLIP against rcp_checker") else {
+        return;
+    };
+    let sd = c.join("5.0/Dell/results/9xXE9712x4GB200/stable_diffusion");
+    let tmp = tempfile::tempdir().unwrap();
+    let high = tmp.path().join("high/stable_diffusion");
+    copy_dir(&sd, &high);
+    let low = tmp.path().join("low/stable_diffusion");
+    copy_dir(&sd, &low);
+    let edit = |folder: &Path, pick: fn(f64) -> bool| {
+        let f = folder.join("result_0.txt");
+        let text = std::fs::read_to_string(&f).unwrap();
+        std::fs::write(&f, drop_clip(&text, pick)).unwrap();
+    };
+    edit(&high, |fid| fid > 90.0);
+    edit(&low, |fid| fid <= 90.0);
+    let (r, o) = compare_mutation("CLIP missing where FID > 90", &high, "5.0.0", false);
+    assert!(o["crashed"].is_null(), "{o}");
+    assert_eq!(r["passed"], true, "{r}");
+    let (r, o) = compare_mutation("CLIP missing where FID <= 90", &low, "5.0.0", false);
+    assert_eq!(o["crashed"], "KeyError", "{o}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("has FID <= 90 but no CLIP"),
+        "{r}"
+    );
+}
+
+/// An entry named as a result file that is a directory, or a link to nothing, is an I/O error
+/// naming it (exit 2), where the official checker stops opening it (`IsADirectoryError`,
+/// `FileNotFoundError`); never skipped.
+#[test]
+fn a_result_name_that_is_no_file_is_an_io_error() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    for (case, official) in [
+        ("directory", "IsADirectoryError"),
+        ("dangling link", "FileNotFoundError"),
+    ] {
+        let folder = tmp
+            .path()
+            .join(case.replace(' ', "_"))
+            .join("llama2_70b_lora");
+        example_folder(
+            &folder,
+            Ruleset::V6_1_0,
+            Benchmark::Llama2_70bLora,
+            10,
+            |_, l| l.to_owned(),
+        );
+        let odd = folder.join("result_10.txt");
+        if case == "directory" {
+            std::fs::create_dir(&odd).unwrap();
+        } else {
+            std::os::unix::fs::symlink(tmp.path().join("nowhere"), &odd).unwrap();
+        }
+        let o = python(
+            CHECK_DIRECTORY,
+            &[folder.as_os_str(), "6.1.0".as_ref(), "0".as_ref()],
+        );
+        assert_eq!(o["crashed"], official, "{case}: {o}");
+        let (code, out, err) = mllog([
+            "rcp".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{case}: {out}{err}");
+        assert!(
+            out.contains(&format!("{}: ", odd.display())) && out.contains("ERROR"),
+            "{case}: {out}"
+        );
+    }
+}
+
+/// The example log's `global_batch_size` value set to `value` (any JSON).
+fn with_batch_size_value(log: &str, value: &Value) -> String {
+    log.lines()
+        .map(|l| {
+            if l.contains("\"key\": \"global_batch_size\"") {
+                let mut v: Value = serde_json::from_str(l.trim_start_matches(":::MLLOG ")).unwrap();
+                v["value"] = value.clone();
+                format!(":::MLLOG {v}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
+}
+
+/// A `global_batch_size` that is a string is said to be no number (a failure, where the
+/// official checker stops with a TypeError), not taken for a missing one; with too many runs
+/// not converged both fail with "Insufficient convergence" first; `true` is the number 1, as
+/// in Python.
+#[test]
+fn a_batch_size_that_is_no_number_is_said() {
+    use mllog_core::compliance::Ruleset;
+    use mllog_core::Benchmark;
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("string", serde_json::json!("8"), false),
+        ("string, unconverged", serde_json::json!("8"), true),
+        ("true", serde_json::json!(true), false),
+    ];
+    for (i, (case, value, unconverged)) in cases.into_iter().enumerate() {
+        let folder = tmp.path().join(format!("c{i}/llama2_70b_lora"));
+        example_folder(
+            &folder,
+            Ruleset::V6_1_0,
+            Benchmark::Llama2_70bLora,
+            10,
+            |run, l| {
+                let l = with_batch_size_value(l, &value);
+                if unconverged && run < 3 {
+                    l.replace("\"status\": \"success\"", "\"status\": \"aborted\"")
+                } else {
+                    l
+                }
+            },
+        );
+        let (r, o) = compare_mutation(case, &folder, "6.1.0", false);
+        match case {
+            "string" => {
+                assert_eq!(o["crashed"], "TypeError", "{o}");
+                let e = r["error"].as_str().unwrap();
+                assert!(
+                    e.contains("global_batch_size is \"8\", not a number"),
+                    "{r}"
+                );
+            }
+            "string, unconverged" => {
+                assert_eq!(o["msg"], "Insufficient convergence", "{o}");
+            }
+            _ => assert!(o["crashed"].is_null(), "{o}"),
+        }
+    }
 }

@@ -572,15 +572,19 @@ fn rcp_score_and_verify_compute_the_same_from_the_package() {
     }
 }
 
-/// Writes custom RCP files holding Python's JSON constants (`NaN`, `Infinity`, `-Infinity`,
-/// which `json.load` accepts) for each real folder and runs `check_directory` with each: one
-/// JSON object per case, a NaN factor as `null`.
-const NAN_CUSTOM: &str = r#"
+/// Writes custom RCP files, each the package's file of the folder's benchmark with one change
+/// (`argv[3]` picks the set: `nan`, Python's JSON constants `NaN`, `Infinity`, `-Infinity`,
+/// which `json.load` accepts; `odd`, one odd record: figures empty, a `Benchmark` that is no
+/// string, `true` as a batch size or figure, a key missing, a string among the figures), for
+/// each real folder, and runs `check_directory` with each: one JSON object per case, with the
+/// record changed, a NaN factor as `null`, and the exception's name where the official
+/// checker stops with one.
+const VARIANT_CUSTOM: &str = r#"
 import copy, glob, json, math, os, sys, logging
 logging.disable(logging.CRITICAL)
 import warnings; warnings.simplefilter("ignore")
 from mlperf_logging.rcp_checker import rcp_checker as rc
-work = sys.argv[1]
+work, kind = sys.argv[1], sys.argv[3]
 folders = json.loads(sys.argv[2])
 out = []
 nan, inf = float("nan"), float("inf")
@@ -598,16 +602,18 @@ for i, (folder, rs) in enumerate(folders):
             if not target:
                 return None
             r = d[target[0]]
-            if index is None:
+            if value is KeyError:
+                del r[field]
+            elif index is None:
                 r[field] = value
             else:
                 r[field][index % len(r[field])] = value
-            return d
+            return target[0]
         return f
     def all_nan(d):
         r = d[(exact or names)[0]]
         r[key] = [nan] * len(r[key])
-        return d
+        return (exact or names)[0]
     variants = {
         "nan_first_exact": put(exact, key, 0, nan),
         "nan_middle_exact": put(exact, key, 3, nan),
@@ -617,15 +623,26 @@ for i, (folder, rs) in enumerate(folders):
         "nan_other": put(other, key, 1, nan),
         "nan_bs_other": put(other, "BS", None, nan),
         "all_nan": all_nan,
+    } if kind == "nan" else {
+        "empty_other": put(other, key, None, []),
+        "empty_exact": put(exact, key, None, []),
+        "null_benchmark_other": put(other, "Benchmark", None, None),
+        "null_benchmark_exact": put(exact, "Benchmark", None, None),
+        "number_benchmark_other": put(other, "Benchmark", None, 7),
+        "bool_bs_other": put(other, "BS", None, True),
+        "bool_figure_exact": put(exact, key, 1, True),
+        "no_hyperparams_other": put(other, "Hyperparams", None, KeyError),
+        "string_figure_other": put(other, key, 1, "1.5"),
     }
     for name, change in variants.items():
-        data = change(copy.deepcopy(own))
-        if data is None:
+        data = copy.deepcopy(own)
+        record = change(data)
+        if record is None:
             continue
         path = os.path.join(work, "%d_%s.json" % (i, name))
         with open(path, "w") as f:
             json.dump(data, f)
-        case = dict(folder=folder, ruleset=rs, variant=name, file=path)
+        case = dict(folder=folder, ruleset=rs, variant=name, file=path, record=record)
         try:
             with open(path) as f:
                 passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
@@ -637,29 +654,59 @@ for i, (folder, rs) in enumerate(folders):
 print(json.dumps(out))
 "#;
 
+/// The cases of [`VARIANT_CUSTOM`] (`kind`: `nan` or `odd`) on every folder of the corpus, in
+/// the temporary folder that holds their files; `None` without the corpus.
+fn variant_cases(kind: &str, what: &str) -> Option<(tempfile::TempDir, Vec<Value>)> {
+    let c = common::corpus("submissions", what)?;
+    let folders = corpus_folders(&c);
+    let tmp = tempfile::tempdir().unwrap();
+    let arg = serde_json::to_string(&folders).unwrap();
+    let args = [tmp.path().as_os_str(), arg.as_ref(), kind.as_ref()];
+    let Value::Array(cases) = python(VARIANT_CUSTOM, &args) else {
+        panic!("not a list")
+    };
+    Some((tmp, cases))
+}
+
+/// `mllog rcp --custom-rcps` on a case the official checker judged: the same verdict, exit
+/// status, message and factor. Whether it passed.
+fn assert_official_verdict(case: &Value) -> bool {
+    let what = format!("{} {}", case["folder"], case["variant"]);
+    let (code, doc, err) = rcp_json(&[
+        "--ruleset".as_ref(),
+        case["ruleset"].as_str().unwrap().as_ref(),
+        "--custom-rcps".as_ref(),
+        case["file"].as_str().unwrap().as_ref(),
+        case["folder"].as_str().unwrap().as_ref(),
+    ]);
+    let r = &doc["benchmarks"][0];
+    assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
+    assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
+    assert_eq!(r["official_message"], case["msg"], "{what}");
+    assert_eq!(
+        r["norm_factor"].as_f64(),
+        case["norm"].as_f64(),
+        "{what}: {doc}"
+    );
+    case["passed"] == true
+}
+
 /// A custom RCP file with `NaN` or `Infinity` among its figures or as a batch size is read as
 /// the official checker reads it (`json.load` takes them), and the verdict, message and factor
 /// of every real folder equal `check_directory`'s with `--custom_rcps`.
 #[test]
 fn custom_rcps_with_nan_and_infinity_get_the_official_verdicts() {
-    let Some(c) = common::corpus(
-        "submissions",
+    let Some((_tmp, cases)) = variant_cases(
+        "nan",
         "--custom-rcps with NaN and Infinity against rcp_checker",
     ) else {
         return;
-    };
-    let folders = corpus_folders(&c);
-    let tmp = tempfile::tempdir().unwrap();
-    let arg = serde_json::to_string(&folders).unwrap();
-    let Value::Array(cases) = python(NAN_CUSTOM, &[tmp.path().as_os_str(), arg.as_ref()]) else {
-        panic!("not a list")
     };
     assert!(cases.len() >= 15 * 6, "{}", cases.len());
     let mut verdicts = (0, 0);
     for case in &cases {
         let what = format!("{} {}", case["folder"], case["variant"]);
-        let file = case["file"].as_str().unwrap();
-        let written = std::fs::read_to_string(file).unwrap();
+        let written = std::fs::read_to_string(case["file"].as_str().unwrap()).unwrap();
         assert!(
             written.contains("NaN") || written.contains("Infinity"),
             "{what}: {written}"
@@ -669,27 +716,362 @@ fn custom_rcps_with_nan_and_infinity_get_the_official_verdicts() {
             "{what}: the official checker stops with {}",
             case["error"]
         );
-        let (code, doc, err) = rcp_json(&[
-            "--ruleset".as_ref(),
-            case["ruleset"].as_str().unwrap().as_ref(),
-            "--custom-rcps".as_ref(),
-            file.as_ref(),
-            case["folder"].as_str().unwrap().as_ref(),
-        ]);
-        let r = &doc["benchmarks"][0];
-        assert_eq!(r["passed"], case["passed"], "{what}: {doc}{err}");
-        assert_eq!(code, if case["passed"] == true { 0 } else { 1 }, "{what}");
-        assert_eq!(r["official_message"], case["msg"], "{what}");
-        assert_eq!(
-            r["norm_factor"].as_f64(),
-            case["norm"].as_f64(),
-            "{what}: {doc}"
-        );
-        if case["passed"] == true {
+        if assert_official_verdict(case) {
             verdicts.0 += 1;
         } else {
             verdicts.1 += 1;
         }
     }
     assert!(verdicts.0 > 0 && verdicts.1 > 0, "{verdicts:?}");
+}
+
+/// Writes the package's RCP file of another benchmark as a custom file and runs the official
+/// `check_directory` on one folder with it, keeping the warnings it logs.
+const FOREIGN: &str = r#"
+import json, os, sys, logging
+from mlperf_logging.rcp_checker import rcp_checker as rc
+folder, rs, source, path = sys.argv[1:5]
+with open(os.path.join(os.path.dirname(rc.__file__), "training_" + rs, "rcps_%s.json" % source)) as f:
+    data = json.load(f)
+with open(path, "w") as f:
+    json.dump(data, f)
+warned = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        if record.levelno == logging.WARNING:
+            warned.append(record.getMessage().strip())
+root = logging.getLogger()
+root.handlers[:] = [Keep()]
+root.setLevel(logging.INFO)
+with open(path) as f:
+    passed, msg, norm = rc.check_directory(folder, "training", rs, False, False, rcp_file=f, rcp_pass="pruned_rcps")
+print(json.dumps(dict(passed=passed, msg=msg, norm=float(norm), warned=warned)))
+"#;
+
+/// Given one benchmark folder, a custom file whose records are all of another benchmark is
+/// still the folder's table, as the official command uses it (its verdict, message, factor
+/// and warning); checking a system folder, each benchmark the file has no record of is checked
+/// against its own RCPs, and `rcp`, `score` and `verify` say so.
+#[test]
+fn a_custom_file_of_another_benchmark_is_the_table_of_one_folder_and_said_for_several() {
+    let Some(c) = common::corpus(
+        "submissions",
+        "--custom-rcps of another benchmark against rcp_checker",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let rgat = c.join("5.0/Dell/results/XE9680x8H200-SXM-141GB/rgat");
+    let lora = c.join("5.0/AMD/results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora");
+    let src = package();
+    let rules = src.root.display().to_string();
+    let mut messages = std::collections::BTreeSet::new();
+    for (i, (folder, source)) in [
+        (&rgat, "llama31_405b"),
+        (&rgat, "dlrm_dcnv2"),
+        (&lora, "rgat"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = tmp.path().join(format!("{i}_{source}.json"));
+        let o = python(
+            FOREIGN,
+            &[
+                folder.as_os_str(),
+                "5.0.0".as_ref(),
+                source.as_ref(),
+                file.as_os_str(),
+            ],
+        );
+        let what = format!("{} with {source}", folder.display());
+        let (code, doc, err) = rcp_json(&[
+            "--rules".as_ref(),
+            rules.as_ref(),
+            "--ruleset".as_ref(),
+            "5.0.0".as_ref(),
+            "--custom-rcps".as_ref(),
+            file.as_os_str(),
+            folder.as_os_str(),
+        ]);
+        let r = &doc["benchmarks"][0];
+        assert_eq!(r["passed"], o["passed"], "{what}: {doc}{err}");
+        assert_eq!(code, if o["passed"] == true { 0 } else { 1 }, "{what}");
+        assert_eq!(r["official_message"], o["msg"], "{what}");
+        assert_eq!(r["norm_factor"].as_f64(), o["norm"].as_f64(), "{what}");
+        let warning = "RCP in specified json file does not match benchmark name in results.";
+        assert!(
+            o["warned"].as_array().unwrap().iter().any(|w| w == warning),
+            "{what}: {o}"
+        );
+        let decisions = r["decisions"].to_string();
+        assert!(
+            decisions.contains(&warning.replace('"', "\\\"")),
+            "{what}: {decisions}"
+        );
+        messages.insert(o["msg"].as_str().unwrap().to_owned());
+    }
+    assert!(messages.len() >= 2, "{messages:?}");
+    // A submitter folder of two benchmarks, a custom file for one of them: the other is checked
+    // against its own RCPs, as without the file, and each command says so.
+    let submitter = c.join("5.0/tinycorp");
+    let system = submitter.join("results/tinybox_green");
+    let file = tmp.path().join("bert.json");
+    python(
+        FOREIGN,
+        &[
+            system.join("bert").as_os_str(),
+            "5.0.0".as_ref(),
+            "bert".as_ref(),
+            file.as_os_str(),
+        ],
+    );
+    let said = "no record for retinanet, so retinanet is checked against the built-in RCPs";
+    for cmd in ["rcp", "score", "verify"] {
+        let args = |custom: bool| {
+            let mut v: Vec<&std::ffi::OsStr> = vec![cmd.as_ref(), "--ruleset".as_ref()];
+            v.push("5.0.0".as_ref());
+            if custom {
+                v.extend(["--custom-rcps".as_ref(), file.as_os_str()]);
+            }
+            v.push(submitter.as_os_str());
+            v
+        };
+        let (code, out, err) = mllog(args(true));
+        assert!(out.contains(said), "{cmd}: {out}{err}");
+        let (code2, out2, _) = mllog(args(false));
+        assert_eq!(code, code2, "{cmd}");
+        assert!(!out2.contains(said), "{cmd}");
+    }
+    let json = |custom: bool| {
+        let mut v: Vec<&std::ffi::OsStr> = vec!["--ruleset".as_ref(), "5.0.0".as_ref()];
+        if custom {
+            v.extend(["--custom-rcps".as_ref(), file.as_os_str()]);
+        }
+        v.push(submitter.as_os_str());
+        let (_, doc, _) = rcp_json(&v);
+        doc["benchmarks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["benchmark"] == "retinanet")
+            .cloned()
+            .unwrap()
+    };
+    let (with, without) = (json(true), json(false));
+    for k in ["passed", "official_message", "norm_factor", "status"] {
+        assert_eq!(with[k], without[k], "retinanet {k}");
+    }
+}
+
+/// A custom RCP file with an odd record is read as the official checker reads it: what it
+/// computes with (figures empty, a `Benchmark` that is no string, `true` as a number) gives
+/// its verdict, message and factor on every real folder, whether that record is used or not;
+/// what it stops on with an exception (a key missing, a string among the figures) is exit 2
+/// naming the file and the record.
+#[test]
+fn custom_rcps_with_odd_records_get_the_official_verdicts() {
+    let Some((_tmp, cases)) =
+        variant_cases("odd", "--custom-rcps with odd records against rcp_checker")
+    else {
+        return;
+    };
+    assert!(cases.len() >= 15 * 7, "{}", cases.len());
+    let (mut verdicts, mut stopped) = ((0, 0), 0);
+    for case in &cases {
+        if case.get("error").is_none() {
+            if assert_official_verdict(case) {
+                verdicts.0 += 1;
+            } else {
+                verdicts.1 += 1;
+            }
+            continue;
+        }
+        let what = format!("{} {}", case["folder"], case["variant"]);
+        let file = case["file"].as_str().unwrap();
+        let (code, out, err) = mllog([
+            "rcp",
+            "--ruleset",
+            case["ruleset"].as_str().unwrap(),
+            "--custom-rcps",
+            file,
+            case["folder"].as_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{what}: {out}{err}");
+        let record = case["record"].as_str().unwrap();
+        assert!(
+            err.contains(file) && err.contains(&format!("{record:?}")),
+            "{what}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        stopped += 1;
+    }
+    assert!(
+        verdicts.0 > 0 && verdicts.1 > 0 && stopped > 0,
+        "{verdicts:?} {stopped}"
+    );
+}
+
+/// `check_directory` on a folder with the RCPs of a package copy (its `rcp_checker` module
+/// loaded from there): the exception's name, or the verdict.
+const FROM_COPY: &str = r#"
+import importlib.util, json, logging, sys
+logging.disable(logging.CRITICAL)
+spec = importlib.util.spec_from_file_location("copied", sys.argv[1] + "/rcp_checker/rcp_checker.py")
+rc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rc)
+try:
+    print(json.dumps(dict(passed=rc.check_directory(sys.argv[2], "training", "6.1.0", False, False, rcp_pass="pruned_rcps")[0])))
+except Exception as e:
+    print(json.dumps(dict(error=type(e).__name__)))
+"#;
+
+/// A package RCP file that cannot be read (mode 000, checked as an unprivileged user) or is a
+/// directory is an I/O error, exit 2, naming the file and saying which, where the official
+/// checker stops with an `OSError` (`PermissionError`, `IsADirectoryError`).
+#[test]
+fn an_unreadable_or_directory_package_rcp_file_is_an_io_error() {
+    use mllog_core::compliance::{example_log, Division, Ruleset};
+    use std::os::unix::fs::PermissionsExt;
+    let Some(prefix) = support::as_nobody() else {
+        println!("skipped: an unreadable RCP file (running as root without setpriv)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = package_copy(tmp.path());
+    let folder = tmp.path().join("llama2_70b_lora");
+    std::fs::create_dir_all(&folder).unwrap();
+    let log = example_log(
+        Ruleset::V6_1_0,
+        mllog_core::Benchmark::Llama2_70bLora,
+        Division::Closed,
+    )
+    .unwrap();
+    std::fs::write(folder.join("result_0.txt"), log).unwrap();
+    let file = pkg.join("rcp_checker/training_6.1.0/rcps_llama2_70b_lora.json");
+    let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    let walk = |d: &Path| {
+        for e in walkdir(d) {
+            let mode = if e.is_dir() { 0o755 } else { 0o644 };
+            std::fs::set_permissions(&e, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    };
+    open(tmp.path()).unwrap();
+    walk(tmp.path());
+    let py = common::python().display().to_string();
+    let run = |exe: &str, args: &[&str]| {
+        let mut all: Vec<String> = prefix.clone();
+        all.push(exe.into());
+        all.extend(args.iter().map(|s| s.to_string()));
+        let o = Command::new(&all[0]).args(&all[1..]).output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (p, f) = (pkg.display().to_string(), folder.display().to_string());
+    let ours = || {
+        run(
+            env!("CARGO_BIN_EXE_mllog"),
+            &["rcp", "--rules", &p, "--ruleset", "6.1.0", &f],
+        )
+    };
+    let theirs = || {
+        let (_, out, err) = run(&py, &["-c", FROM_COPY, &p, &f]);
+        serde_json::from_str::<Value>(out.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {out}{err}"))
+    };
+    // Readable: a verdict, not an error.
+    let (code, out, err) = ours();
+    assert!(code == 0 || code == 1, "{out}{err}");
+    let t = theirs();
+    assert!(t["error"].is_null(), "{t}");
+    // Unreadable.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let (code, out, err) = ours();
+    assert_eq!(code, 2, "{out}{err}");
+    let named = format!("{}: Permission denied", file.display());
+    assert!(out.contains(&named) && out.contains("ERROR"), "{out}{err}");
+    if !prefix.is_empty() {
+        assert_eq!(theirs()["error"], "PermissionError");
+    }
+    // A directory in its place.
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    open(&file).unwrap();
+    let (code, out, err) = ours();
+    assert_eq!(code, 2, "{out}{err}");
+    let named = format!("{}: a directory, not an RCP file", file.display());
+    assert!(
+        out.contains(&named) && !out.contains("no RCP file"),
+        "{out}{err}"
+    );
+    assert_eq!(theirs()["error"], "IsADirectoryError");
+}
+
+/// Every path under `d` (itself included).
+fn walkdir(d: &Path) -> Vec<PathBuf> {
+    let mut out = vec![d.to_path_buf()];
+    if d.is_dir() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            out.extend(walkdir(&e.path()));
+        }
+    }
+    out
+}
+
+/// With the package's RCPs, a ruleset not written `X.Y.Z` (`5.0`, `training_5.0.0`) is refused
+/// naming the option (exit 2), as the official `RCP_Checker` refuses it; `5.0.0` is checked.
+#[test]
+fn a_ruleset_not_written_x_y_z_is_refused_with_the_package() {
+    let refuses = r#"
+import json, sys, logging
+logging.disable(logging.CRITICAL)
+from mlperf_logging.rcp_checker import rcp_checker as rc
+out = {}
+for rs in sys.argv[1:]:
+    try:
+        rc.RCP_Checker("training", rs, "llama2_70b_lora", False)
+        out[rs] = False
+    except Exception:
+        out[rs] = True
+print(json.dumps(out))
+"#;
+    let names = ["5.0", "training_5.0.0", "5.0.0"];
+    let args: Vec<&std::ffi::OsStr> = names.iter().map(|s| s.as_ref()).collect();
+    let official = python(refuses, &args);
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("llama2_70b_lora");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("result_0.txt"),
+        ":::MLLOG {\"key\": \"submission_benchmark\", \"value\": \"llama2_70b_lora\", \"metadata\": {}}\n",
+    )
+    .unwrap();
+    let rules = package().root.display().to_string();
+    for rs in names {
+        let (code, out, err) = mllog([
+            "rcp".as_ref(),
+            "--rules".as_ref(),
+            rules.as_ref(),
+            "--ruleset".as_ref(),
+            rs.as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert!(!err.contains("panicked"), "{err}");
+        if official[rs] == true {
+            assert_eq!(code, 2, "{rs}: {out}{err}");
+            assert!(
+                err.contains(&format!("--ruleset {rs:?}")) && err.contains("X.Y.Z"),
+                "{rs}: {err}"
+            );
+        } else {
+            assert!(
+                out.contains(&format!("ruleset {rs} (given)")),
+                "{rs}: {out}{err}"
+            );
+        }
+    }
+    assert_eq!(official["5.0"], true);
 }

@@ -39,3 +39,36 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The command prefix that runs a command as an unprivileged user here (empty when not
+/// root; `setpriv` as nobody when root, who reads a mode-000 file); `None` when root has no
+/// `setpriv`.
+pub fn as_nobody() -> Option<Vec<String>> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some(Vec::new());
+    }
+    let ok = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then(|| {
+        [
+            "setpriv",
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+        ]
+        .map(String::from)
+        .to_vec()
+    })
+}

@@ -674,9 +674,15 @@ fn read_run_lines(
             match parse() {
                 Ok(j) => {
                     let v = j.get("value").cloned().unwrap_or(J::Null);
-                    run.batch_size = num(&v);
+                    // Python's bool is an int: `true` compares as 1 everywhere after.
+                    run.batch_size = match &v {
+                        J::Bool(b) => Some(f64::from(u8::from(*b))),
+                        other => num(other),
+                    };
                     run.batch_size_text = Some(match &v {
                         J::Number(n) if n.is_f64() => py_float(n.as_f64().unwrap_or(f64::NAN)),
+                        J::Bool(true) => "True".into(),
+                        J::Bool(false) => "False".into(),
                         other => other.to_string(),
                     });
                 }
@@ -787,17 +793,26 @@ fn read_run_lines(
                 run.converged = true;
                 if run.benchmark.as_deref() == Some("stable_diffusion") {
                     let mut best: Option<f64> = None;
+                    // `FID <= 90 and CLIP >= 0.15`, as Python evaluates it: CLIP is only
+                    // looked up when FID passes, so a step without CLIP whose FID is above
+                    // 90 is just not a passing step.
                     for (step, fid, clip) in &sd {
                         match (fid, clip) {
-                            (Some(f), Some(c)) => {
-                                if *f <= 90.0 && *c >= 0.15 && best.is_none_or(|b| *step < b) {
+                            (Some(f), Some(c)) if *f <= 90.0 => {
+                                if *c >= 0.15 && best.is_none_or(|b| *step < b) {
                                     best = Some(*step);
                                 }
                             }
-                            _ => fail(
+                            (Some(f), None) if *f <= 90.0 => fail(
                                 &mut run,
                                 lineno,
-                                format!("the eval at samples_count {step} lacks FID or CLIP"),
+                                format!("the eval at {sd_step} {step} has FID <= 90 but no CLIP"),
+                            ),
+                            (Some(_), _) => {}
+                            (None, _) => fail(
+                                &mut run,
+                                lineno,
+                                format!("the eval at {sd_step} {step} has no FID"),
                             ),
                         }
                     }
@@ -1060,6 +1075,33 @@ fn files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
     super::score::result_files(folder)
 }
 
+/// The first entry of `folder` named as a result file (`result_*.txt`, as the official glob
+/// matches names) that is not a readable file: a directory, or a link to nothing. The official
+/// checker opens every such name and stops there (`IsADirectoryError`, `FileNotFoundError`).
+fn not_a_file(folder: &Path) -> Option<String> {
+    let mut odd: Vec<(PathBuf, &str)> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("result_") && n.ends_with(".txt")
+        })
+        .filter_map(|e| {
+            let p = e.path();
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => Some((p, "a directory, not a result file")),
+                Ok(m) if !m.is_file() => Some((p, "not a regular file")),
+                Ok(_) => None,
+                Err(_) => Some((p, "a link to nothing, not a result file")),
+            }
+        })
+        .collect();
+    odd.sort();
+    odd.first()
+        .map(|(p, what)| format!("{}: {what}", p.display()))
+}
+
 /// `runs` in the order the folder lists their files (`readdir`, as Python's `glob` takes
 /// them); by name when the folder cannot be listed again.
 fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
@@ -1069,6 +1111,28 @@ fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
     let mut v: Vec<&RcpRun> = runs.iter().collect();
     v.sort_by_key(|run| listed.iter().position(|p| *p == run.file));
     v
+}
+
+/// A file's `global_batch_size` as `get_submission_epochs` compares it: a number (`-1` when
+/// the file logs none), or another JSON value by its text (equal only to the same text).
+#[derive(Clone, Debug, PartialEq)]
+enum LoggedBs {
+    Number(f64),
+    Other(String),
+}
+
+impl LoggedBs {
+    fn of(run: &RcpRun) -> LoggedBs {
+        match (run.batch_size, &run.batch_size_text) {
+            (Some(n), _) => LoggedBs::Number(n),
+            (None, Some(t)) => LoggedBs::Other(t.clone()),
+            (None, None) => LoggedBs::Number(-1.0),
+        }
+    }
+
+    fn is_missing(&self) -> bool {
+        *self == LoggedBs::Number(-1.0)
+    }
 }
 
 fn fmt(x: f64) -> String {
@@ -1113,6 +1177,13 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             return err(r, format!("{}: {e}", folder.display()));
         }
     };
+    if let Some(e) = not_a_file(folder) {
+        r.io_error = true;
+        return err(
+            r,
+            format!("{e} (the official rcp_checker stops here with an OSError)"),
+        );
+    }
     if paths.is_empty() {
         return err(r, format!("{}: no result_*.txt", folder.display()));
     }
@@ -1145,20 +1216,20 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     // get_submission_epochs: batch size and benchmark must agree across the files, taken in the
     // order the official glob lists them, which is the directory's: a file without a batch
     // size (or benchmark) is skipped over when it comes first, a mismatch when it comes later.
-    let mut bs: Option<(f64, Option<String>)> = None;
+    let mut bs: Option<(LoggedBs, Option<String>)> = None;
     let mut bench: Option<String> = None;
     for run in listing_order(folder, &r.runs) {
-        let cur = run.batch_size.unwrap_or(-1.0);
+        let cur = LoggedBs::of(run);
         match &bs {
             None => bs = Some((cur, run.batch_size_text.clone())),
-            Some((b, _)) if *b == -1.0 => bs = Some((cur, run.batch_size_text.clone())),
-            Some((b, _)) if *b != cur => {
+            Some((b, _)) if b.is_missing() => bs = Some((cur, run.batch_size_text.clone())),
+            Some((b, first)) if *b != cur => {
                 let e = format!(
                     "global_batch_size differs between the files ({} has {}, the first had {}); \
                      the official rcp_checker stops with a KeyError",
                     run.file.display(),
                     run.batch_size_text.as_deref().unwrap_or("none"),
-                    py_num(*b)
+                    first.as_deref().unwrap_or("none")
                 );
                 return err(r, e);
             }
@@ -1178,7 +1249,11 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             _ => {}
         }
     }
-    let (bs, bs_text) = bs.unwrap_or((-1.0, None));
+    let (bs, bs_text) = bs.unwrap_or((LoggedBs::Number(-1.0), None));
+    let (bs, not_a_number) = match bs {
+        LoggedBs::Number(n) => (n, None),
+        LoggedBs::Other(t) => (f64::NAN, Some(t)),
+    };
     r.benchmark = bench.clone();
     let Some(benchmark) = bench else {
         return err(
@@ -1192,7 +1267,10 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             r.decisions.extend(warnings);
             (table, file)
         }
-        Err(e) => return err(r, e),
+        Err(e) => {
+            r.io_error = e.io;
+            return err(r, e.message);
+        }
     };
     let unit = r.runs.first().map_or("epoch_num", |x| x.unit);
     r.decisions.push(format!(
@@ -1227,7 +1305,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             .push("no global_batch_size in the logs: fails before any comparison".into());
         return r;
     }
-    r.batch_size = Some(bs);
+    r.batch_size = not_a_number.is_none().then_some(bs);
     let bs_shown = bs_text.unwrap_or_else(|| py_num(bs));
     let not_converged = r.runs.iter().filter(|x| !x.converged).count();
     let allowance = rejected(&benchmark);
@@ -1252,6 +1330,15 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
             "{not_converged} runs did not converge (olympic scoring drops {allowance}): fails"
         ));
         return r;
+    }
+    if let Some(t) = not_a_number {
+        return err(
+            r,
+            format!(
+                "global_batch_size is {t}, not a number (the official rcp_checker stops with a \
+                 TypeError comparing it with the records' batch sizes)"
+            ),
+        );
     }
     let mut subm: Vec<f64> = r.runs.iter().map(|x| x.to_converge).collect();
     let eval = |r: &mut RcpResult, rec: &RcpPoint, subm: &mut Vec<f64>| -> bool {
@@ -1427,13 +1514,29 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     r
 }
 
+/// Why [`table_for`] has no table: where the official checker stops with an exception, in
+/// words naming the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableError {
+    /// What happened, naming the file.
+    pub message: String,
+    /// Whether the RCP file could not be read (an I/O error, not a verdict on the folder).
+    pub io: bool,
+}
+
+impl From<String> for TableError {
+    fn from(message: String) -> TableError {
+        TableError { message, io: false }
+    }
+}
+
 /// The table a check of `benchmark` uses under `opts`: `(table, the file it comes from, what the
 /// official checker warns about it)`; `Err` says, naming the file, where the official checker
 /// stops with an exception instead.
 pub fn table_for(
     opts: &RcpOptions,
     benchmark: &str,
-) -> Result<(RcpTable, String, Vec<String>), String> {
+) -> Result<(RcpTable, String, Vec<String>), TableError> {
     let built;
     let tables = match &opts.tables {
         Some(t) => t.as_ref(),
@@ -1445,7 +1548,8 @@ pub fn table_for(
     let Some(runs) = tables.submission_runs(benchmark) else {
         return Err(format!(
             "{benchmark}: not a benchmark the RCP checker knows (it stops with a KeyError)"
-        ));
+        )
+        .into());
     };
     let data = match tables.records(benchmark) {
         Ok(Some(d)) => d,
@@ -1461,12 +1565,14 @@ pub fn table_for(
             return Err(format!(
                 "no RCP file {file} (the official rcp_checker stops with FileNotFoundError; \
                  --custom-rcps brings RCPs for a benchmark that has none)"
-            ));
+            )
+            .into());
         }
         Err(e) => {
-            return Err(format!(
-                "{e} (the official rcp_checker stops here with an exception)"
-            ))
+            return Err(TableError {
+                message: format!("{e} (the official rcp_checker stops here with an exception)"),
+                io: e.is_io(),
+            })
         }
     };
     let table = RcpTable::from_records(

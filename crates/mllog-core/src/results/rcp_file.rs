@@ -6,6 +6,13 @@
 //! last value, as Python's `json.load` builds the dict. As `json.load`, the reader takes the
 //! constants `NaN`, `Infinity` and `-Infinity` (which JSON itself has not) as numbers: the
 //! official checker computes its statistics with them, and so does ours.
+//!
+//! What the official checker computes with, the reader takes: a `Benchmark` that is no string
+//! (`null`: a record of no benchmark, which only warns), `true` and `false` as the numbers 1
+//! and 0 (Python's `bool` is an `int`), and a record without figures (its statistics are NaN,
+//! which matters only where the record is used). What it stops on with an exception whenever
+//! it loads the file (a record without one of the keys, figures that are not a list of
+//! numbers, a batch size that is not a number) is an error naming the file and the record.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -18,7 +25,8 @@ use serde_json::Value;
 pub struct RcpRecord {
     /// The record's name (the JSON object key).
     pub name: String,
-    /// `Benchmark`.
+    /// `Benchmark`: the string, or for any other JSON value [`NOT_A_STRING`] followed by its
+    /// JSON text (equal only to the same value, never to a benchmark's name).
     pub benchmark: String,
     /// `BS`, the global batch size.
     pub bs: f64,
@@ -36,6 +44,12 @@ pub enum RcpFileError {
         path: PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+    /// A directory where the RCP file should be.
+    #[error("{}: a directory, not an RCP file", path.display())]
+    Directory {
+        /// The directory.
+        path: PathBuf,
     },
     /// The file is not JSON.
     #[error("{}: not JSON: {source}", path.display())]
@@ -55,12 +69,30 @@ pub enum RcpFileError {
     },
 }
 
+/// What starts the [`RcpRecord::benchmark`] of a `Benchmark` that is not a string.
+pub const NOT_A_STRING: char = '\0';
+
+/// A record's benchmark as the messages show it (a value that is no string as its JSON text).
+pub fn shown_benchmark(benchmark: &str) -> &str {
+    benchmark.strip_prefix(NOT_A_STRING).unwrap_or(benchmark)
+}
+
 /// The key of a record's figures, as `RCP_Checker._process_raw_rcp_data` picks it.
 pub fn converge_key(benchmark: &str) -> &'static str {
     if matches!(benchmark, "llama2_70b_lora" | "flux1") {
         "samples to converge"
     } else {
         "Epochs to converge"
+    }
+}
+
+impl RcpFileError {
+    /// Whether the file could not be read (an I/O error, as against its content).
+    pub fn is_io(&self) -> bool {
+        matches!(
+            self,
+            RcpFileError::Io { .. } | RcpFileError::Directory { .. }
+        )
     }
 }
 
@@ -123,11 +155,7 @@ fn record(name: String, v: &Value) -> Result<RcpRecord, String> {
     };
     let benchmark = match get("Benchmark")? {
         Value::String(s) => s.clone(),
-        other => {
-            return Err(format!(
-                "record {name:?}: \"Benchmark\" is {other}, not a string"
-            ))
-        }
+        other => format!("{NOT_A_STRING}{other}"),
     };
     let bs =
         number(get("BS")?).ok_or_else(|| format!("record {name:?}: \"BS\" is not a number"))?;
@@ -141,9 +169,6 @@ fn record(name: String, v: &Value) -> Result<RcpRecord, String> {
         .map(number)
         .collect::<Option<Vec<f64>>>()
         .ok_or_else(|| format!("record {name:?}: {key:?} holds something other than numbers"))?;
-    if converge.is_empty() {
-        return Err(format!("record {name:?}: {key:?} is empty"));
-    }
     if converge.len() >= 64 && converge.iter().any(|x| x.is_nan()) {
         return Err(format!(
             "record {name:?}: a NaN among {} figures under {key:?}: the order Python's sort \
@@ -218,6 +243,7 @@ fn memchr_str(hay: &[u8], needle: &[u8]) -> bool {
 fn number(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
         Value::String(s) => {
             let c = s.strip_prefix(&TAG.replace("\\u0000", "\0"))?;
             CONSTANTS.iter().find(|(n, _)| *n == c).map(|(_, x)| *x)

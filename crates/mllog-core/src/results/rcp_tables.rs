@@ -5,10 +5,12 @@
 //! The official checker reads `rcps_<benchmark>.json` of the folder when it checks a benchmark,
 //! so a folder's file that is missing or malformed is an error of that benchmark only. A custom
 //! file replaces the benchmark's file as a whole (its records are the table; nothing is merged).
-//! The official command checks one benchmark folder, so its custom file is that benchmark's;
-//! here a custom file stands for each benchmark one of its records names, and the others keep
-//! the folder's (or the built-in) tables. Records naming another benchmark stay in the table, as
-//! in the official checker, which warns about them.
+//! The official command checks one benchmark folder, so its custom file is that benchmark's
+//! whatever its records name ([`RcpTables::custom_for_one_folder`] checks so, for a command
+//! given one benchmark folder). Checking many benchmarks, a custom file stands for each
+//! benchmark one of its records names, and the others keep the folder's (or the built-in)
+//! tables, which their check says. Records naming another benchmark stay in the table, as in
+//! the official checker, which warns about them.
 //!
 //! The number of runs a submission has per benchmark (`submission_runs`, which the statistics
 //! use) is Python code of `rcp_checker.py`, not data: it is read from the `rcp_checker.py` next
@@ -17,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::rcp_data::{RCP_FILES, SUBMISSION_RUNS};
-use super::rcp_file::{read_rcp_file, RcpFileError, RcpRecord};
+use super::rcp_file::{read_rcp_file, shown_benchmark, RcpFileError, RcpRecord};
 use super::rcp_runs::parse_submission_runs;
 use super::verify_data::PACKAGE_VERSION;
 
@@ -47,6 +49,9 @@ pub struct CustomRcps {
     pub path: PathBuf,
     /// Its records, in file order.
     pub records: Vec<RcpRecord>,
+    /// Whether the file is the table of every benchmark checked (one benchmark folder, as the
+    /// official command has it), not only of the benchmarks its records name.
+    pub for_every_benchmark: bool,
 }
 
 /// The RCP tables of one usage and ruleset.
@@ -200,8 +205,18 @@ impl RcpTables {
         self.custom = Some(CustomRcps {
             path: path.to_path_buf(),
             records,
+            for_every_benchmark: false,
         });
         Ok(self)
+    }
+
+    /// The same tables for the check of one benchmark folder, as the official command checks
+    /// one: the custom file (if any) is the table whatever benchmark its records name.
+    pub fn custom_for_one_folder(mut self) -> RcpTables {
+        if let Some(c) = &mut self.custom {
+            c.for_every_benchmark = true;
+        }
+        self
     }
 
     /// `submission_runs[usage][benchmark]`; `None` for a benchmark the RCP checker does not
@@ -232,30 +247,39 @@ impl RcpTables {
         Ok(v)
     }
 
-    /// The records the check of `benchmark` uses: the custom file's when one of its records
-    /// names the benchmark, else the tables' file; `Ok(None)` when there is no such file.
+    /// The records the check of `benchmark` uses: the custom file's when it is the table of
+    /// every benchmark or one of its records names the benchmark, else the tables' file (the
+    /// check then says the custom file was passed over); `Ok(None)` when there is no such file.
     pub fn records(&self, benchmark: &str) -> Result<Option<BenchmarkRcps>, RcpFileError> {
-        if let Some(c) = self
-            .custom
-            .as_ref()
-            .filter(|c| c.records.iter().any(|r| r.benchmark == benchmark))
-        {
-            let mut warnings = Vec::new();
-            if c.records.iter().any(|r| r.benchmark != benchmark) {
-                warnings.push(format!(
-                    "{}: some records are for another benchmark than {benchmark}; they stay in \
-                     the table, as the official checker keeps them (it warns: \"RCP in \
-                     specified json file does not match benchmark name in results.\", \"RCPs in \
-                     specified json file are for different benchmarks.\")",
-                    c.path.display()
-                ));
+        let mut passed_over = None;
+        if let Some(c) = &self.custom {
+            if c.for_every_benchmark || c.records.iter().any(|r| r.benchmark == benchmark) {
+                return Ok(Some(BenchmarkRcps {
+                    records: c.records.clone(),
+                    file: format!("{} (custom RCPs)", c.path.display()),
+                    warnings: custom_warnings(c, benchmark),
+                }));
             }
-            return Ok(Some(BenchmarkRcps {
-                records: c.records.clone(),
-                file: format!("{} (custom RCPs)", c.path.display()),
-                warnings,
-            }));
+            passed_over = Some(format!(
+                "{}: no record for {benchmark}, so {benchmark} is checked against {} (the \
+                 custom file stands for the benchmarks its records name when several are \
+                 checked; given one benchmark folder, it is that folder's table)",
+                c.path.display(),
+                match self.origin {
+                    RcpOrigin::BuiltIn { .. } => "the built-in RCPs",
+                    RcpOrigin::Folder { .. } => "the package's RCPs",
+                }
+            ));
         }
+        let found = self.own_records(benchmark)?;
+        Ok(found.map(|mut b| {
+            b.warnings.extend(passed_over);
+            b
+        }))
+    }
+
+    /// The records of `benchmark` in the tables themselves (no custom file).
+    fn own_records(&self, benchmark: &str) -> Result<Option<BenchmarkRcps>, RcpFileError> {
         let file = format!("{}_{}/rcps_{benchmark}.json", self.usage, self.ruleset);
         match &self.origin {
             RcpOrigin::BuiltIn { .. } => Ok(RCP_FILES
@@ -276,8 +300,11 @@ impl RcpTables {
                 })),
             RcpOrigin::Folder { dir, .. } => {
                 let path = dir.join(format!("rcps_{benchmark}.json"));
-                if !path.is_file() {
-                    return Ok(None);
+                match std::fs::metadata(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Ok(m) if m.is_dir() => return Err(RcpFileError::Directory { path }),
+                    // Anything else the read itself says (e.g. permission denied).
+                    _ => {}
                 }
                 let records = read_rcp_file(&path)?;
                 if records.is_empty() {
@@ -319,10 +346,65 @@ impl RcpTables {
             s.push_str("; run counts built in (no rcp_checker.py next to the folder)");
         }
         if let Some(c) = &self.custom {
-            s.push_str(&format!("; custom RCPs {}", c.path.display()));
+            s.push_str(&format!("; custom RCPs {} ", c.path.display()));
+            if c.for_every_benchmark {
+                s.push_str("(the folder's table, whatever benchmark its records name)");
+            } else {
+                let mut named: Vec<&str> = c.records.iter().map(|r| r.benchmark.as_str()).collect();
+                named.sort_unstable();
+                named.dedup();
+                s.push_str(&format!(
+                    "(for {}; any other benchmark keeps its RCPs)",
+                    named.join(", ")
+                ));
+            }
         }
         s
     }
+}
+
+/// What the official checker warns about a custom file used for `benchmark`: a record of
+/// another benchmark (once per such record, as it logs it), and records of several benchmarks.
+fn custom_warnings(c: &CustomRcps, benchmark: &str) -> Vec<String> {
+    let other = c
+        .records
+        .iter()
+        .filter(|r| r.benchmark != benchmark)
+        .count();
+    // `first_bmark`, as the official loop sets it: the first record's, unless that is "".
+    let mut first = "";
+    let mut several = false;
+    for r in &c.records {
+        if first.is_empty() {
+            first = &r.benchmark;
+        } else if first != r.benchmark {
+            several = true;
+        }
+    }
+    let mut warnings = Vec::new();
+    if other > 0 {
+        let mut named: Vec<&str> = Vec::new();
+        for r in &c.records {
+            let b = shown_benchmark(&r.benchmark);
+            if !named.contains(&b) {
+                named.push(b);
+            }
+        }
+        let mut said = format!(
+            "{}: {other} of {} records are not for {benchmark} (records of {}); they stay in \
+             the table, as the official checker keeps them (it warns: \"RCP in specified json \
+             file does not match benchmark name in results.\"",
+            c.path.display(),
+            c.records.len(),
+            named.join(", ")
+        );
+        if several {
+            said.push_str(", \"RCPs in specified json file are for different benchmarks.\"");
+        }
+        said.push(')');
+        warnings.push(said);
+    }
+    warnings
 }
 
 /// The machine-readable form of where the tables come from.

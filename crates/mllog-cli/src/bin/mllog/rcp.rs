@@ -32,12 +32,12 @@ its check so far reads \"passing so far\" or \"failing so far\" (no verdict), th
 and it does not change the exit status, also when no forecast can be made (fewer than two \
 converged runs); a finished folder is judged as without --forecast.\n\
 Exit status: 0 every finished folder passes, 1 some finished folder fails, 2 usage or I/O error \
-(an unreadable file or folder, scaling.json not written, or the ruleset cannot be inferred)."
+(an unreadable file or folder, an RCP file that cannot be read or is a directory, scaling.json not written, or the ruleset cannot be inferred)."
 )]
 pub struct Args {
     /// The ruleset whose RCPs apply [default: inferred once for the whole folder, with the
     /// evidence shown; refused when the evidence does not settle it]. With --rules, any ruleset
-    /// the package has RCPs for.
+    /// the package has RCPs for, written X.Y.Z.
     #[arg(long, value_name = "X.Y.Z")]
     pub ruleset: Option<String>,
     /// Whose RCPs: training, or hpc (with --rules) (the RCP checker's --rcp_usage).
@@ -204,6 +204,17 @@ struct RcpChoice {
 /// The ruleset (a built-in one, given or inferred; with `--rules`, one the package has, given
 /// or inferred among the package's) and its RCP tables.
 fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
+    // The package's RCPs are read from its `<usage>_X.Y.Z` folders, and its checker refuses
+    // any other name; the short forms `from_name` reads are the built-in tables' only.
+    if let Some(name) = a.ruleset.as_deref() {
+        if a.rcps.read_at_run_time() && !Ruleset::is_well_formed(name) {
+            return Err(format!(
+                "--ruleset {name:?}: with RCPs read from a package the ruleset is written \
+                 X.Y.Z (e.g. 5.0.0), as its rcp_checker/<usage>_X.Y.Z folders are named and as \
+                 the official rcp_checker requires"
+            ));
+        }
+    }
     let built_in = a.ruleset.as_deref().map(Ruleset::from_name);
     if a.usage == "training" && a.ruleset.is_none() && a.rcps.read_at_run_time() {
         let src = a.rcps.source().transpose()?.expect("read at run time");
@@ -274,13 +285,18 @@ pub fn run(a: Args) -> u8 {
         eprintln!("mllog rcp: {}", ruleset::no_results_words(&a.dir));
         return crate::USAGE_OR_IO;
     }
-    let (choice, tables) = match choose(&a) {
+    let (choice, mut tables) = match choose(&a) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mllog rcp: {e}");
             return crate::USAGE_OR_IO;
         }
     };
+    // Given one benchmark folder, a custom RCP file is its table, as the official command has
+    // it; checking several, it stands for the benchmarks its records name.
+    if folders == [a.dir.clone()] {
+        tables = std::sync::Arc::new((*tables).clone().custom_for_one_folder());
+    }
     let mut text = choice.text.clone();
     text.insert_str(text.len() - 1, &format!("{}\n", tables.describe()));
     let mut items = Vec::new();

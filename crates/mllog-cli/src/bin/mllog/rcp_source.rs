@@ -25,8 +25,11 @@ pub struct RcpSourceArgs {
     /// built-in RCPs].
     #[arg(long, value_name = "DIR|python|python:PATH")]
     pub rules: Option<String>,
-    /// An RCP file in the official format (the RCP checker's --custom_rcps): it replaces the
-    /// RCPs of each benchmark one of its records names.
+    /// An RCP file in the official format (the RCP checker's --custom_rcps). Given one
+    /// benchmark folder, its records are that folder's RCPs whatever benchmark they name, as
+    /// the official checker has it (with its warning); checking several folders, it replaces
+    /// the RCPs of each benchmark one of its records names, and each other benchmark's check
+    /// says that its own RCPs are used.
     #[arg(long, value_name = "FILE")]
     pub custom_rcps: Option<PathBuf>,
 }
