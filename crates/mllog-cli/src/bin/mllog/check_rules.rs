@@ -115,8 +115,9 @@ impl Engines {
         }
     }
 
-    /// The engine of the newest ruleset with rules for the log's `benchmark` (the newest of
-    /// all when the log names none), loaded when first needed.
+    /// The engine of the newest ruleset whose round has the log's `benchmark` (a rule file for
+    /// it, and its `closed_common.yaml` accepting it), the newest of all when the log names
+    /// none; loaded when first needed.
     fn inferred(
         &mut self,
         benchmark: Option<String>,
@@ -196,8 +197,7 @@ impl Engines {
                     return Err(format!(
                         "the log's submission_benchmark {b:?} has rules in no {} ruleset of the \
                          rules read{why}: {}{hint}",
-                        self.usage,
-                        words.clone()
+                        self.usage, words
                     ));
                 };
                 let passed = if refused.is_empty() {
