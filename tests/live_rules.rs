@@ -345,6 +345,35 @@ fn rules_that_cannot_be_run_are_said_and_the_run_goes_on() {
     assert!(o.stderr.contains(error), "{}", o.stderr);
     assert_eq!(o.get("rules_passed"), "false");
     assert_official_pass(&o);
+
+    // A snippet that loads but needs, on the run's values, what the engine does not have
+    // (an integer beyond 128 bits, where Python goes on): no verdict, said, never a failed
+    // or passed check.
+    let (_dir, _rules, o) = run_on_changed_copy(&pkg, |rules| {
+        let file = rules.join("training_6.1.0/closed_common.yaml");
+        let mut text = fs::read_to_string(&file).unwrap();
+        text.push_str(
+            "\n- KEY:\n    NAME: submission_org\n    REQ: EXACTLY_ONE\n    CHECK: \" 10 ** 400 > 0 \"\n    CHEK: \" False \"\n",
+        );
+        fs::write(file, text).unwrap();
+    });
+    // The misspelt field beside it is read past, as the official checker reads past it, and
+    // said.
+    assert!(
+        o.stderr.contains("note: ") && o.stderr.contains("`CHEK` is no field of a KEY entry"),
+        "{}",
+        o.stderr
+    );
+    let error = o.get("rules_error");
+    assert!(
+        error.contains("closed_common.yaml") && error.contains("no verdict"),
+        "{error}"
+    );
+    assert!(o.stderr.contains(error), "{}", o.stderr);
+    assert_eq!(o.get("rules_passed"), "false");
+    assert_eq!(o.get("rules_errors"), "", "no finding is made up");
+    assert_eq!(o.get("builtin_passed"), "true");
+    assert_official_pass(&o);
 }
 
 /// `Builder::live_rules` in code, under `LivePolicy::Callback`: the callback hears both

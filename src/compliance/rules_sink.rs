@@ -188,20 +188,33 @@ fn serve(
             .and_then(|e| e.load_all().map(|()| e))
             .map_err(|e| format!("the rules of {} cannot be run: {e}", state.report().source))
     });
-    if let Err(e) = &engine {
-        state.update(|r| r.error = Some(e.clone()));
-        if matches!(policy, RulesPolicy::Warn) {
-            stderr_line!(
-                "mllog compliance: {e}; the run goes on, its log is not checked against them"
-            );
+    match &engine {
+        Err(e) => {
+            state.update(|r| r.error = Some(e.clone()));
+            if matches!(policy, RulesPolicy::Warn) {
+                stderr_line!(
+                    "mllog compliance: {e}; the run goes on, its log is not checked against them"
+                );
+            }
         }
+        // What the checker reads past (a misspelt field, most often) leaves a rule unchecked
+        // without a word: said once, as `mllog check` says it.
+        Ok(engine) if matches!(policy, RulesPolicy::Warn) => {
+            for i in engine.ignored() {
+                stderr_line!("mllog compliance: note: {i}");
+            }
+        }
+        Ok(_) => {}
     }
     for job in jobs {
         match (job, &engine) {
             (Job::RunStart(log), Ok(engine)) => {
-                let Some(mut pending) =
-                    checked(engine.check_bytes(&log, false), ruleset.typed, &state)
-                else {
+                let Some(mut pending) = checked(
+                    engine.check_bytes(&log, false),
+                    ruleset.typed,
+                    &policy,
+                    &state,
+                ) else {
                     continue;
                 };
                 pending.findings.retain(counts_at_run_start);
@@ -222,9 +235,12 @@ fn serve(
                 state.update(|r| r.at_run_start = Some(pending));
             }
             (Job::End(log, done), Ok(engine)) => {
-                if let Some(report) =
-                    checked(engine.check_bytes(&log, false), ruleset.typed, &state)
-                {
+                if let Some(report) = checked(
+                    engine.check_bytes(&log, false),
+                    ruleset.typed,
+                    &policy,
+                    &state,
+                ) {
                     state.update(|r| r.report = Some(report));
                 }
                 let _ = done.send(());
@@ -238,16 +254,23 @@ fn serve(
 }
 
 /// The report of a check; `None` when a rule file the log's configs reach (one outside the
-/// ruleset's folder, the others being loaded up front) cannot be run, kept as the error.
+/// ruleset's folder, the others being loaded up front) cannot be run, or a snippet needs, on
+/// the log's values, what the engine does not have: kept as the error, and said on stderr
+/// under [`RulesPolicy::Warn`] the first time.
 fn checked(
     r: Result<EngineReport, LoadError>,
     ruleset: Ruleset,
+    policy: &RulesPolicy,
     state: &LiveRulesHandle,
 ) -> Option<ComplianceReport> {
     match r {
         Ok(r) => Some(report_of(r, ruleset)),
         Err(e) => {
             let e = format!("the rules of {} cannot be run: {e}", state.report().source);
+            let first = state.report().error.is_none();
+            if first && matches!(policy, RulesPolicy::Warn) {
+                stderr_line!("mllog compliance: {e}; the run goes on");
+            }
             state.update(|r| r.error = Some(e));
             None
         }
