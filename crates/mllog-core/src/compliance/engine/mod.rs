@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 pub use log::LogFormat;
-pub use rules::LoadError;
+pub use rules::{Ignored, LoadError};
 
 use super::report::{Finding, Severity};
 
@@ -253,6 +253,19 @@ impl RuleEngine {
         let mut v: Vec<String> = self.lib.files.borrow().keys().cloned().collect();
         v.sort();
         v
+    }
+
+    /// What the rule files loaded so far hold that the official checker reads past without a
+    /// word (a misspelt field, an entry or a `REQ` it does not know), by file name and line.
+    /// The verdicts ignore it as the checker does; a tool says it as a warning.
+    pub fn ignored(&self) -> Vec<Ignored> {
+        let files = self.lib.files.borrow();
+        let mut names: Vec<&String> = files.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .flat_map(|n| files[n].ignored.iter().cloned())
+            .collect()
     }
 
     /// Checks a whole log as the official checker does (with `werror`, as its `--werror`).

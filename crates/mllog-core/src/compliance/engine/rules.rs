@@ -124,6 +124,49 @@ pub(crate) struct RuleFile {
     pub(crate) begin: Option<Snippet>,
     pub(crate) keys: Vec<KeyRule>,
     pub(crate) end: Option<End>,
+    /// What the checker reads past without a word, in file order.
+    pub(crate) ignored: Vec<Ignored>,
+}
+
+/// Something in a rule file that the official checker reads past without a word (a misspelt
+/// field, an entry or a `REQ` it does not know, a field beside an entry's first key): the
+/// engine ignores it as the checker does, and says so, since it is most often a slip that
+/// leaves a rule unchecked.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[error("{}:{line}: {what}", path.display())]
+pub struct Ignored {
+    /// The rule file.
+    pub path: PathBuf,
+    /// The line.
+    pub line: usize,
+    /// What is ignored, and why.
+    pub what: String,
+}
+
+/// The fields the checker reads of each kind of entry.
+const FIELDS: [(&str, &[&str]); 3] = [
+    ("BEGIN", &["CODE"]),
+    ("END", &["PRE", "CHECK"]),
+    (
+        "KEY",
+        &[
+            "NAME",
+            "REQ",
+            "PRE",
+            "CHECK",
+            "POST",
+            "FIRST_CHECK",
+            "ATLEAST_ONE_CHECK",
+        ],
+    ),
+];
+
+/// Whether the checker counts a key's occurrences under `req` (any other value: never).
+fn counted(req: &str) -> bool {
+    matches!(req, "EXACTLY_ONE" | "AT_LEAST_ONE" | "OPTIONAL")
+        || req.starts_with("AT_LEAST(")
+        || req.starts_with("AT_LEAST_ONE_OR")
 }
 
 impl RuleFile {
@@ -184,6 +227,7 @@ impl Loader<'_> {
             begin: None,
             keys: Vec::new(),
             end: None,
+            ignored: Vec::new(),
         };
         let Some(doc) = doc else {
             return Ok(file);
@@ -207,6 +251,8 @@ impl Loader<'_> {
             let Some((kind, body)) = entries.first() else {
                 return Err(self.layout(*line, "an empty entry"));
             };
+            file.ignored
+                .extend(self.ignored(kind, body, &entries[1..], *line));
             match kind.as_str() {
                 "BEGIN" => {
                     begins += 1;
@@ -237,7 +283,17 @@ impl Loader<'_> {
                 "KEY" => {
                     let rule = self.key(body)?;
                     match file.keys.iter_mut().find(|k| k.name == rule.name) {
-                        Some(slot) => *slot = rule,
+                        Some(slot) => {
+                            file.ignored.push(self.note(
+                                body.line(),
+                                format!(
+                                    "a second KEY record for `{}` in the file: it replaces the \
+                                     first, as the checker's dict does",
+                                    rule.name
+                                ),
+                            ));
+                            *slot = rule;
+                        }
                         None => file.keys.push(rule),
                     }
                 }
@@ -245,6 +301,72 @@ impl Loader<'_> {
             }
         }
         Ok(file)
+    }
+
+    fn note(&self, line: usize, what: String) -> Ignored {
+        Ignored {
+            path: self.path.into(),
+            line,
+            what,
+        }
+    }
+
+    /// What the checker reads past in one entry: the entry itself when its first key is no
+    /// kind it knows, else the fields it does not read, the keys beside the first, a `REQ` it
+    /// does not count.
+    fn ignored(
+        &self,
+        kind: &str,
+        body: &Node,
+        beside: &[(String, Node)],
+        line: usize,
+    ) -> Vec<Ignored> {
+        let Some((_, fields)) = FIELDS.iter().find(|(k, _)| *k == kind) else {
+            return vec![self.note(
+                line,
+                format!(
+                    "an entry `{kind}`: the checker reads only BEGIN, KEY and END entries, and \
+                     ignores it"
+                ),
+            )];
+        };
+        let mut out = Vec::new();
+        if let Node::Map(entries, _) = body {
+            for (field, value) in entries {
+                if !fields.contains(&field.as_str()) {
+                    out.push(self.note(
+                        value.line(),
+                        format!(
+                            "`{field}` is no field of a {kind} entry ({}): the checker ignores it",
+                            fields.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        for (key, value) in beside {
+            out.push(self.note(
+                value.line(),
+                format!(
+                    "`{key}` beside `{kind}` in one entry: the checker reads an entry's first key \
+                     only, and ignores it (indent it under {kind}?)"
+                ),
+            ));
+        }
+        if let Some(Node::Str(req, at)) = body.get("REQ") {
+            if kind == "KEY" && !counted(req) {
+                out.push(self.note(
+                    *at,
+                    format!(
+                        "REQ `{req}` is none the checker counts (EXACTLY_ONE, AT_LEAST_ONE, \
+                         AT_LEAST(n), AT_LEAST_ONE_OR(a, b), OPTIONAL): the key's occurrences \
+                         are not counted"
+                    ),
+                ));
+            }
+        }
+        out.sort_by_key(|i| i.line);
+        out
     }
 
     fn key(&self, body: &Node) -> Result<KeyRule, LoadError> {
