@@ -16,7 +16,7 @@ use super::max_dropped_runs;
 use super::rcp::{check_benchmark, RcpOptions};
 use super::rcp_tables::RcpTables;
 use super::rules_check::{source_rulesets, RulesCheck};
-use super::ruleset::{folder_benchmark, has_record, lacks_record};
+use super::ruleset::{evidence_block, folder_benchmark, has_record, lacks_record};
 use super::score::{benchmark_folders, result_files};
 use crate::rules_source::RulesSource;
 
@@ -66,18 +66,18 @@ pub fn choose_source_ruleset(
     match left.as_slice() {
         [r] => Ok(inferred(r, "all the evidence", evidence, unreadable)),
         [] => Err(format!(
-            "{}: no ruleset of the rules read fits the folder: {}; {}",
+            "{}: no ruleset of the rules read fits the folder; {}. {}",
             dir.display(),
-            evidence[1..].join("; "),
-            has()
+            has(),
+            evidence_block(&evidence[1..])
         )),
         several => Err(format!(
-            "{}: the ruleset cannot be inferred ({} fit the evidence): {}; pass --ruleset X.Y.Z \
-             with the round you submit to (one of {})",
+            "{}: the ruleset cannot be inferred ({} fit the evidence); pass --ruleset X.Y.Z \
+             with the round you submit to (one of {}). {}",
             dir.display(),
             several.join(", "),
-            evidence.join("; "),
-            several.join(", ")
+            several.join(", "),
+            evidence_block(&evidence)
         )),
     }
 }
@@ -313,15 +313,15 @@ pub fn choose_source_round_ruleset(
     match left.as_slice() {
         [r] => Ok(inferred(r, "every submitter folder", evidence, unreadable)),
         _ => Err(format!(
-            "{}: the ruleset cannot be inferred ({}): {}; pass --ruleset X.Y.Z with the round you \
-             submit to",
+            "{}: the ruleset cannot be inferred ({}); pass --ruleset X.Y.Z with the round you \
+             submit to. {}",
             dir.display(),
             if left.is_empty() {
                 "no ruleset of the rules read fits".to_string()
             } else {
                 format!("{} fit the evidence", left.join(", "))
             },
-            evidence.join("; ")
+            evidence_block(&evidence)
         )),
     }
 }

@@ -88,7 +88,7 @@ pub struct RulesetChoice {
 #[derive(Debug, thiserror::Error)]
 pub enum RulesetError {
     /// The evidence leaves several rulesets that would give different results, or none.
-    #[error("{}: the ruleset cannot be inferred ({}): {}; pass --ruleset X.Y.Z with the round you submit to{}", .dir.display(), candidates_words(.candidates), .evidence.join("; "), pass_words(.candidates))]
+    #[error("{}: the ruleset cannot be inferred ({}); pass --ruleset X.Y.Z with the round you submit to{}. {}", .dir.display(), candidates_words(.candidates), pass_words(.candidates), evidence_block(.evidence))]
     Unsettled {
         /// The folder.
         dir: PathBuf,
@@ -111,6 +111,17 @@ pub enum RulesetError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// The evidence of an inference that did not settle, one item a line, after the decision
+/// and what to do: read on a terminal, a sentence per ruleset rather than one long line.
+pub(crate) fn evidence_block(evidence: &[String]) -> String {
+    let mut out = String::from("The evidence:");
+    for e in evidence {
+        out.push_str("\n  - ");
+        out.push_str(e);
+    }
+    out
 }
 
 fn candidates_words(c: &[Ruleset]) -> String {
