@@ -32,16 +32,24 @@ fn write(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
 
 /// `mllog check --rules <package> --ruleset 6.1.0 --config <config> <log>`.
 fn with_config(config: &Path, log: &Path) -> (i32, String, String) {
-    common::mllog([
+    with_config_and(config, &[log.as_os_str()])
+}
+
+/// `mllog check --rules <package> --ruleset 6.1.0 --config <config> <more>...`.
+fn with_config_and(config: &Path, more: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let rules = rules();
+    let mut args: Vec<&std::ffi::OsStr> = [
         "check".as_ref(),
         "--rules".as_ref(),
-        rules().as_ref(),
+        rules.as_ref(),
         "--ruleset".as_ref(),
         "6.1.0".as_ref(),
         "--config".as_ref(),
         config.as_os_str(),
-        log.as_os_str(),
-    ])
+    ]
+    .into();
+    args.extend_from_slice(more);
+    common::mllog(args)
 }
 
 /// A compliant 6.1.0 log, written to `dir`.
@@ -136,6 +144,130 @@ fn a_snippet_beyond_the_engine_gives_no_verdict() {
         assert!(err.contains("no verdict"), "{check}: {err}");
         assert!(!out.contains("NOT COMPLIANT"), "{check}: {out}");
     }
+}
+
+/// A log without a verdict does not stop the others: a snippet that is beyond the engine only
+/// on one log's value leaves that log without a verdict, and the next is checked as the
+/// official checker checks it; the closing line and the JSON output count the first apart.
+#[test]
+fn a_log_without_a_verdict_does_not_stop_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = log_6_1(tmp.path());
+    let text = std::fs::read_to_string(&good).unwrap();
+    let org = text
+        .lines()
+        .find(|l| l.contains("\"submission_org\""))
+        .unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(org.trim_start_matches(":::MLLOG ")).unwrap();
+    let was = value["value"].as_str().unwrap();
+    let beyond = write(
+        tmp.path(),
+        "result_1.txt",
+        text.replace(&format!("\"value\": \"{was}\""), "\"value\": \"%s\""),
+    );
+    // `%`-formatting runs only where the organisation is "%s".
+    let config = write(
+        tmp.path(),
+        "per_log.yaml",
+        one_check("v['value'] != '%s' or (v['value'] % 'a') == 'a'"),
+    );
+    for log in [&beyond, &good] {
+        let (official, text) = common::official_check_with_config(log, "6.1.0", false, &config);
+        assert!(official, "{}: {text}", log.display());
+    }
+    let args = |format: &str| {
+        with_config_and(
+            &config,
+            &[
+                "--format".as_ref(),
+                format.as_ref(),
+                beyond.as_os_str(),
+                good.as_os_str(),
+            ],
+        )
+    };
+    let (code, out, err) = args("text");
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no verdict"), "{err}");
+    assert!(out.contains("result_0.txt: COMPLIANT"), "{out}");
+    assert!(
+        out.contains("0 of 2 files not compliant, 1 with no verdict"),
+        "{out}"
+    );
+    let (code, out, _) = args("json");
+    assert_eq!(code, 2);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let files = doc["files"].as_array().unwrap();
+    assert!(
+        files[0]["error"].as_str().unwrap().contains("no verdict"),
+        "{out}"
+    );
+    assert_eq!(files[1]["passed"], true, "{out}");
+}
+
+/// What the official checker reads past without a word in a rule file (a misspelt field, an
+/// entry kind or a `REQ` it does not know, a field beside an entry's first key, a second
+/// record of a key) changes no verdict, as there, and is said with its line on stderr and in
+/// the JSON output; spelt right, the same rule fails the log in both tools.
+#[test]
+fn what_the_checker_reads_past_is_said_with_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = log_6_1(tmp.path());
+    let slips = "\
+- KEY:
+    NAME: submission_org
+    REQ: EXACTLY ONE
+    CHEK: \" v['value'] == 'nobody' \"
+- KEY:
+    NAME: submission_platform
+  CHECK: \" v['value'] == 'nobody' \"
+- KYE:
+    NAME: submission_division
+    CHECK: \" False \"
+- KEY:
+    NAME: submission_platform
+    REQ: EXACTLY_ONE
+";
+    let config = write(tmp.path(), "slips.yaml", slips);
+    let (official, text) = common::official_check_with_config(&log, "6.1.0", true, &config);
+    assert!(
+        official,
+        "the official checker reads past each slip: {text}"
+    );
+    let (code, out, err) = with_config_and(&config, &["--werror".as_ref(), log.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let shown = config.display().to_string();
+    for (line, words) in [
+        (3, "REQ `EXACTLY ONE` is none the checker counts"),
+        (4, "`CHEK` is no field of a KEY entry"),
+        (7, "`CHECK` beside `KEY` in one entry"),
+        (8, "an entry `KYE`"),
+        (12, "a second KEY record for `submission_platform`"),
+    ] {
+        assert!(
+            err.contains(&format!("mllog: note: {shown}:{line}: {words}")),
+            "line {line}: {err}"
+        );
+    }
+    assert_eq!(err.matches("mllog: note: ").count(), 5, "{err}");
+    let (_, out, _) = with_config(&config, &log);
+    assert!(out.contains("COMPLIANT"), "{out}");
+    let (code, out, _) = with_config_and(
+        &config,
+        &["--format".as_ref(), "json".as_ref(), log.as_os_str()],
+    );
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["rules_ignored"].as_array().unwrap().len(), 5, "{out}");
+    assert_eq!(doc["rules_ignored"][1]["line"], 4, "{out}");
+
+    // Spelt right, the rule is read and fails the log in both tools.
+    let fixed = write(tmp.path(), "fixed.yaml", slips.replace("CHEK", "CHECK"));
+    let (official, _) = common::official_check_with_config(&log, "6.1.0", false, &fixed);
+    assert!(!official);
+    let (code, out, err) = with_config(&fixed, &log);
+    assert_eq!(code, 1, "{out}{err}");
 }
 
 /// Brackets nested beyond Python's tokenizer are its SyntaxError, as the official checker

@@ -270,8 +270,15 @@ pub fn run(a: Args) -> u8 {
     }
     progress.finish();
     if a.format == Format::Text && a.files.len() > 1 {
-        let unreadable = a.files.len() - checked;
-        let line = diag::closing_line(a.files.len(), failed, unreadable, 0, errors, warnings);
+        let line = diag::Tally {
+            files: a.files.len(),
+            failed,
+            unreadable: a.files.len() - checked,
+            errors,
+            warnings,
+            ..Default::default()
+        }
+        .closing_line();
         if !crate::emit(&line) {
             return crate::USAGE_OR_IO;
         }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::check::{Args, Format};
 use crate::{diag, machine};
-use mllog_core::compliance::engine::{rulesets, EngineReport, LoadError, RuleEngine};
+use mllog_core::compliance::engine::{rulesets, EngineReport, Ignored, LoadError, RuleEngine};
 use mllog_core::compliance::Severity;
 use mllog_core::rules_source::{RulesOrigin, RulesSource};
 
@@ -221,6 +221,23 @@ impl Engines {
         Ok((&self.by_ruleset[i], Some(how)))
     }
 
+    /// What the rule files read hold that the official checker reads past without a word,
+    /// each once.
+    fn ignored(&self) -> Vec<Ignored> {
+        let mut all: Vec<Ignored> = Vec::new();
+        for i in self
+            .fixed
+            .iter()
+            .chain(&self.by_ruleset)
+            .flat_map(RuleEngine::ignored)
+        {
+            if !all.contains(&i) {
+                all.push(i);
+            }
+        }
+        all
+    }
+
     /// The position of the engine of `ruleset` in `by_ruleset`, loaded when first needed.
     fn engine(&mut self, dir: &std::path::Path, ruleset: &str) -> Result<usize, String> {
         if let Some(i) = self.by_ruleset.iter().position(|e| e.ruleset() == ruleset) {
@@ -350,14 +367,17 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
     };
     let mut worst = crate::OK;
     let mut items = Vec::new();
-    let (mut checked, mut failed, mut errors, mut warnings) = (0, 0, 0, 0);
-    let mut no_ruleset = 0;
+    let mut tally = diag::Tally {
+        files: a.files.len(),
+        ..Default::default()
+    };
     for path in &a.files {
         let shown = crate::shown(path);
         let input = match Input::open(path) {
             Ok(input) => input,
             Err(e) => {
                 worst = crate::USAGE_OR_IO;
+                tally.unreadable += 1;
                 if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
                     return crate::USAGE_OR_IO;
                 }
@@ -368,7 +388,7 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => {
                 worst = crate::USAGE_OR_IO;
-                no_ruleset += 1;
+                tally.no_ruleset += 1;
                 if !crate::check::unchecked(a.format, &mut items, &shown, &e) {
                     return crate::USAGE_OR_IO;
                 }
@@ -376,6 +396,7 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
             }
             Err(e) => {
                 worst = crate::USAGE_OR_IO;
+                tally.unreadable += 1;
                 if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
                     return crate::USAGE_OR_IO;
                 }
@@ -384,13 +405,25 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
         };
         let report = match input.check(engine, a.werror) {
             Ok(Ok(report)) => report,
-            // A rule file the log's chain of configs reaches cannot be run: no verdict.
+            // A snippet needs, on this log's values, what the engine does not have: this log
+            // has no verdict, the others may well have one.
+            Ok(Err(e @ LoadError::Limit { .. })) => {
+                worst = crate::USAGE_OR_IO;
+                tally.no_verdict += 1;
+                if !crate::check::unchecked(a.format, &mut items, &shown, &e.to_string()) {
+                    return crate::USAGE_OR_IO;
+                }
+                continue;
+            }
+            // A rule file the log's chain of configs reaches cannot be run: no log would
+            // have a verdict.
             Ok(Err(e)) => {
                 eprintln!("mllog: {e}");
                 return crate::USAGE_OR_IO;
             }
             Err(e) => {
                 worst = crate::USAGE_OR_IO;
+                tally.unreadable += 1;
                 if !crate::check::unreadable(a.format, &mut items, &shown, &e) {
                     return crate::USAGE_OR_IO;
                 }
@@ -433,34 +466,29 @@ pub(crate) fn run(a: &Args, src: Result<RulesSource, String>) -> u8 {
         if !out.is_empty() && !crate::emit(&out) {
             return crate::USAGE_OR_IO;
         }
-        checked += 1;
-        errors += report.errors().count();
-        warnings += report.warnings().count();
+        tally.errors += report.errors().count();
+        tally.warnings += report.warnings().count();
         if !report.passed() {
-            failed += 1;
+            tally.failed += 1;
             if worst == crate::OK {
                 worst = crate::FAILED;
             }
         }
     }
-    if a.format == Format::Text && a.files.len() > 1 {
-        let unreadable = a.files.len() - checked - no_ruleset;
-        if !crate::emit(&diag::closing_line(
-            a.files.len(),
-            failed,
-            unreadable,
-            no_ruleset,
-            errors,
-            warnings,
-        )) {
-            return crate::USAGE_OR_IO;
-        }
+    // Said, not counted: the official checker ignores these, and so do the verdicts.
+    let ignored = engines.ignored();
+    for i in &ignored {
+        eprintln!("mllog: note: {i}");
+    }
+    if a.format == Format::Text && a.files.len() > 1 && !crate::emit(&tally.closing_line()) {
+        return crate::USAGE_OR_IO;
     }
     if a.format == Format::Json {
         let doc = machine::Document::new("check", "files", items)
             .with("passed", (worst == crate::OK).into())
             .with("werror", a.werror.into())
-            .with("rules", source_json(&engines.src));
+            .with("rules", source_json(&engines.src))
+            .with("rules_ignored", machine::value(&ignored));
         if !crate::emit(&doc.render()) {
             return crate::USAGE_OR_IO;
         }

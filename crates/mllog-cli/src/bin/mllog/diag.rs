@@ -221,37 +221,58 @@ pub fn verdict_line(line: &str, passed: bool) -> String {
     line.replacen(word, &format!("{style}{word}{style:#}"), 1)
 }
 
-/// Cargo's closing line: `Checked N files: …` or `error: …`. `no_ruleset`: files read but
-/// not checked, no ruleset of the rules read having rules for them.
-pub fn closing_line(
-    files: usize,
-    failed: usize,
-    unreadable: usize,
-    no_ruleset: usize,
-    errors: usize,
-    warnings: usize,
-) -> String {
-    let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
-    let counts = format!(
-        "{}, {}",
-        plural(errors, "error"),
-        plural(warnings, "warning")
-    );
-    if failed == 0 && unreadable == 0 && no_ruleset == 0 {
-        let s = Style::new().bold().fg_color(Some(AnsiColor::Green.into()));
-        format!(
-            "{s}{:>12}{s:#} {}: all compliant ({counts})\n",
-            "Checked",
-            plural(files, "file")
-        )
-    } else {
-        let s = Style::new().bold().fg_color(Some(AnsiColor::Red.into()));
-        let mut what = format!("{failed} of {} not compliant", plural(files, "file"));
-        if unreadable > 0 {
-            what.push_str(&format!(", {unreadable} unreadable"));
+/// What a check of several files came to, for its closing line.
+#[derive(Default)]
+pub struct Tally {
+    /// Files named.
+    pub files: usize,
+    /// Files checked and not compliant.
+    pub failed: usize,
+    /// Files that could not be read.
+    pub unreadable: usize,
+    /// Files read but not checked: no ruleset of the rules read has rules for them.
+    pub no_ruleset: usize,
+    /// Files checked without a verdict: a snippet of the rules needs what the engine does not
+    /// have on them.
+    pub no_verdict: usize,
+    /// Errors of the files checked.
+    pub errors: usize,
+    /// Warnings of the files checked.
+    pub warnings: usize,
+}
+
+impl Tally {
+    /// Cargo's closing line: `Checked N files: …` or `error: …`.
+    pub fn closing_line(&self) -> String {
+        let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+        let counts = format!(
+            "{}, {}",
+            plural(self.errors, "error"),
+            plural(self.warnings, "warning")
+        );
+        let unchecked = [
+            (self.unreadable, "unreadable"),
+            (self.no_ruleset, "with no ruleset"),
+            (self.no_verdict, "with no verdict"),
+        ];
+        if self.failed == 0 && unchecked.iter().all(|(n, _)| *n == 0) {
+            let s = Style::new().bold().fg_color(Some(AnsiColor::Green.into()));
+            return format!(
+                "{s}{:>12}{s:#} {}: all compliant ({counts})\n",
+                "Checked",
+                plural(self.files, "file")
+            );
         }
-        if no_ruleset > 0 {
-            what.push_str(&format!(", {no_ruleset} with no ruleset"));
+        let s = Style::new().bold().fg_color(Some(AnsiColor::Red.into()));
+        let mut what = format!(
+            "{} of {} not compliant",
+            self.failed,
+            plural(self.files, "file")
+        );
+        for (n, words) in unchecked {
+            if n > 0 {
+                what.push_str(&format!(", {n} {words}"));
+            }
         }
         format!("{s}error{s:#}: {what} ({counts})\n")
     }
