@@ -678,9 +678,12 @@ fn ruleset_inferred_once_for_the_folder_or_refused() {
     // tables, the summarizer's columns): refused, never guessed.
     let (code, out, err) = mllog(["score".as_ref(), c.join("5.0/AMD").as_os_str()]);
     assert_eq!(code, 2, "{out}");
-    assert!(err.contains("under 6.1.0, 10 of 10 files"), "{err}");
     assert!(
-        err.contains("5.0.0, 5.1.0, 6.0.0 fit the evidence"),
+        err.contains("\n  - not 6.1.0: under 6.1.0, 10 of 10 files"),
+        "{err}"
+    );
+    assert!(
+        err.contains("5.0.0, 5.1.0, 6.0.0 fit the evidence); pass --ruleset"),
         "{err}"
     );
     // dlrm_dcnv2 at batch size 160000 has no record in 5.0.0: refused, with the reason.
@@ -1366,7 +1369,8 @@ fn stable_diffusion_clip_is_needed_only_where_fid_passes() {
 
 /// An entry named as a result file that is a directory, or a link to nothing, is an I/O error
 /// naming it (exit 2), where the official checker stops opening it (`IsADirectoryError`,
-/// `FileNotFoundError`); never skipped.
+/// `FileNotFoundError`); never skipped: `score` drops it as a run that cannot be read, naming
+/// it, and scores the rest.
 #[test]
 fn a_result_name_that_is_no_file_is_an_io_error() {
     use mllog_core::compliance::Ruleset;
@@ -1409,6 +1413,26 @@ fn a_result_name_that_is_no_file_is_an_io_error() {
             out.contains(&format!("{}: ", odd.display())) && out.contains("ERROR"),
             "{case}: {out}"
         );
+        let (code, out, err) = mllog([
+            "score".as_ref(),
+            "--ruleset".as_ref(),
+            "6.1.0".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            folder.as_os_str(),
+        ]);
+        assert_eq!(code, 2, "{case}: {out}{err}");
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        let runs = doc["benchmarks"][0]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 11, "{case}: {out}");
+        let dropped: Vec<&Value> = runs.iter().filter(|r| r["error"].is_string()).collect();
+        assert_eq!(dropped.len(), 1, "{case}: {out}");
+        assert_eq!(
+            dropped[0]["file"].as_str(),
+            Some(odd.to_str().unwrap()),
+            "{case}: {out}"
+        );
+        assert!(err.contains(&odd.display().to_string()), "{case}: {err}");
     }
 }
 

@@ -877,9 +877,10 @@ fn custom_rcps_with_odd_records_get_the_official_verdicts() {
         return;
     };
     assert!(cases.len() >= 15 * 7, "{}", cases.len());
-    let (mut verdicts, mut stopped) = ((0, 0), 0);
+    let (mut verdicts, mut stopped, mut shown) = ((0, 0), 0, 0);
     for case in &cases {
         if case.get("error").is_none() {
+            shown += usize::from(benchmark_shown_as_in_file(case));
             if assert_official_verdict(case) {
                 verdicts.0 += 1;
             } else {
@@ -907,9 +908,35 @@ fn custom_rcps_with_odd_records_get_the_official_verdicts() {
         stopped += 1;
     }
     assert!(
-        verdicts.0 > 0 && verdicts.1 > 0 && stopped > 0,
-        "{verdicts:?} {stopped}"
+        verdicts.0 > 0 && verdicts.1 > 0 && stopped > 0 && shown > 0,
+        "{verdicts:?} {stopped} {shown}"
     );
+}
+
+/// Whether the JSON output lists the case's changed record, and then that it shows its
+/// `Benchmark` as the file has it (`null`, `7`, the string).
+fn benchmark_shown_as_in_file(case: &Value) -> bool {
+    let file = case["file"].as_str().unwrap();
+    let data: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let record = case["record"].as_str().unwrap();
+    let (_, doc, _) = rcp_json(&[
+        "--ruleset".as_ref(),
+        case["ruleset"].as_str().unwrap().as_ref(),
+        "--custom-rcps".as_ref(),
+        file.as_ref(),
+        case["folder"].as_str().unwrap().as_ref(),
+    ]);
+    let Some(point) = doc["benchmarks"][0]["records"]
+        .as_array()
+        .and_then(|r| r.iter().find(|p| p["name"] == record))
+    else {
+        return false;
+    };
+    assert_eq!(
+        point["benchmark"], data[record]["Benchmark"],
+        "{file}: {doc}"
+    );
+    true
 }
 
 /// `check_directory` on a folder with the RCPs of a package copy (its `rcp_checker` module

@@ -46,6 +46,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 use super::rcp_data::SUBMISSION_RUNS;
 use super::rcp_file::RcpRecord;
 use super::rcp_tables::RcpTables;
+use super::score::{result_entries, ResultEntry};
 use crate::compliance::Ruleset;
 
 /// The t-test's significance level.
@@ -228,7 +229,9 @@ pub fn min_acceptable_mean(
 pub struct RcpPoint {
     /// The record's name (`bert_ref_448`; `<benchmark>_interp_<bs>` for an interpolation).
     pub name: String,
-    /// The record's `Benchmark`.
+    /// The record's `Benchmark` (see [`RcpRecord::benchmark`]; serialized as the file's JSON
+    /// value, `null` for a record of no benchmark).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_in_file"))]
     pub benchmark: String,
     /// The batch size.
     pub bs: f64,
@@ -409,6 +412,18 @@ impl RcpTable {
             }
         }
         best
+    }
+}
+
+/// A record's `Benchmark` as its file has it: the string, or the JSON value that is not one.
+#[cfg(feature = "serde")]
+fn as_in_file<S: serde::Serializer>(benchmark: &str, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match benchmark.strip_prefix(super::rcp_file::NOT_A_STRING) {
+        Some(json) => serde_json::from_str::<serde_json::Value>(json)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s),
+        None => s.serialize_str(benchmark),
     }
 }
 
@@ -674,11 +689,7 @@ fn read_run_lines(
             match parse() {
                 Ok(j) => {
                     let v = j.get("value").cloned().unwrap_or(J::Null);
-                    // Python's bool is an int: `true` compares as 1 everywhere after.
-                    run.batch_size = match &v {
-                        J::Bool(b) => Some(f64::from(u8::from(*b))),
-                        other => num(other),
-                    };
+                    run.batch_size = super::rcp_file::json_number(&v);
                     run.batch_size_text = Some(match &v {
                         J::Number(n) if n.is_f64() => py_float(n.as_f64().unwrap_or(f64::NAN)),
                         J::Bool(true) => "True".into(),
@@ -1070,46 +1081,10 @@ pub fn package_bypass(folder: &Path) -> (bool, Option<String>) {
     (on, note)
 }
 
-/// The result files of a folder, sorted by name.
-fn files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
-    super::score::result_files(folder)
-}
-
-/// The first entry of `folder` named as a result file (`result_*.txt`, as the official glob
-/// matches names) that is not a readable file: a directory, or a link to nothing. The official
-/// checker opens every such name and stops there (`IsADirectoryError`, `FileNotFoundError`).
-fn not_a_file(folder: &Path) -> Option<String> {
-    let mut odd: Vec<(PathBuf, &str)> = std::fs::read_dir(folder)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            n.starts_with("result_") && n.ends_with(".txt")
-        })
-        .filter_map(|e| {
-            let p = e.path();
-            match std::fs::metadata(&p) {
-                Ok(m) if m.is_dir() => Some((p, "a directory, not a result file")),
-                Ok(m) if !m.is_file() => Some((p, "not a regular file")),
-                Ok(_) => None,
-                Err(_) => Some((p, "a link to nothing, not a result file")),
-            }
-        })
-        .collect();
-    odd.sort();
-    odd.first()
-        .map(|(p, what)| format!("{}: {what}", p.display()))
-}
-
-/// `runs` in the order the folder lists their files (`readdir`, as Python's `glob` takes
-/// them); by name when the folder cannot be listed again.
-fn listing_order<'a>(folder: &Path, runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
-    let listed: Vec<PathBuf> = std::fs::read_dir(folder)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+/// `runs` in the order the folder listed their files.
+fn listing_order<'a>(listed: &[ResultEntry], runs: &'a [RcpRun]) -> Vec<&'a RcpRun> {
     let mut v: Vec<&RcpRun> = runs.iter().collect();
-    v.sort_by_key(|run| listed.iter().position(|p| *p == run.file));
+    v.sort_by_key(|run| listed.iter().position(|e| e.path == run.file));
     v
 }
 
@@ -1170,20 +1145,27 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
         r.status = RcpStatus::Error;
         r
     };
-    let paths = match files(folder) {
-        Ok(p) => p,
+    let listed = match result_entries(folder) {
+        Ok(l) => l,
         Err(e) => {
             r.io_error = true;
             return err(r, format!("{}: {e}", folder.display()));
         }
     };
-    if let Some(e) = not_a_file(folder) {
+    let mut by_name = listed.clone();
+    by_name.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(e) = by_name.iter().find(|e| e.not_a_file.is_some()) {
         r.io_error = true;
         return err(
             r,
-            format!("{e} (the official rcp_checker stops here with an OSError)"),
+            format!(
+                "{}: {} (the official rcp_checker stops here with an OSError)",
+                e.path.display(),
+                e.not_a_file.unwrap_or_default()
+            ),
         );
     }
+    let paths: Vec<PathBuf> = by_name.into_iter().map(|e| e.path).collect();
     if paths.is_empty() {
         return err(r, format!("{}: no result_*.txt", folder.display()));
     }
@@ -1218,7 +1200,7 @@ pub fn check_benchmark(folder: &Path, opts: &RcpOptions) -> RcpResult {
     // size (or benchmark) is skipped over when it comes first, a mismatch when it comes later.
     let mut bs: Option<(LoggedBs, Option<String>)> = None;
     let mut bench: Option<String> = None;
-    for run in listing_order(folder, &r.runs) {
+    for run in listing_order(&listed, &r.runs) {
         let cur = LoggedBs::of(run);
         match &bs {
             None => bs = Some((cur, run.batch_size_text.clone())),
@@ -1630,8 +1612,21 @@ pub struct FinalScore {
     pub decision: String,
 }
 
-/// `division` of `<submission>/systems/<system>.json` for `results/<system>/<benchmark>`.
+/// `division` of `<submission>/systems/<system>.json` for `results/<system>/<benchmark>`, or
+/// for an HPC folder `results/<system>/<strong|weak>/<benchmark>`.
 pub fn system_division(folder: &Path) -> Result<Option<String>, String> {
+    let hpc = folder
+        .parent()
+        .and_then(|s| s.parent().and_then(Path::parent).map(|r| (s, r)))
+        .filter(|(s, r)| {
+            matches!(
+                s.file_name().and_then(|n| n.to_str()),
+                Some("strong" | "weak")
+            ) && r.file_name().is_some_and(|n| n == "results")
+        });
+    if let Some((scaling, _)) = hpc {
+        return system_division(scaling);
+    }
     let (Some(system), Some(sub)) = (
         folder.parent(),
         folder

@@ -242,13 +242,20 @@ fn memchr_str(hay: &[u8], needle: &[u8]) -> bool {
 /// A number as Python's `json.load` reads it: a JSON number, or one of its constants.
 fn number(v: &Value) -> Option<f64> {
     match v {
-        Value::Number(n) => n.as_f64(),
-        Value::Bool(b) => Some(f64::from(u8::from(*b))),
         Value::String(s) => {
             let c = s.strip_prefix(&TAG.replace("\\u0000", "\0"))?;
             CONSTANTS.iter().find(|(n, _)| *n == c).map(|(_, x)| *x)
         }
-        _ => None,
+        other => json_number(other),
+    }
+}
+
+/// A JSON number, or a bool as the number Python computes with (`bool` is an `int` there:
+/// `true` is 1 in every comparison and sum after).
+pub(super) fn json_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        other => other.as_f64(),
     }
 }
 

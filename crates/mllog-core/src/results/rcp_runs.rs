@@ -3,22 +3,10 @@
 //! keys and integers in the checker's source, not a data file, so it is read from that literal
 //! ([`super::py_literal`]).
 
-use super::py_literal::{assigned, Literal};
-
 /// `submission_runs[usage]` as `(benchmark, runs)` in source order; `None` when the source has
 /// no such literal, it holds anything else, or it lacks `usage`.
 pub(super) fn parse_submission_runs(source: &str, usage: &str) -> Option<Vec<(String, usize)>> {
-    let top = assigned(source, "submission_runs")?;
-    let Literal::Dict(entries) = top.get(usage)? else {
-        return None;
-    };
-    entries
-        .iter()
-        .map(|(k, v)| match v {
-            Literal::Int(n) => Some((k.clone(), *n)),
-            _ => None,
-        })
-        .collect()
+    super::py_literal::usage_counts(source, "submission_runs", usage)
 }
 
 #[cfg(test)]
