@@ -107,6 +107,9 @@ def generate():
         "    pub detailed_columns: &'static [&'static str],",
         "    /// Columns of result_summarizer's table (`out.csv`).",
         "    pub summary_columns: &'static [&'static str],",
+        "    /// Result files the package checker wants per benchmark",
+        "    /// (`benchmark_meta.get_result_file_counts`).",
+        "    pub result_file_counts: &'static [(&'static str, usize)],",
         "}",
         "",
         "/// One entry per training ruleset.",
@@ -121,6 +124,7 @@ def generate():
             f"        allowed_benchmarks: {rust_list(allowed)},",
             f"        detailed_columns: {rust_list(columns)},",
             f"        summary_columns: {rust_list(summary)},",
+            "        result_file_counts: RESULT_FILE_COUNTS,",
             "    },",
         ]
     out += ["];", ""]

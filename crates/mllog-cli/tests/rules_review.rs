@@ -508,8 +508,8 @@ fn verify_under_older_rulesets_agrees_with_the_package_checker() {
 /// The package copy with 6.1.0 renamed 6.2.0: `verify --rules COPY --ruleset 6.2.0` of a
 /// generated submission gives the verdicts, factors and scores that the built-in review gives
 /// under 6.1.0 (itself held to the official tools in `verify.rs`); the facts of 6.2.0 come from
-/// the copy's `benchmark_meta.py`. Without the 6.2 entry there, the review says so, naming
-/// the file.
+/// the copy's `benchmark_meta.py`, as do the result counts of every ruleset. Without the 6.2
+/// entry there, the review says so, naming the file.
 #[test]
 fn verify_under_a_ruleset_no_build_has_matches_its_source_ruleset() {
     use mllog_core::compliance::{example_log, Division, Ruleset};
@@ -562,9 +562,24 @@ fn verify_under_a_ruleset_no_build_has_matches_its_source_ruleset() {
             "the columns of 6.2.0 are 6.1.0's"
         );
     }
-    // A package that lists no benchmarks for 6.2: said, naming the file.
+    // The result counts are the package's, even for a ruleset this build has facts for: a
+    // release candidate that wants 9 llama2_70b_lora files makes the 10 a finding.
     let meta = copy.join("benchmark_meta.py");
     let text = std::fs::read_to_string(&meta).unwrap();
+    let nine = text.replacen("'llama2_70b_lora': 10,", "'llama2_70b_lora': 9,", 1);
+    assert_ne!(nine, text, "benchmark_meta.py counts llama2_70b_lora");
+    std::fs::write(&meta, &nine).unwrap();
+    for ruleset in ["6.1.0", "6.2.0"] {
+        let nine = review::ours_with(&sub, ruleset, &["--rules".as_ref(), copy.as_os_str()]);
+        assert_eq!(nine.code, 1, "{ruleset}: {}", nine.text);
+        assert!(
+            nine.text.contains("found 10, expected 9 result_*.txt"),
+            "{ruleset}: {}",
+            nine.text
+        );
+    }
+    std::fs::write(&meta, &text).unwrap();
+    // A package that lists no benchmarks for 6.2: said, naming the file.
     std::fs::write(&meta, text.replace("'6.2'", "'6.3'")).unwrap();
     let (code, _, err) = mllog([
         "verify".as_ref(),
@@ -698,7 +713,7 @@ fn inference_under_rules_uses_what_the_source_ships() {
 
 /// The review facts read from the package equal what its own functions give, for every
 /// training ruleset it allows benchmarks for: `get_allowed_benchmarks` (repeats dropped),
-/// `_get_column_schema` detailed and not, and the fields `check_system_desc` requires (each
+/// `get_result_file_counts`, `_get_column_schema` detailed and not, and the fields `check_system_desc` requires (each
 /// probed: a description without it fails, with every field passes); and the built-in facts
 /// of 5.0.0 to 6.1.0 equal the ones read.
 #[test]
@@ -719,6 +734,7 @@ for r in sorted(rule_choices()):
         "allowed": allowed,
         "detailed": list(rs._get_column_schema("training", r, detailed=True).keys()),
         "summary": list(rs._get_column_schema("training", r).keys()),
+        "counts": list(benchmark_meta.get_result_file_counts("training").items()),
     }
 print(json.dumps(out))
 "#;
@@ -739,6 +755,13 @@ print(json.dumps(out))
         assert_eq!(got.allowed_benchmarks, strs(&want["allowed"]), "{r}");
         assert_eq!(got.detailed_columns, strs(&want["detailed"]), "{r}");
         assert_eq!(got.summary_columns, strs(&want["summary"]), "{r}");
+        let counts: Vec<(String, usize)> = serde_json::from_value(want["counts"].clone()).unwrap();
+        let got_counts: Vec<(String, usize)> = got
+            .result_file_counts
+            .iter()
+            .map(|(b, n)| (b.to_string(), *n))
+            .collect();
+        assert_eq!(got_counts, counts, "{r}");
         assert_eq!(
             got.required_fields,
             &mllog_core::results::package::SYSTEM_DESC_FIELDS[..],

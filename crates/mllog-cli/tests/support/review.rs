@@ -130,20 +130,7 @@ pub fn official(python: &str, copy: &Path, ruleset: &str, work: &Path) -> Offici
             }
         }
     }
-    let csv = work.join("out.csv");
-    let (out, err) = py(
-        python,
-        &[
-            "-m",
-            "mlperf_logging.result_summarizer",
-            c,
-            "training",
-            ruleset,
-            "--csv",
-            csv.to_str().unwrap(),
-        ],
-        work,
-    );
+    let (out, err) = summarizer_csv(python, copy, "training", ruleset, work);
     let table = std::fs::read_to_string(work.join("out_detailed.csv"))
         .map(|t| read_csv(&t))
         .unwrap_or_default();
@@ -159,6 +146,31 @@ pub fn official(python: &str, copy: &Path, ruleset: &str, work: &Path) -> Offici
         summarizer_output: out + &err,
         table,
     }
+}
+
+/// Runs `result_summarizer <copy> <usage> <ruleset> --csv <work>/out.csv` in `work` (its
+/// tables: `out.csv`, `out_detailed.csv`): its stdout and stderr.
+pub fn summarizer_csv(
+    python: &str,
+    copy: &Path,
+    usage: &str,
+    ruleset: &str,
+    work: &Path,
+) -> (String, String) {
+    let csv = work.join("out.csv");
+    py(
+        python,
+        &[
+            "-m",
+            "mlperf_logging.result_summarizer",
+            copy.to_str().unwrap(),
+            usage,
+            ruleset,
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        work,
+    )
 }
 
 /// `system/benchmark` of a benchmark folder path.

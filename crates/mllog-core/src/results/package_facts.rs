@@ -1,12 +1,13 @@
-//! The facts `verify` needs for a training ruleset (the benchmarks the package checker
-//! reviews, the fields `system_desc_checker` requires, the summarizer's columns), read from a
-//! package at run time (`mllog verify --rules`) for the rulesets whose facts are not built in
-//! ([`super::verify_data`] has 5.0.0 to 6.1.0).
+//! The facts `verify` needs for a ruleset (the benchmarks the package checker reviews and the
+//! result files it wants of each, the fields `system_desc_checker` requires, the summarizer's
+//! columns), read from a package at run time (`mllog verify --rules`), whatever the ruleset:
+//! the built-in facts ([`super::verify_data`], 5.0.0 to 6.1.0) serve only without a package.
 //!
 //! As the package computes them: the allowed benchmarks are `benchmark_meta.py`'s
 //! `_ALL_ALLOWED_BENCHMARKS['training']` of the ruleset, else of its short form (`4.1` for
 //! `4.1.0`), as `get_allowed_benchmarks` looks them up (a ruleset in neither is its
-//! `ValueError`, here an error naming the file); the required fields are
+//! `ValueError`, here an error naming the file); the counts are its `_ALL_RESULT_FILE_COUNTS`
+//! of the usage (`get_result_file_counts`); the required fields are
 //! `system_desc_checker.py`'s `required_fields` list; the `status` values are checked from
 //! ruleset 4 on (the checker's condition on the major version); the columns are
 //! `result_summarizer._get_column_schema`'s: the system columns, six per allowed benchmark
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use super::py_literal::{assigned, Literal};
+use super::usage::Usage;
 use super::verify_data::RulesetFacts;
 
 const SYSTEM_COLUMNS: [&str; 12] = [
@@ -51,7 +53,17 @@ static READ: OnceLock<Cache> = OnceLock::new();
 /// The facts of training ruleset `ruleset` from the package folder `root`, or the error
 /// naming the file that does not give them.
 pub fn read_facts(root: &Path, ruleset: &str) -> Result<&'static RulesetFacts, String> {
-    let key = (root.to_path_buf(), ruleset.to_owned());
+    read_usage_facts(root, Usage::Training, ruleset)
+}
+
+/// [`read_facts`] of a ruleset of `usage`: for HPC, `_ALL_ALLOWED_BENCHMARKS['hpc']`, and no
+/// `status` check (`system_desc_checker` checks it for training only).
+pub fn read_usage_facts(
+    root: &Path,
+    usage: Usage,
+    ruleset: &str,
+) -> Result<&'static RulesetFacts, String> {
+    let key = (root.to_path_buf(), format!("{}_{ruleset}", usage.as_str()));
     let cache = READ.get_or_init(|| Mutex::new(Vec::new()));
     if let Some((_, f)) = cache
         .lock()
@@ -61,7 +73,7 @@ pub fn read_facts(root: &Path, ruleset: &str) -> Result<&'static RulesetFacts, S
     {
         return Ok(f);
     }
-    let facts = read(root, ruleset)?;
+    let facts = read(root, usage, ruleset)?;
     let leaked: &'static RulesetFacts = Box::leak(Box::new(facts));
     cache
         .lock()
@@ -82,14 +94,15 @@ fn source(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn read(root: &Path, ruleset: &str) -> Result<RulesetFacts, String> {
+fn read(root: &Path, usage: Usage, ruleset: &str) -> Result<RulesetFacts, String> {
     let meta_path = root.join("benchmark_meta.py");
     let meta = source(&meta_path)?;
+    let u = usage.as_str();
     let training = assigned(&meta, "_ALL_ALLOWED_BENCHMARKS")
-        .and_then(|a| a.get("training").cloned())
+        .and_then(|a| a.get(u).cloned())
         .ok_or_else(|| {
             format!(
-                "{}: no _ALL_ALLOWED_BENCHMARKS literal with training rulesets",
+                "{}: no _ALL_ALLOWED_BENCHMARKS literal with {u} rulesets",
                 meta_path.display()
             )
         })?;
@@ -105,7 +118,7 @@ fn read(root: &Path, ruleset: &str) -> Result<RulesetFacts, String> {
             _ => String::new(),
         };
         return Err(format!(
-            "{}: the package checker allows no benchmarks for training ruleset {ruleset} (nor \
+            "{}: the package checker allows no benchmarks for {u} ruleset {ruleset} (nor \
              {short}); it lists {have} (benchmark_meta.get_allowed_benchmarks raises \
              ValueError there)",
             meta_path.display()
@@ -137,12 +150,24 @@ fn read(root: &Path, ruleset: &str) -> Result<RulesetFacts, String> {
     }
     detailed.extend(LINKS.iter().map(|s| s.to_string()));
     summary.extend(LINKS.iter().map(|s| s.to_string()));
+    let counts =
+        super::py_literal::usage_counts(&meta, "_ALL_RESULT_FILE_COUNTS", u).ok_or_else(|| {
+            format!(
+                "{}: no _ALL_RESULT_FILE_COUNTS literal with {u} counts",
+                meta_path.display()
+            )
+        })?;
+    let counts: Vec<(&'static str, usize)> = counts
+        .into_iter()
+        .map(|(b, n)| (&*Box::leak(b.into_boxed_str()), n))
+        .collect();
     Ok(RulesetFacts {
         ruleset: Box::leak(ruleset.to_owned().into_boxed_str()),
         required_fields: leak_strs(required),
-        status_checked: major >= 4,
+        status_checked: usage == Usage::Training && major >= 4,
         allowed_benchmarks: leak_strs(allowed),
         detailed_columns: leak_strs(detailed),
         summary_columns: leak_strs(summary),
+        result_file_counts: Box::leak(counts.into_boxed_slice()),
     })
 }

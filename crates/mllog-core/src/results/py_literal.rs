@@ -159,6 +159,23 @@ fn value(t: &mut Tokens) -> Option<Literal> {
     }
 }
 
+/// The counts of `usage` in the module-level literal `name = {usage: {benchmark: n}}` of a
+/// Python source (`submission_runs`, `benchmark_meta._ALL_RESULT_FILE_COUNTS`), in file
+/// order; `None` when there is no such literal of integers.
+pub(super) fn usage_counts(source: &str, name: &str, usage: &str) -> Option<Vec<(String, usize)>> {
+    let top = assigned(source, name)?;
+    let Literal::Dict(entries) = top.get(usage)? else {
+        return None;
+    };
+    entries
+        .iter()
+        .map(|(k, v)| match v {
+            Literal::Int(n) => Some((k.clone(), *n)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! The review of a whole round: a folder of submitter folders, as the results repositories
-//! lay it out (`training_results_v5.1/<Submitter>/{results,systems}`), each reviewed by
-//! [`verify`] in one pass, and one table of final scores for the round.
+//! lay it out (`training_results_v5.1/<Submitter>/{results,systems}`, `hpc_results_v3.0/…`),
+//! each reviewed by [`verify`] in one pass under the options' usage, and one table of final
+//! scores for the round (an HPC weak-scaling folder's score in words beside it).
 //!
 //! A submitter folder is a subfolder with `results/` or `systems/` (the summarizer's round
 //! mode, `result_summarizer 'ROUND/{*}'`, takes those with both; one with only one of them is
@@ -56,6 +57,16 @@ pub struct ScoreLine {
     pub scaling_factor: f64,
     /// Why there is no score.
     pub no_score: Option<String>,
+    /// An HPC weak-scaling folder's score, in words (its time is not the final score's); it
+    /// has one unless [`ScoreLine::no_score`] says why not.
+    pub weak: Option<String>,
+}
+
+impl ScoreLine {
+    /// Whether the folder has a score: a final score, or a weak-scaling one.
+    pub fn scored(&self) -> bool {
+        self.score.is_some() || (self.weak.is_some() && self.no_score.is_none())
+    }
 }
 
 /// A round's review: [`verify_round`]'s result.
@@ -66,6 +77,8 @@ pub struct RoundReview {
     pub dir: PathBuf,
     /// The ruleset.
     pub ruleset: String,
+    /// The usage reviewed: `training` or `hpc`.
+    pub usage: &'static str,
     /// Whether every submitter passes review.
     pub passed: bool,
     /// Subfolders that are no submitter folder, each with why.
@@ -199,7 +212,15 @@ pub fn verify_round(dir: &Path, opts: &VerifyOptions) -> Result<RoundReview, Ver
                     passed: b.passed,
                     score: b.score,
                     scaling_factor: b.scaling_factor,
-                    no_score: b.no_score.clone(),
+                    no_score: match &b.weak {
+                        Some(w) if w.scored() => None,
+                        Some(w) => Some(format!("weak scaling: {}", w.describe())),
+                        None => b.no_score.clone(),
+                    },
+                    weak: b
+                        .weak
+                        .as_ref()
+                        .map(|w| format!("weak scaling: {}", w.describe())),
                 })
         })
         .collect();
@@ -210,6 +231,7 @@ pub fn verify_round(dir: &Path, opts: &VerifyOptions) -> Result<RoundReview, Ver
     Ok(RoundReview {
         dir: dir.to_path_buf(),
         ruleset: opts.ruleset.clone(),
+        usage: opts.usage.as_str(),
         passed: !submitters.is_empty() && submitters.iter().all(Review::passed),
         skipped,
         submitters,
@@ -261,8 +283,9 @@ impl RoundReview {
         }
         let _ = writeln!(
             out,
-            "Final scores of the round {} (training ruleset {}):",
+            "Final scores of the round {} ({} ruleset {}):",
             self.dir.display(),
+            self.usage,
             self.ruleset
         );
         let w = |f: fn(&ScoreLine) -> usize| self.scores.iter().map(f).max().unwrap_or(0);
@@ -277,13 +300,17 @@ impl RoundReview {
             "submitter", "system", "benchmark", "score (min)", "factor"
         );
         for l in &self.scores {
-            let score = l.score.map_or("-".to_string(), |s| format!("{s:.4}"));
+            let score = match l.score {
+                Some(s) => format!("{s:.4}"),
+                None if l.scored() => "weak".to_string(),
+                None => "-".to_string(),
+            };
             let verdict = if l.passed { "passes" } else { "FAILS" };
-            let why = l
-                .no_score
-                .as_ref()
-                .map(|w| format!("; no score: {w}"))
-                .unwrap_or_default();
+            let why = match (&l.no_score, &l.weak) {
+                (Some(w), _) => format!("; no score: {w}"),
+                (None, Some(w)) => format!("; {w}"),
+                (None, None) => String::new(),
+            };
             let _ = writeln!(
                 out,
                 "{:ws$}  {:wy$}  {:wb$}  {score:>12}  {:>8}  {verdict}{why}",
@@ -308,7 +335,7 @@ impl RoundReview {
                 "THE ROUND DOES NOT PASS REVIEW"
             },
             self.submitters.len(),
-            self.scores.iter().filter(|l| l.score.is_some()).count(),
+            self.scores.iter().filter(|l| l.scored()).count(),
             self.scores.len(),
             if failed.is_empty() {
                 String::new()

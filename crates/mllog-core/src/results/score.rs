@@ -24,7 +24,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{max_dropped_runs, required_runs};
+use super::max_dropped_runs;
+use super::usage::Usage;
 use crate::compliance::{check_reader, check_reader_detect, Ruleset};
 use crate::record::LogReader;
 
@@ -241,17 +242,61 @@ pub fn scaling_factor(folder: &Path) -> Result<f64, String> {
     }
 }
 
-/// The `result_*.txt` files of a folder, sorted by name.
+/// An entry of a folder named as a result file (`result_*.txt`, as the official glob matches
+/// names).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultEntry {
+    /// Its path.
+    pub path: PathBuf,
+    /// Why it is not a result file to read, when it is no regular file: a directory, a FIFO,
+    /// a link to nothing. The official tools open every entry the glob names and stop at such
+    /// a one; only a regular file is opened here (a FIFO would block, a device never end).
+    pub not_a_file: Option<&'static str>,
+}
+
+/// The entries of a folder named as result files, in the order the folder lists them (as
+/// Python's `glob` takes them), from one reading of it.
+pub fn result_entries(folder: &Path) -> std::io::Result<Vec<ResultEntry>> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(folder)? {
+        let e = e?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("result_") && name.ends_with(".txt")) {
+            continue;
+        }
+        let path = e.path();
+        let not_a_file = match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => None,
+            Ok(m) if m.is_dir() => Some("a directory, not a result file"),
+            Ok(_) => Some("not a regular file (a FIFO, socket or device)"),
+            Err(_) => Some("a link to nothing, not a result file"),
+        };
+        v.push(ResultEntry { path, not_a_file });
+    }
+    Ok(v)
+}
+
+/// [`result_entries`] sorted by name, as the scores take them.
+pub fn result_entries_by_name(folder: &Path) -> std::io::Result<Vec<ResultEntry>> {
+    let mut v = result_entries(folder)?;
+    v.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(v)
+}
+
+/// [`ResultEntry::not_a_file`] as the error of reading the entry.
+pub(crate) fn readable(entry: &ResultEntry) -> std::io::Result<()> {
+    entry
+        .not_a_file
+        .map_or(Ok(()), |what| Err(std::io::Error::other(what)))
+}
+
+/// The `result_*.txt` regular files of a folder, sorted by name.
 pub fn result_files(folder: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(folder)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
-                && p.is_file()
-        })
+    let mut v: Vec<PathBuf> = result_entries(folder)?
+        .into_iter()
+        .filter(|e| e.not_a_file.is_none())
+        .map(|e| e.path)
         .collect();
     v.sort();
     Ok(v)
@@ -302,19 +347,31 @@ pub fn score_benchmark_with(
     folder: &Path,
     check: &dyn Fn(&Path) -> std::io::Result<FileVerdict>,
 ) -> std::io::Result<BenchmarkScore> {
+    score_benchmark_as(folder, Usage::Training, check)
+}
+
+/// [`score_benchmark_with`] of a folder laid out for `usage`: an HPC strong-scaling folder
+/// (`results/<system>/strong/<benchmark>/`) is scored the same way, its system two levels up
+/// and its result count HPC's.
+pub fn score_benchmark_as(
+    folder: &Path,
+    usage: Usage,
+    check: &dyn Fn(&Path) -> std::io::Result<FileVerdict>,
+) -> std::io::Result<BenchmarkScore> {
     let mut benchmark = name(folder);
     if benchmark == "mask" {
         benchmark = "maskrcnn".into();
     }
-    let system = folder.parent().map(name).unwrap_or_default();
+    let system = usage.system_of(folder);
     let max_dropped = max_dropped_runs(&benchmark);
-    let required = required_runs(&benchmark);
+    let required = usage.required_runs(&benchmark);
     let mut runs = Vec::new();
     let mut decisions = Vec::new();
     let mut unreadable = Vec::new();
-    let listed = result_files(folder)
+    let listed = result_entries_by_name(folder)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", folder.display())))?;
-    for file in listed {
+    for entry in listed {
+        let file = entry.path.clone();
         // Streamed, three passes: a result file of any size is read in bounded memory.
         let open = || -> std::io::Result<_> {
             Ok(std::io::BufReader::with_capacity(
@@ -325,6 +382,7 @@ pub fn score_benchmark_with(
         // An unreadable file is a dropped run that names the file (the official summarizer
         // stops with a traceback there); the rest of the folder is still scored.
         let read = || -> std::io::Result<_> {
+            readable(&entry)?;
             let report = check(&file)?;
             let summary = super::summary::summarize_reader(&file.display().to_string(), open()?)?;
             let (start, stop) = run_start_stop_reader(open()?)?;
@@ -383,7 +441,8 @@ pub fn score_benchmark_with(
         )),
         Some(req) => decisions.push(format!("{benchmark} needs {req} runs: present")),
         None => decisions.push(format!(
-            "note: {benchmark} is not a known training benchmark"
+            "note: {benchmark} is not a known {} benchmark",
+            usage.as_str()
         )),
     }
     let scale = scaling_factor(folder).map_err(std::io::Error::other)?;
@@ -467,7 +526,8 @@ pub fn score_benchmark_with(
     })
 }
 
-fn subdirs(p: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// The sub-folders of `p`, sorted (symbolic links to folders included).
+pub(crate) fn subdirs(p: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(p)?
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -477,20 +537,24 @@ fn subdirs(p: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(v)
 }
 
+/// The folder of system folders: `dir/results` of a submission, else `dir` itself.
+pub(crate) fn results_root(dir: &Path) -> PathBuf {
+    let results = dir.join("results");
+    if results.is_dir() {
+        results
+    } else {
+        dir.to_path_buf()
+    }
+}
+
 /// Finds the benchmark folders under `dir`: a submission (`dir/results/<system>/<benchmark>`),
 /// a `results` folder, one system's folder, or one benchmark folder (holding `result_*.txt`).
 pub fn benchmark_folders(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     if !result_files(dir)?.is_empty() {
         return Ok(vec![dir.to_path_buf()]);
     }
-    let results = dir.join("results");
-    let root = if results.is_dir() {
-        results
-    } else {
-        dir.to_path_buf()
-    };
     let mut out = Vec::new();
-    for a in subdirs(&root)? {
+    for a in subdirs(&results_root(dir))? {
         if !result_files(&a)?.is_empty() {
             out.push(a);
             continue;
@@ -557,7 +621,7 @@ pub fn render_text(scores: &[BenchmarkScore]) -> String {
 
 /// A path as JSON text, the way the text output shows it (lossy for non-UTF-8 names).
 #[cfg(feature = "serde")]
-fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn display_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&p.display())
 }
 

@@ -12,6 +12,11 @@
 //! read in parallel, each once and streamed, so memory follows the largest line, not the
 //! submission. Nothing in the folder is modified unless [`VerifyOptions::set_scaling`].
 //!
+//! Under [`VerifyOptions::usage`] HPC the folder is taken as `package_checker <folder> hpc
+//! <ruleset>` takes it: `results/<system>/<strong|weak>/<benchmark>/`, HPC's result counts (at
+//! least that many for weak scaling), benchmarks and RCPs, and a weak-scaling folder scored by
+//! the summarizer's tuple ([`super::weak_score`]).
+//!
 //! Where the official tools crash (a malformed system description, a missing `systems/` file,
 //! a `scaling.json` that is not JSON, a benchmark folder the ruleset does not allow, which the
 //! summarizer's table cannot hold), the review names the path, says what the official tool
@@ -54,9 +59,11 @@ use super::rcp::{
     RcpStatus, Scaling,
 };
 use super::repo_check::{repo_check, RepoFinding};
-use super::score::olympic_mean;
+use super::score::{olympic_mean, FileVerdict};
 use super::summary::csv_field;
+use super::usage::{HpcScaling, Usage};
 use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
+use super::weak_score::{score_weak, WeakScore};
 use crate::compliance::{Checker, Ruleset};
 use crate::record::{LogReader, Record};
 
@@ -93,10 +100,14 @@ pub struct VerifyOptions {
     /// Where the RCP check's records come from (`None`: the built-in tables of `ruleset`).
     pub rcp_tables: Option<std::sync::Arc<super::rcp_tables::RcpTables>>,
     /// The rules each result file is checked with, read at run time from a package (`None`:
-    /// the built-in rules of `ruleset`); the ruleset facts are then the package's too, where
-    /// none are built in ([`super::package_facts`]).
+    /// the built-in rules of `ruleset`); the ruleset facts are then the package's too
+    /// ([`super::package_facts`]).
     #[cfg(feature = "rules")]
     pub rules: Option<std::sync::Arc<super::rules_check::RulesCheck>>,
+    /// The package checker's usage: Training, or HPC (`results/<system>/<strong|weak>/
+    /// <benchmark>/`, HPC's result counts and benchmarks; its rules and facts are read at run
+    /// time, none are built in).
+    pub usage: Usage,
 }
 
 impl VerifyOptions {
@@ -111,6 +122,7 @@ impl VerifyOptions {
             rcp_tables: None,
             #[cfg(feature = "rules")]
             rules: None,
+            usage: Usage::Training,
         }
     }
 }
@@ -311,6 +323,13 @@ pub struct BenchmarkReview {
     pub system: String,
     /// The benchmark (folder name; `mask` is `maskrcnn` for the summarizer).
     pub benchmark: String,
+    /// HPC: the `strong` or `weak` folder it is in (absent for Training).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<HpcScaling>,
+    /// HPC weak scaling: the summarizer's weak-scaling score (models trained, accelerators per
+    /// model, time to train them all), of the runs as the package checker judged them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weak: Option<WeakScore>,
     /// Whether the package checker reviews it (false: the ruleset does not allow it).
     pub reviewed: bool,
     /// The division of its system description, `closed` or anything else.
@@ -402,6 +421,8 @@ pub struct Review {
     pub dir: PathBuf,
     /// The ruleset.
     pub ruleset: String,
+    /// The usage it is reviewed under.
+    pub usage: Usage,
     /// Whether it passes review.
     pub passed: bool,
     /// Problems of the folder itself (no `results/`, unreadable entries).
@@ -458,8 +479,9 @@ impl Review {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "Reviewing {} under training ruleset {}",
+            "Reviewing {} under {} ruleset {}",
             self.dir.display(),
+            self.usage.as_str(),
             self.ruleset
         );
         let block = |out: &mut String, p: &Problem| {
@@ -504,6 +526,10 @@ impl Review {
                 "DOES NOT PASS REVIEW".to_string()
             };
             let score = match (b.score, b.olympic_mean) {
+                _ if b.weak.is_some() => format!(
+                    "weak-scaling score: {}",
+                    b.weak.as_ref().map(WeakScore::describe).unwrap_or_default()
+                ),
                 (Some(s), Some(m)) => format!(
                     "score {s:.4} min = olympic mean {m:.4} × factor {}",
                     b.scaling_factor
@@ -577,18 +603,22 @@ pub fn facts(ruleset: Ruleset) -> Option<&'static RulesetFacts> {
     RULESETS.iter().find(|f| f.ruleset == ruleset.as_str())
 }
 
-/// The facts of the review's ruleset: built in, else (with rules read at run time) the
-/// package's.
+/// The facts of the review's ruleset: with rules read at run time, the package's (a release
+/// candidate may allow other benchmarks, or want other counts, than this build knows), else
+/// the built-in ones.
 fn facts_of(opts: &VerifyOptions) -> Result<&'static RulesetFacts, VerifyError> {
-    if let Some(f) = RULESETS.iter().find(|f| f.ruleset == opts.ruleset) {
-        return Ok(f);
-    }
     #[cfg(feature = "rules")]
     if let Some(r) = &opts.rules {
-        return super::package_facts::read_facts(r.package_root(), &opts.ruleset)
+        return super::package_facts::read_usage_facts(r.package_root(), opts.usage, &opts.ruleset)
             .map_err(VerifyError::Facts);
     }
-    Err(VerifyError::Ruleset(opts.ruleset.clone()))
+    match (
+        RULESETS.iter().find(|f| f.ruleset == opts.ruleset),
+        opts.usage,
+    ) {
+        (Some(f), Usage::Training) => Ok(f),
+        _ => Err(VerifyError::Ruleset(opts.ruleset.clone())),
+    }
 }
 
 /// How each result file's compliance is checked.
@@ -740,9 +770,11 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     for ((plan, runs), rcp) in folders.into_iter().zip(runs_of).zip(rcp_of) {
         benchmarks.push(finish_folder(plan, runs, rcp, opts));
     }
-    let table = summary_table(&benchmarks, &systems, facts, &opts.ruleset);
-    // The summarizer scores only the systems of its table.
-    for b in benchmarks.iter_mut().filter(|b| b.reviewed) {
+    let table = summary_table(&benchmarks, &systems, facts, opts);
+    // The summarizer scores only the systems of its table (of strong scaling: a weak-scaling
+    // folder's score is in its own table).
+    let strong = |b: &BenchmarkReview| b.scaling != Some(HpcScaling::Weak);
+    for b in benchmarks.iter_mut().filter(|b| b.reviewed && strong(b)) {
         if table.iter().all(|r| r.system_folder != b.system) {
             b.score = None;
             b.no_score = Some(no_row_reason(dir, &b.system, &systems));
@@ -756,6 +788,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     let mut review = Review {
         dir: dir.to_path_buf(),
         ruleset: opts.ruleset.clone(),
+        usage: opts.usage,
         passed: false,
         problems,
         systems,
@@ -763,7 +796,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
         table,
         columns,
     };
-    if let Some(p) = nothing_reviewed(&results, &review.benchmarks, facts, &opts.ruleset) {
+    if let Some(p) = nothing_reviewed(&results, &review.benchmarks, facts, opts) {
         review.problems.push(p);
     }
     let failed = review.problems().any(|p| p.severity == Severity::Error);
@@ -792,15 +825,19 @@ fn nothing_reviewed(
     results: &Path,
     benchmarks: &[BenchmarkReview],
     facts: &RulesetFacts,
-    ruleset: &str,
+    opts: &VerifyOptions,
 ) -> Option<Problem> {
+    let ruleset = &opts.ruleset;
+    let layout = match opts.usage {
+        Usage::Training => "results/<system>/<benchmark>",
+        Usage::Hpc => "results/<system>/<strong|weak>/<benchmark>",
+    };
     if benchmarks.iter().any(|b| b.reviewed) || !results.is_dir() {
         return None;
     }
     let why = if benchmarks.is_empty() {
         format!(
-            "nothing was reviewed: no result_*.txt found ({} holds no \
-             results/<system>/<benchmark> folder)",
+            "nothing was reviewed: no result_*.txt found ({} holds no {layout} folder)",
             results.display()
         )
     } else {
@@ -905,6 +942,7 @@ struct FolderPlan {
     path: PathBuf,
     system: String,
     benchmark: String,
+    scaling: Option<HpcScaling>,
     reviewed: bool,
     division: Option<String>,
     required: Option<usize>,
@@ -927,12 +965,8 @@ fn plan_system(
     folders: &mut Vec<FolderPlan>,
     problems: &mut Vec<Problem>,
 ) {
-    let list = match entries(&sys.path) {
-        Ok(l) => l,
-        Err(e) => {
-            problems.push(Problem::io(&sys.path, "list the folder", &e));
-            return;
-        }
+    let Some(list) = benchmark_entries(sys, opts.usage, problems) else {
+        return;
     };
     let params = sys.path.join("package_checker_params");
     let sys_seed_bypass = params_enable(&params, "seed-checker-bypass");
@@ -946,7 +980,7 @@ fn plan_system(
         .join("systems")
         .join(format!("{}.json", sys.name));
     let desc = read_division(&desc_path);
-    for b in list {
+    for (scaling, b) in list {
         if let Some(e) = &b.error {
             problems.push(Problem::io(&b.path, "read", e));
             continue;
@@ -958,6 +992,7 @@ fn plan_system(
             path: b.path.clone(),
             system: sys.name.clone(),
             benchmark: b.name.clone(),
+            scaling,
             reviewed: false,
             division: None,
             required: None,
@@ -995,7 +1030,11 @@ fn plan_system(
             continue;
         }
         fp.reviewed = true;
-        let required = result_file_count(&b.name);
+        let required = facts
+            .result_file_counts
+            .iter()
+            .find(|(name, _)| *name == b.name)
+            .map(|(_, n)| *n);
         fp.required = required;
         let files = match entries(&b.path) {
             Ok(l) => l,
@@ -1041,7 +1080,19 @@ fn plan_system(
             .filter(|f| f.name.starts_with("result_") && f.name.ends_with(".txt"))
             .collect();
         fp.results = results.iter().map(|f| f.path.clone()).collect();
-        if let Some(n) = required {
+        if let (Some(n), Some(HpcScaling::Weak)) = (required, scaling) {
+            if results.len() < n {
+                fp.problems.push(Problem::new(
+                    Severity::Error,
+                    &b.path,
+                    "package_checker",
+                    format!(
+                        "Expected at least {n} runs, but detected {} runs (weak scaling)",
+                        results.len()
+                    ),
+                ));
+            }
+        } else if let Some(n) = required {
             if results.len() != n {
                 fp.problems.push(Problem::new(
                     Severity::Error,
@@ -1092,6 +1143,57 @@ fn plan_system(
         }
         folders.push(fp);
     }
+}
+
+/// The benchmark folders of a system folder, as the package checker walks them: its entries
+/// (Training), or the entries of each of its sub-folders, which must be `strong` or `weak`
+/// (HPC). `None` when the system folder cannot be listed (said in `problems`).
+fn benchmark_entries(
+    sys: &Entry,
+    usage: Usage,
+    problems: &mut Vec<Problem>,
+) -> Option<Vec<(Option<HpcScaling>, Entry)>> {
+    let list = match entries(&sys.path) {
+        Ok(l) => l,
+        Err(e) => {
+            problems.push(Problem::io(&sys.path, "list the folder", &e));
+            return None;
+        }
+    };
+    if usage == Usage::Training {
+        return Some(list.into_iter().map(|e| (None, e)).collect());
+    }
+    let mut out = Vec::new();
+    for s in list.into_iter().filter(|e| e.is_dir) {
+        let inner = match entries(&s.path) {
+            Ok(l) => l,
+            Err(e) => {
+                problems.push(Problem::io(&s.path, "list the folder", &e));
+                continue;
+            }
+        };
+        let scaling = match s.name.as_str() {
+            "strong" => HpcScaling::Strong,
+            "weak" => HpcScaling::Weak,
+            _ => {
+                if inner.iter().any(|e| e.is_dir) {
+                    problems.push(Problem::new(
+                        Severity::Error,
+                        &s.path,
+                        "package_checker",
+                        format!(
+                            "{}: an HPC system folder holds strong/ and weak/ only (the package \
+                             checker stops here with an AssertionError)",
+                            s.name
+                        ),
+                    ));
+                }
+                continue;
+            }
+        };
+        out.extend(inner.into_iter().map(|e| (Some(scaling), e)));
+    }
+    Some(out)
 }
 
 /// The `division` of a system description, as the package checker reads it; `Err` says why it
@@ -1416,6 +1518,8 @@ fn finish_folder(
         folder: plan.path.clone(),
         system: plan.system.clone(),
         benchmark,
+        scaling: plan.scaling,
+        weak: None,
         reviewed: plan.reviewed,
         division: plan.division.clone(),
         required_runs: plan.required,
@@ -1596,7 +1700,15 @@ fn finish_folder(
             }
         }
     }
-    if review.dropped > max_dropped {
+    if review.scaling == Some(HpcScaling::Weak) {
+        // The summarizer's weak-scaling table holds a tuple, not a time to train.
+        review.no_score = Some(
+            "weak scaling: scored by the models trained, their accelerators and the time to \
+             train them all (`weak`), not by an olympic mean"
+                .into(),
+        );
+        weak_step(&plan.path, &runs, opts, &mut review, &mut problems);
+    } else if review.dropped > max_dropped {
         problems.push(Problem::new(
             Severity::Error,
             &plan.path,
@@ -1644,6 +1756,56 @@ fn finish_folder(
     review.passed = !problems.iter().any(|p| p.severity == Severity::Error);
     review.problems = problems;
     review
+}
+
+/// The summarizer's weak-scaling score of a folder, from the compliance verdicts already
+/// made: where it has none, a warning in its words; where it stops with an exception, an error.
+fn weak_step(
+    folder: &Path,
+    runs: &[RunReview],
+    opts: &VerifyOptions,
+    review: &mut BenchmarkReview,
+    problems: &mut Vec<Problem>,
+) {
+    let verdict = |f: &Path| {
+        let r = runs.iter().find(|r| r.file == f);
+        Ok(FileVerdict {
+            ruleset: opts.ruleset.clone(),
+            passed: r
+                .is_some_and(|r| r.compliant && r.io_error.is_none() && r.not_a_file.is_none()),
+            first_error: r.and_then(|r| r.errors.first().cloned()),
+        })
+    };
+    let w = match score_weak(folder, &verdict) {
+        Ok(w) => w,
+        Err(e) => {
+            problems.push(Problem::io(folder, "list the folder", &e));
+            return;
+        }
+    };
+    if let Some(e) = &w.error {
+        problems.push(Problem::new(
+            Severity::Error,
+            folder,
+            "result_summarizer",
+            e.clone(),
+        ));
+    } else if !w.scored() {
+        problems.push(Problem::new(
+            Severity::Warning,
+            folder,
+            "result_summarizer",
+            format!(
+                "CRITICAL ERROR: Not enough converging weak scaling runs for {}/{}: {} model(s), \
+                 {} needed (no weak-scaling score)",
+                review.system,
+                review.benchmark,
+                w.number_of_models,
+                w.required_runs.unwrap_or_default()
+            ),
+        ));
+    }
+    review.weak = Some(w);
 }
 
 /// Marks which runs olympic scoring counts: ascending minutes, ties by file name, the
@@ -1736,10 +1898,19 @@ fn summary_table(
     benchmarks: &[BenchmarkReview],
     systems: &[SystemReview],
     facts: &RulesetFacts,
-    ruleset: &str,
+    opts: &VerifyOptions,
 ) -> Vec<TableRow> {
     let mut by_system: BTreeMap<&str, Vec<&BenchmarkReview>> = BTreeMap::new();
-    for b in benchmarks {
+    // The detailed table is of strong scaling (HPC's weak scaling has its own): an HPC system
+    // has a row when it has a strong/ folder, as the summarizer fills one then.
+    let strong_dir = |b: &BenchmarkReview| {
+        b.scaling.is_none()
+            || b.folder
+                .parent()
+                .and_then(Path::parent)
+                .is_some_and(|sys| sys.join("strong").is_dir())
+    };
+    for b in benchmarks.iter().filter(|b| strong_dir(b)) {
         by_system.entry(b.system.as_str()).or_default().push(b);
     }
     let mut rows = Vec::new();
@@ -1758,7 +1929,9 @@ fn summary_table(
             let Some((bench, metric)) = col.split_once(':') else {
                 continue;
             };
-            let b = list.iter().find(|b| b.benchmark == bench && b.reviewed);
+            let b = list.iter().find(|b| {
+                b.benchmark == bench && b.reviewed && b.scaling != Some(HpcScaling::Weak)
+            });
             let cell = match (b, metric) {
                 (None, "RCP") => Cell::Text(String::new()),
                 (None, _) => Cell::Empty,
@@ -1780,7 +1953,7 @@ fn summary_table(
             cells.push((col.to_string(), cell));
         }
         let submitter = desc.get("submitter").and_then(Json::as_str).unwrap_or("");
-        let prefix = ruleset_url_prefix(ruleset);
+        let prefix = ruleset_url_prefix(opts.usage, &opts.ruleset);
         cells.push((
             "details_url".into(),
             Cell::Text(format!(
@@ -1860,9 +2033,12 @@ const SUMMARIZER_FIELDS: [&str; 13] = [
     "sw_notes",
 ];
 
-fn ruleset_url_prefix(r: &str) -> String {
+fn ruleset_url_prefix(usage: Usage, r: &str) -> String {
     let short = format!("{}{}", &r[..3], r[3..].replace(".0", ""));
-    format!("https://github.com/mlcommons/training_results_v{short}")
+    format!(
+        "https://github.com/mlcommons/{}_results_v{short}",
+        usage.as_str()
+    )
 }
 
 /// The system columns of the summarizer's row, or `None` where it skips the system (a field

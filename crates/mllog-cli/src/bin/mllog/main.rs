@@ -21,6 +21,7 @@ mod progress;
 mod rcp;
 mod rcp_source;
 mod score;
+mod score_hpc;
 mod summary;
 mod system;
 mod verify;
@@ -134,6 +135,7 @@ fn main() -> ExitCode {
         },
         Command::DryRun(a) => dry_run::run(a),
         Command::Summary(a) => summary::run(a),
+        Command::Score(a) if a.usage == "hpc" => score_hpc::run(&a),
         Command::Score(a) => score::run(a),
         Command::Package(a) => package::run(a),
         Command::Rcp(a) => rcp::run(a),

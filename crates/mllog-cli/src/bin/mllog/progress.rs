@@ -72,6 +72,17 @@ impl Progress {
         self.advance(n);
     }
 
+    /// Counts `files` as done, by their sizes (a file that is gone counts nothing).
+    pub fn done_files(&self, files: &[PathBuf]) {
+        self.done(
+            files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum(),
+        );
+    }
+
     fn advance(&self, n: u64) {
         self.bar.inc(n);
         if self.enabled && !self.shown.load(Ordering::Relaxed) && self.start.elapsed() >= self.delay

@@ -173,6 +173,48 @@ impl RcpSourceArgs {
     }
 }
 
+impl RcpSourceArgs {
+    /// The HPC ruleset `given`, with the package's `hpc_<ruleset>` rules: no HPC rules are
+    /// built in, so they are read at run time (`--rules` or `MLLOG_RULES`), and the ruleset is
+    /// given, as only training rulesets are inferred.
+    pub fn choose_hpc(&self, given: Option<&str>) -> Result<Chosen, String> {
+        let Some(src) = self.source().transpose()? else {
+            return Err(
+                "--usage hpc: no HPC rules are built in; read them from the official \
+                 package with --rules python (or MLLOG_RULES)"
+                    .into(),
+            );
+        };
+        let Some(ruleset) = given else {
+            return Err(
+                "--usage hpc: give the ruleset (--ruleset X.Y.Z); only training rulesets are \
+                 inferred"
+                    .into(),
+            );
+        };
+        if !Ruleset::is_well_formed(ruleset) {
+            return Err(format!(
+                "--ruleset {ruleset:?}: with rules read from a package the ruleset is written \
+                 X.Y.Z (e.g. 3.0.0), as its hpc_X.Y.Z folders are named"
+            ));
+        }
+        let rules = RulesCheck::load(&src, "hpc", ruleset).map_err(|e| e.to_string())?;
+        let evidence = vec![format!("ruleset {ruleset}: given (--ruleset)")];
+        Ok(Chosen {
+            ruleset: ruleset.to_owned(),
+            built_in: None,
+            rules: Some(Arc::new(rules)),
+            given: true,
+            json: serde_json::json!({
+                "ruleset": ruleset, "usage": "hpc", "given": true, "candidates": [ruleset],
+                "evidence": evidence, "unreadable": [],
+            }),
+            evidence: Vec::new(),
+            unreadable: Vec::new(),
+        })
+    }
+}
+
 impl Chosen {
     /// The line naming the rules the files are checked with (none for the built-in ones).
     pub fn rules_line(&self) -> Option<String> {

@@ -33,6 +33,13 @@ step (FINAL SCORE): the olympic mean times the factor the RCP check computes (cl
 or no systems/<system>.json), with the reason. The ruleset is given, or inferred once for the \
 whole folder with the evidence shown; when the evidence does not settle it, nothing is scored \
 (exit 2).\n\
+With --usage hpc (rules read at run time: --rules or MLLOG_RULES, and --ruleset), an HPC \
+folder is scored as result_summarizer <folder> hpc <ruleset> does: results/<system>/strong/\
+<benchmark>/ as above (HPC's result counts, its RCPs); results/<system>/weak/<benchmark>/ by its \
+weak-scaling tuple (WEAK SCORE): the compliant runs with run_start and run_stop are the models \
+trained, at least the benchmark's result count of them, all on the same number of accelerators \
+(number_of_nodes × accelerators_per_node), timed from the first run_start to the last run_stop; \
+no olympic trimming, scaling.json or RCP step.\n\
 Exit status: 0 every benchmark has a score, 1 some has none, 2 usage or I/O error (an unreadable \
 file is said with its path and dropped, the rest is still scored)."
 )]
@@ -40,16 +47,22 @@ pub struct Args {
     /// The ruleset to check each file against and whose RCPs apply [default: inferred once for
     /// the whole folder, with the evidence shown; refused when the evidence does not settle it].
     /// With --rules, any training ruleset the package has rules for, and inferred among them.
+    /// With --usage hpc, required: an HPC ruleset the package has rules for.
     #[arg(long, value_name = "X.Y.Z")]
-    ruleset: Option<String>,
+    pub(crate) ruleset: Option<String>,
+    /// Whose results: training, or hpc (with --rules and --ruleset; strong- and weak-scaling
+    /// folders) (result_summarizer's usage).
+    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = ["training", "hpc"])]
+    pub(crate) usage: String,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    pub(crate) format: Format,
     #[command(flatten)]
-    rcps: crate::rcp_source::RcpSourceArgs,
-    /// A submission, its results/, a system folder or one benchmark folder.
+    pub(crate) rcps: crate::rcp_source::RcpSourceArgs,
+    /// A submission, its results/, a system folder or one benchmark folder (HPC: also a
+    /// strong/ or weak/ folder).
     #[arg(value_name = "DIR")]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 pub fn run(a: Args) -> u8 {
@@ -115,13 +128,7 @@ pub fn run(a: Args) -> u8 {
                 io_error = true;
             }
         }
-        progress.done(
-            files
-                .iter()
-                .filter_map(|f| std::fs::metadata(f).ok())
-                .map(|m| m.len())
-                .sum(),
-        );
+        progress.done_files(files);
     }
     let finals: Vec<FinalScore> = scores
         .iter()
@@ -186,7 +193,7 @@ pub fn run(a: Args) -> u8 {
 }
 
 /// One folder's text: the summarizer's decisions and SCORE, then the RCP step and FINAL SCORE.
-fn text(s: &BenchmarkScore, f: &FinalScore) -> String {
+pub(crate) fn text(s: &BenchmarkScore, f: &FinalScore) -> String {
     let mut out = score::render_text(std::slice::from_ref(s));
     out.truncate(out.trim_end().len());
     out.push('\n');
@@ -212,7 +219,7 @@ fn text(s: &BenchmarkScore, f: &FinalScore) -> String {
 }
 
 /// One row per benchmark folder; times in minutes, empty when absent.
-fn csv(scores: &[BenchmarkScore], finals: &[FinalScore], ruleset: &str) -> String {
+pub(crate) fn csv(scores: &[BenchmarkScore], finals: &[FinalScore], ruleset: &str) -> String {
     let num = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     let mut out = String::from(
         "system,benchmark,folder,runs,required_runs,dropped,max_dropped,olympic_mean_min,\

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use mllog_core::results::ruleset::{infer_ruleset, RulesetChoice, RulesetError};
+use mllog_core::results::usage::Usage;
 use mllog_core::results::verify::{self, Review, VerifyOptions};
 
 use crate::machine;
@@ -41,13 +42,26 @@ summarizer's table of the whole round).\n\
 Without --ruleset, the ruleset is inferred once for the whole folder (for a round, the one every \
 submitter folder's evidence leaves) and the evidence printed; when the evidence does not settle \
 it, verify refuses.\n\
+With --usage hpc (rules read at run time: --rules or MLLOG_RULES, and --ruleset), a submitter \
+folder is reviewed as package_checker <folder> hpc <ruleset> does: results/<system>/strong/\
+<benchmark>/ wants exactly the benchmark's result count, results/<system>/weak/<benchmark>/ at \
+least that many; any other folder under a system that holds folders stops the official checker \
+(an error here); HPC's benchmarks, RCPs and seed check; the system description's status is not \
+checked. The table is the summarizer's strong-scaling one; a weak-scaling folder's score is \
+the summarizer's tuple (models, accelerators per model, time to train them all), as mllog score \
+--usage hpc gives it; a round of HPC submitter folders is reviewed as one of Training.\n\
 Exit status: 0 passes review, 1 does not, 2 usage or I/O error (an unreadable file or folder)."
 )]
 pub struct Args {
     /// The training ruleset [default: inferred from the folder, with the evidence]. With
-    /// --rules, any training ruleset the package has rules for, and inferred among them.
+    /// --rules, any training ruleset the package has rules for, and inferred among them. With
+    /// --usage hpc, required: an HPC ruleset the package has rules for.
     #[arg(long, value_name = "X.Y.Z")]
     pub(crate) ruleset: Option<String>,
+    /// Whose review: training, or hpc (with --rules and --ruleset; one submitter folder,
+    /// results/SYSTEM/strong or weak/BENCHMARK/) (the package checker's usage).
+    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = ["training", "hpc"])]
+    pub(crate) usage: String,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -76,14 +90,16 @@ impl Args {
     /// The review's options under the chosen ruleset, with its rules and the RCP tables
     /// `--rules` and `--custom-rcps` name (or the error naming the folder or file).
     pub(crate) fn options(&self, chosen: &Chosen) -> Result<VerifyOptions, String> {
+        let usage = Usage::from_name(&self.usage).unwrap_or_default();
         Ok(VerifyOptions {
             ruleset: chosen.ruleset.clone(),
-            rcp_tables: Some(self.rcps.open_named("training", &chosen.ruleset)?),
+            rcp_tables: Some(self.rcps.open_named(usage.as_str(), &chosen.ruleset)?),
             rules: chosen.rules.clone(),
             set_scaling: self.set_scaling,
             rcp_bypass: self.rcp_bypass,
             seed_checker_bypass: self.seed_checker_bypass,
             threads: self.threads,
+            usage,
         })
     }
 
@@ -129,29 +145,32 @@ impl Args {
 }
 
 pub fn run(a: Args) -> u8 {
-    let chosen = a
-        .rcps
-        .choose(a.ruleset.as_deref(), &a.dir, |given| match given {
-            // Given: the review runs whatever the folder holds (an empty one fails it).
-            Some(r) => Ok(RulesetChoice {
-                ruleset: r,
-                given: true,
-                candidates: vec![r],
-                evidence: Vec::new(),
-                unreadable: Vec::new(),
-            }),
-            // The same words as a review of an empty folder under --ruleset: there, the review
-            // runs and fails; here, not even the ruleset can be inferred.
-            None => infer_ruleset(&a.dir).map_err(|e| match e {
-                RulesetError::NoResults { .. } if a.dir.join("results").is_dir() => format!(
+    let chosen = if a.usage == "hpc" {
+        a.rcps.choose_hpc(a.ruleset.as_deref())
+    } else {
+        a.rcps
+            .choose(a.ruleset.as_deref(), &a.dir, |given| match given {
+                // Given: the review runs whatever the folder holds (an empty one fails it).
+                Some(r) => Ok(RulesetChoice {
+                    ruleset: r,
+                    given: true,
+                    candidates: vec![r],
+                    evidence: Vec::new(),
+                    unreadable: Vec::new(),
+                }),
+                // The same words as a review of an empty folder under --ruleset: there, the review
+                // runs and fails; here, not even the ruleset can be inferred.
+                None => infer_ruleset(&a.dir).map_err(|e| match e {
+                    RulesetError::NoResults { .. } if a.dir.join("results").is_dir() => format!(
                     "nothing was reviewed: no result_*.txt found under {}, so no ruleset can be \
                  inferred either; a review of nothing does not pass",
                     a.dir.join("results").display()
                 ),
-                e @ RulesetError::NoResults { .. } => format!("nothing was reviewed: {e}"),
-                e => e.to_string(),
-            }),
-        });
+                    e @ RulesetError::NoResults { .. } => format!("nothing was reviewed: {e}"),
+                    e => e.to_string(),
+                }),
+            })
+    };
     let chosen = match chosen {
         Ok(c) => c,
         Err(e) => {

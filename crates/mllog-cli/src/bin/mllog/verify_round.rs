@@ -8,9 +8,13 @@ use crate::machine;
 use crate::verify::{Args, Format};
 
 pub fn run(a: &Args) -> u8 {
-    let chosen = a.rcps.choose_round(a.ruleset.as_deref(), &a.dir, |given| {
-        choose_round_ruleset(given, &a.dir).map_err(|e| e.to_string())
-    });
+    let chosen = if a.usage == "hpc" {
+        a.rcps.choose_hpc(a.ruleset.as_deref())
+    } else {
+        a.rcps.choose_round(a.ruleset.as_deref(), &a.dir, |given| {
+            choose_round_ruleset(given, &a.dir).map_err(|e| e.to_string())
+        })
+    };
     let chosen = match chosen {
         Ok(c) => c,
         Err(e) => {
