@@ -146,14 +146,17 @@ fn summarize(python: &str, sub: &Path, work: &Path) -> Summarized {
 
 /// [`summarize`] of a copy already made (which the package checker may have changed).
 fn summarize_copy(python: &str, copy: &Path, work: &Path) -> Summarized {
-    let csv = work.join("out.csv");
     let (out, err) = summarizer_csv(python, copy, "hpc", RULESET, work);
-    let output = format!("{out}{err}");
+    tables(work, format!("{out}{err}"))
+}
+
+/// The summarizer's tables from the CSV it wrote into `work`, and what it said (`output`).
+fn tables(work: &Path, output: String) -> Summarized {
     assert!(
-        !err.contains("Traceback"),
+        !output.contains("Traceback"),
         "the summarizer crashed: {output}"
     );
-    let text = std::fs::read_to_string(&csv).unwrap();
+    let text = std::fs::read_to_string(work.join("out.csv")).unwrap();
     let mut blocks: Vec<String> = Vec::new();
     for line in text.lines() {
         if line.starts_with("division,") {
@@ -180,14 +183,23 @@ fn summarize_copy(python: &str, copy: &Path, work: &Path) -> Summarized {
 /// `mllog <command> SUB --usage hpc --rules python:… --ruleset 3.0.0 --format FORMAT`:
 /// (exit status, stdout, stderr).
 fn hpc(command: &str, sub: &Path, format: &str) -> (i32, String, String) {
-    let py = format!("python:{}", common::python().display());
+    hpc_with(
+        &format!("python:{}", common::python().display()),
+        command,
+        sub,
+        format,
+    )
+}
+
+/// [`hpc`] with the rules of `rules` (a `--rules` value).
+fn hpc_with(rules: &str, command: &str, sub: &Path, format: &str) -> (i32, String, String) {
     let (code, out, err) = mllog([
         command,
         sub.to_str().unwrap(),
         "--usage",
         "hpc",
         "--rules",
-        &py,
+        rules,
         "--ruleset",
         RULESET,
         "--format",
@@ -447,6 +459,107 @@ fn weak_models_on_different_scales_are_a_clear_error() {
                 .as_str()
                 .unwrap()
                 .contains(&file.display().to_string())),
+        "{out}"
+    );
+}
+
+/// The result counts are the package's: a copy of it that wants 6 deepcam models leaves a weak
+/// folder of 5 without a score, as that copy's summarizer says, where the installed package
+/// (5) scores it; `verify` and the strong folder's note say the copy's count too.
+#[test]
+fn hpc_result_counts_are_the_packages() {
+    let Some((rounds, python)) = oracle("HPC result counts read from the package") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("ExampleOrg");
+    let runs = published(&rounds, "deepcam");
+    let mut models = runs.clone();
+    models.push(moved(&runs[0], 600_000, 11));
+    models.push(moved(&runs[1], 600_000, 12));
+    write_folder(&sub, "five", "closed", "weak", "deepcam", &models);
+    write_folder(&sub, "five", "closed", "strong", "deepcam", &runs);
+    // The installed package: 5 models are enough.
+    let (_, ours, err) = score(&sub);
+    let weak = |v: &[Value]| v.iter().find(|b| b["scaling"] == "weak").unwrap().clone();
+    let strong = |v: &[Value]| v.iter().find(|b| b["scaling"] == "strong").unwrap().clone();
+    assert_eq!(weak(&ours)["required_runs"], 5, "{err}");
+    assert!(weak(&ours)["time_to_train_all"].is_number(), "{ours:#?}");
+    let work = tmp.path().join("work");
+    let installed = summarize(&python, &sub, &work);
+    assert!(cell(&installed.weak["five"], "deepcam:time_to_train_all").is_some());
+    // A copy of the package wanting 6.
+    let (out, _) = py(
+        &python,
+        &[
+            "-c",
+            "import os, mlperf_logging; print(os.path.dirname(mlperf_logging.__file__))",
+        ],
+        tmp.path(),
+    );
+    let pkgs = tmp.path().join("pkgs");
+    let copy = pkgs.join("mlperf_logging");
+    copy_dir(Path::new(out.trim()), &copy);
+    let meta = copy.join("benchmark_meta.py");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    let six = text.replacen("'deepcam': 5,", "'deepcam': 6,", 1);
+    assert_ne!(six, text, "benchmark_meta.py counts deepcam");
+    std::fs::write(&meta, six).unwrap();
+    // That copy's summarizer: no weak score.
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir_all(&theirs).unwrap();
+    let folder = theirs.join("copy");
+    copy_dir(&sub, &folder);
+    let run = std::process::Command::new(&python)
+        .args(["-m", "mlperf_logging.result_summarizer"])
+        .arg(&folder)
+        .args(["hpc", RULESET, "--csv"])
+        .arg(theirs.join("out.csv"))
+        .current_dir(&theirs)
+        .env("PYTHONPATH", &pkgs)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(
+        said.contains("Not enough converging weak scaling runs"),
+        "{said}"
+    );
+    let copied = tables(&theirs, said);
+    let row = copied.weak.get("five");
+    assert!(
+        row.is_none_or(|r| cell(r, "deepcam:time_to_train_all").is_none()),
+        "{}",
+        copied.output
+    );
+    // mllog with the copy's rules: the same.
+    let rules = copy.to_str().unwrap();
+    let (_, out, err) = hpc_with(rules, "score", &sub, "json");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let ours = v["benchmarks"].as_array().unwrap();
+    assert_eq!(weak(ours)["required_runs"], 6, "{out}");
+    assert!(weak(ours)["time_to_train_all"].is_null(), "{out}");
+    assert_eq!(strong(ours)["required_runs"], 6, "{out}");
+    let (_, text, _) = hpc_with(rules, "score", &sub, "text");
+    assert!(text.contains("needs at least 6"), "{text}");
+    let (_, out, err) = hpc_with(rules, "verify", &sub, "json");
+    let review: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let weak_review = review["benchmarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["scaling"] == "weak")
+        .unwrap();
+    assert_eq!(weak_review["required_runs"], 6, "{out}");
+    assert!(
+        weak_review["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["message"]
+                .as_str()
+                .unwrap()
+                .contains("Not enough converging weak scaling runs")),
         "{out}"
     );
 }

@@ -443,7 +443,7 @@ fn system_json(system: &str) -> String {
 /// second two (the folder fails).
 fn round_submission(root: &Path, groups: &[&Group]) {
     for (gi, (_, sys, bench, logs)) in groups.iter().enumerate() {
-        let n = mllog_core::results::verify::result_file_count(bench).unwrap_or(5);
+        let n = mllog_core::results::required_runs(bench).unwrap_or(5);
         let folder = root.join("results").join(sys).join(bench);
         std::fs::create_dir_all(&folder).unwrap();
         let broken = match gi {
@@ -576,6 +576,34 @@ fn verify_under_a_ruleset_no_build_has_matches_its_source_ruleset() {
             nine.text.contains("found 10, expected 9 result_*.txt"),
             "{ruleset}: {}",
             nine.text
+        );
+        // score says the package's count in its note, and scores the same.
+        let (code, out, err) = mllog([
+            "score".as_ref(),
+            sub.as_os_str(),
+            "--rules".as_ref(),
+            copy.as_os_str(),
+            "--ruleset".as_ref(),
+            ruleset.as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ]);
+        assert_eq!(code, 0, "{ruleset}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let llama = v["benchmarks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["benchmark"] == "llama2_70b_lora")
+            .unwrap();
+        assert_eq!(llama["required_runs"], 9, "{ruleset}: {out}");
+        let same = a
+            .iter()
+            .find(|b| b["benchmark"] == "llama2_70b_lora")
+            .unwrap();
+        assert_eq!(
+            llama["olympic_mean"], same["olympic_mean"],
+            "{ruleset}: {out}"
         );
     }
     std::fs::write(&meta, &text).unwrap();

@@ -97,17 +97,19 @@ pub mod verify_data;
 pub use summary::WALL_CLOCK_STEP_MS;
 
 /// How many result files the package checker wants for `benchmark` (training, strong scaling),
-/// from `mlperf_logging.benchmark_meta` 4.1.68. `None` for an unknown benchmark.
+/// from the `mlperf_logging.benchmark_meta` this build was generated from
+/// ([`verify_data::PACKAGE_VERSION`]). `None` for an unknown benchmark.
 pub fn required_runs(benchmark: &str) -> Option<usize> {
-    Some(match benchmark {
-        "bert" | "dlrm_dcnv2" | "gnmt" | "minigo" | "stable_diffusion" | "transformer" | "ncf"
-        | "rnnt" | "gnn" | "rgat" | "llama2_70b_lora" | "llama31_8b" | "flux1" | "gpt_oss_20b"
-        | "dlrmv4" => 10,
-        "dlrm" | "maskrcnn" | "resnet" | "ssd" | "retinanet" => 5,
-        "gpt3" | "llama31_405b" | "deepseekv3_671b" | "qwen35_397b_grpo" => 3,
-        "unet3d" => 40,
-        _ => return None,
-    })
+    required_runs_in(verify_data::RESULT_FILE_COUNTS, benchmark)
+}
+
+/// `benchmark`'s count in `counts`, a package's result file counts (the built-in ones, or a
+/// [`verify_data::RulesetFacts::result_file_counts`] read at run time).
+pub fn required_runs_in(counts: &[(&str, usize)], benchmark: &str) -> Option<usize> {
+    counts
+        .iter()
+        .find(|(b, _)| *b == benchmark)
+        .map(|(_, n)| *n)
 }
 
 /// How many runs olympic scoring may drop at each end: 4 for `unet3d`, else 1

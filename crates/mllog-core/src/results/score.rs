@@ -15,7 +15,8 @@
 //!    when there is one (the package checker's RCP step writes it).
 //!
 //! `result_summarizer` does not check the number of files; the package checker wants exactly
-//! [`super::required_runs`] of them. The score reports the count as a note, without letting it
+//! the benchmark's result count of them ([`super::required_runs`] built in, or the package's
+//! when rules are read at run time). The score reports the count as a note, without letting it
 //! change the number.
 //!
 //! Differences: the official `result_summarizer` also skips a system without a
@@ -308,6 +309,15 @@ fn name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The benchmark a folder holds, as the summarizer names it: the folder's name, except that
+/// a `mask` folder holds `maskrcnn`.
+pub fn benchmark_of(folder: &Path) -> String {
+    match name(folder) {
+        n if n == "mask" => "maskrcnn".into(),
+        n => n,
+    }
+}
+
 /// One result file's compliance verdict, as the score reads it (not `--werror`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FileVerdict {
@@ -347,24 +357,22 @@ pub fn score_benchmark_with(
     folder: &Path,
     check: &dyn Fn(&Path) -> std::io::Result<FileVerdict>,
 ) -> std::io::Result<BenchmarkScore> {
-    score_benchmark_as(folder, Usage::Training, check)
+    let required = super::required_runs(&benchmark_of(folder));
+    score_benchmark_as(folder, Usage::Training, required, check)
 }
 
-/// [`score_benchmark_with`] of a folder laid out for `usage`: an HPC strong-scaling folder
-/// (`results/<system>/strong/<benchmark>/`) is scored the same way, its system two levels up
-/// and its result count HPC's.
+/// [`score_benchmark_with`] of a folder laid out for `usage`, with the result count its
+/// package wants (`required`, only said in a note): an HPC strong-scaling folder
+/// (`results/<system>/strong/<benchmark>/`) is scored the same way, its system two levels up.
 pub fn score_benchmark_as(
     folder: &Path,
     usage: Usage,
+    required: Option<usize>,
     check: &dyn Fn(&Path) -> std::io::Result<FileVerdict>,
 ) -> std::io::Result<BenchmarkScore> {
-    let mut benchmark = name(folder);
-    if benchmark == "mask" {
-        benchmark = "maskrcnn".into();
-    }
+    let benchmark = benchmark_of(folder);
     let system = usage.system_of(folder);
     let max_dropped = max_dropped_runs(&benchmark);
-    let required = usage.required_runs(&benchmark);
     let mut runs = Vec::new();
     let mut decisions = Vec::new();
     let mut unreadable = Vec::new();

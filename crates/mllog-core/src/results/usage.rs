@@ -1,6 +1,7 @@
 //! Which MLPerf suite a results folder belongs to: Training (`results/<system>/<benchmark>/`)
-//! or HPC (`results/<system>/<strong|weak>/<benchmark>/`), and the result counts
-//! `mlperf_logging.benchmark_meta` (4.1.68) wants for each.
+//! or HPC (`results/<system>/<strong|weak>/<benchmark>/`). The result counts each wants are
+//! the package's (`benchmark_meta.get_result_file_counts`): built in for Training
+//! ([`super::required_runs`]), read at run time for both ([`super::package_facts`]).
 
 use std::path::Path;
 
@@ -9,9 +10,10 @@ use std::path::Path;
 /// ```
 /// use mllog_core::results::usage::Usage;
 ///
-/// assert_eq!(Usage::Hpc.required_runs("openfold"), Some(10));
-/// assert_eq!(Usage::Training.required_runs("openfold"), None);
+/// use std::path::Path;
+///
 /// assert_eq!(Usage::from_name("hpc"), Some(Usage::Hpc));
+/// assert_eq!(Usage::Hpc.system_of(Path::new("results/sys/weak/deepcam")), "sys");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -40,19 +42,6 @@ impl Usage {
             "training" => Some(Usage::Training),
             "hpc" => Some(Usage::Hpc),
             _ => None,
-        }
-    }
-
-    /// How many result files the package checker wants for `benchmark` (exactly, strong
-    /// scaling; at least, HPC weak scaling). `None` for a benchmark it does not know.
-    pub fn required_runs(self, benchmark: &str) -> Option<usize> {
-        match self {
-            Usage::Training => super::required_runs(benchmark),
-            Usage::Hpc => Some(match benchmark {
-                "deepcam" | "oc20" => 5,
-                "cosmoflow" | "openfold" => 10,
-                _ => return None,
-            }),
         }
     }
 

@@ -62,7 +62,7 @@ use super::repo_check::{repo_check, RepoFinding};
 use super::score::{olympic_mean, FileVerdict};
 use super::summary::csv_field;
 use super::usage::{HpcScaling, Usage};
-use super::verify_data::{RulesetFacts, AVAILABILITY, RESULT_FILE_COUNTS, RULESETS};
+use super::verify_data::{RulesetFacts, AVAILABILITY, RULESETS};
 use super::weak_score::{score_weak, WeakScore};
 use crate::compliance::{Checker, Ruleset};
 use crate::record::{LogReader, Record};
@@ -643,14 +643,6 @@ fn file_rules(opts: &VerifyOptions) -> Result<FileRules<'_>, VerifyError> {
         .ok_or_else(|| VerifyError::Ruleset(opts.ruleset.clone()))
 }
 
-/// The result file count the package checker wants for `benchmark`.
-pub fn result_file_count(benchmark: &str) -> Option<usize> {
-    RESULT_FILE_COUNTS
-        .iter()
-        .find(|(b, _)| *b == benchmark)
-        .map(|(_, n)| *n)
-}
-
 /// Reviews the submitter folder `dir` (see the module documentation).
 pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     let meta = std::fs::metadata(dir).map_err(|source| VerifyError::Io {
@@ -1030,11 +1022,7 @@ fn plan_system(
             continue;
         }
         fp.reviewed = true;
-        let required = facts
-            .result_file_counts
-            .iter()
-            .find(|(name, _)| *name == b.name)
-            .map(|(_, n)| *n);
+        let required = super::required_runs_in(facts.result_file_counts, &b.name);
         fp.required = required;
         let files = match entries(&b.path) {
             Ok(l) => l,
@@ -1707,7 +1695,14 @@ fn finish_folder(
              train them all (`weak`), not by an olympic mean"
                 .into(),
         );
-        weak_step(&plan.path, &runs, opts, &mut review, &mut problems);
+        weak_step(
+            &plan.path,
+            plan.required,
+            &runs,
+            opts,
+            &mut review,
+            &mut problems,
+        );
     } else if review.dropped > max_dropped {
         problems.push(Problem::new(
             Severity::Error,
@@ -1762,6 +1757,7 @@ fn finish_folder(
 /// made: where it has none, a warning in its words; where it stops with an exception, an error.
 fn weak_step(
     folder: &Path,
+    required: Option<usize>,
     runs: &[RunReview],
     opts: &VerifyOptions,
     review: &mut BenchmarkReview,
@@ -1776,7 +1772,7 @@ fn weak_step(
             first_error: r.and_then(|r| r.errors.first().cloned()),
         })
     };
-    let w = match score_weak(folder, &verdict) {
+    let w = match score_weak(folder, required, &verdict) {
         Ok(w) => w,
         Err(e) => {
             problems.push(Problem::io(folder, "list the folder", &e));
@@ -2168,12 +2164,9 @@ fn rcp_step(folder: &Path, opts: &RcpOptions, committed: f64) -> RcpStep {
 mod tests {
     use super::*;
 
-    /// The generated required counts agree with the ones the score module uses.
+    /// The generated required fields are the ones the package module checks.
     #[test]
-    fn generated_counts_agree_with_required_runs() {
-        for (b, n) in RESULT_FILE_COUNTS {
-            assert_eq!(super::super::required_runs(b), Some(*n), "{b}");
-        }
+    fn generated_fields_agree_with_the_package_module() {
         assert_eq!(
             facts(Ruleset::V5_0_0).unwrap().required_fields,
             &super::super::package::SYSTEM_DESC_FIELDS[..]

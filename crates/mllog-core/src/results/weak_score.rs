@@ -9,7 +9,8 @@
 //!    to the latest `run_stop` of the counted files, in minutes;
 //! 3. the instance scale (accelerators per model) is `number_of_nodes × max(accelerators_per_node,
 //!    1)` of a counted file; a file that does not log them is still counted as a model;
-//! 4. fewer models than the benchmark's result count ([`Usage::required_runs`]) → no score
+//! 4. fewer models than the benchmark's result count (the package's `get_result_file_counts`,
+//!    which the caller passes) → no score
 //!    ("Not enough converging weak scaling runs"). There is no olympic trimming, no
 //!    `scaling.json` and no RCP normalisation.
 //!
@@ -20,7 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::score::{readable, result_entries_by_name, FileVerdict};
+use super::score::{benchmark_of, readable, result_entries_by_name, FileVerdict};
 use super::usage::Usage;
 use crate::record::{LogReader, Value};
 
@@ -68,7 +69,8 @@ pub struct WeakRun {
 /// // Named as a result file, but a folder: a run that cannot be read, said, never skipped.
 /// std::fs::create_dir(folder.join("result_9.txt"))?;
 /// let pass = |_: &std::path::Path| Ok(FileVerdict { ruleset: "3.0.0".into(), passed: true, first_error: None });
-/// let s = score_weak(&folder, &pass)?;
+/// // deepcam's result count in the package (`benchmark_meta.get_result_file_counts('hpc')`).
+/// let s = score_weak(&folder, Some(5), &pass)?;
 /// assert_eq!((s.system.as_str(), s.number_of_models, s.instance_scale), ("sys", 5, Some(8)));
 /// assert_eq!((s.runs.len(), s.unreadable.len()), (6, 1));
 /// assert_eq!(s.time_to_train_all, Some(14.0));
@@ -204,26 +206,21 @@ fn instance_scale(f: &Facts) -> Result<Option<i64>, String> {
     })
 }
 
-/// Scores one weak-scaling folder with each result file's compliance verdict from `check`.
+/// Scores one weak-scaling folder with each result file's compliance verdict from `check`;
+/// `required` is the benchmark's result count in the package the rules come from (`None`: it
+/// has none, the summarizer's `KeyError`).
 pub fn score_weak(
     folder: &Path,
+    required: Option<usize>,
     check: &dyn Fn(&Path) -> std::io::Result<FileVerdict>,
 ) -> std::io::Result<WeakScore> {
-    let benchmark = folder
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let benchmark = if benchmark == "mask" {
-        "maskrcnn".to_owned()
-    } else {
-        benchmark
-    };
+    let benchmark = benchmark_of(folder);
     let listed = result_entries_by_name(folder)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", folder.display())))?;
     let mut s = WeakScore {
         folder: folder.to_path_buf(),
         system: Usage::Hpc.system_of(folder),
-        required_runs: Usage::Hpc.required_runs(&benchmark),
+        required_runs: required,
         benchmark,
         runs: Vec::new(),
         number_of_models: 0,

@@ -5,9 +5,12 @@ use std::path::PathBuf;
 use crate::machine;
 use crate::progress::Progress;
 use crate::rcp_source::Chosen;
+use mllog_core::results::package_facts::read_facts;
 use mllog_core::results::rcp::{self, FinalScore};
+use mllog_core::results::required_runs_in;
 use mllog_core::results::ruleset;
 use mllog_core::results::score::{self, BenchmarkScore};
+use mllog_core::results::usage::Usage;
 
 /// Output formats of `mllog score`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,8 +90,22 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
-    let tables = match a.rcps.open_named("training", &choice.ruleset) {
-        Ok(t) => t,
+    // With rules read at run time, the package's result counts too: a release candidate may
+    // want other counts than this build knows.
+    let prepared = a
+        .rcps
+        .open_named("training", &choice.ruleset)
+        .and_then(|t| {
+            let counts = match &choice.rules {
+                Some(rules) => {
+                    Some(read_facts(rules.package_root(), &choice.ruleset)?.result_file_counts)
+                }
+                None => None,
+            };
+            Ok((t, counts))
+        });
+    let (tables, counts) = match prepared {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("mllog score: {e}");
             return crate::USAGE_OR_IO;
@@ -110,9 +127,14 @@ pub fn run(a: Args) -> u8 {
     let mut io_error = !choice.unreadable.is_empty();
     for (folder, files) in folders.iter().zip(&files) {
         progress.working_on(folder);
-        let scored = match &choice.rules {
-            Some(rules) => score::score_benchmark_with(folder, &|f| Chosen::verdict(rules, f)),
-            None => score::score_benchmark(folder, opts),
+        let scored = match (&choice.rules, counts) {
+            (Some(rules), Some(counts)) => score::score_benchmark_as(
+                folder,
+                Usage::Training,
+                required_runs_in(counts, &score::benchmark_of(folder)),
+                &|f| Chosen::verdict(rules, f),
+            ),
+            _ => score::score_benchmark(folder, opts),
         };
         match scored {
             Ok(s) => {

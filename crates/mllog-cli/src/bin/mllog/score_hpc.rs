@@ -10,8 +10,10 @@ use crate::progress::Progress;
 use crate::rcp_source::Chosen;
 use crate::score::{Args, Format};
 use mllog_core::results::hpc_folders::hpc_benchmark_folders;
+use mllog_core::results::package_facts::read_usage_facts;
 use mllog_core::results::rcp::{self, FinalScore};
-use mllog_core::results::score::{score_benchmark_as, BenchmarkScore};
+use mllog_core::results::required_runs_in;
+use mllog_core::results::score::{benchmark_of, score_benchmark_as, BenchmarkScore};
 use mllog_core::results::usage::{HpcScaling, Usage};
 use mllog_core::results::weak_score::{score_weak, WeakScore};
 
@@ -67,12 +69,14 @@ pub fn run(a: &Args) -> u8 {
         );
         return crate::USAGE_OR_IO;
     }
-    // The rules, then the RCPs of the same package and ruleset.
+    // The rules, then the RCPs and the result counts of the same package and ruleset.
     let prepared = a.rcps.choose_hpc(a.ruleset.as_deref()).and_then(|c| {
         let tables = a.rcps.open_named("hpc", &c.ruleset)?;
-        Ok((c, tables))
+        let rules = c.rules.as_deref().expect("HPC rules are read at run time");
+        let facts = read_usage_facts(rules.package_root(), Usage::Hpc, &c.ruleset)?;
+        Ok((c, tables, facts.result_file_counts))
     });
-    let (chosen, tables) = match prepared {
+    let (chosen, tables, counts) = match prepared {
         Ok(x) => x,
         Err(e) => {
             eprintln!("mllog score: {e}");
@@ -94,12 +98,17 @@ pub fn run(a: &Args) -> u8 {
     let mut io_error = false;
     for ((scaling, folder), files) in folders.iter().zip(&files) {
         progress.working_on(folder);
+        let required = required_runs_in(counts, &benchmark_of(folder));
         let s = match scaling {
-            HpcScaling::Strong => score_benchmark_as(folder, Usage::Hpc, &verdict).map(|s| {
-                let f = rcp::final_score(&s, &rcp_opts);
-                Scored::Strong(Box::new((s, f)))
-            }),
-            HpcScaling::Weak => score_weak(folder, &verdict).map(|w| Scored::Weak(Box::new(w))),
+            HpcScaling::Strong => {
+                score_benchmark_as(folder, Usage::Hpc, required, &verdict).map(|s| {
+                    let f = rcp::final_score(&s, &rcp_opts);
+                    Scored::Strong(Box::new((s, f)))
+                })
+            }
+            HpcScaling::Weak => {
+                score_weak(folder, required, &verdict).map(|w| Scored::Weak(Box::new(w)))
+            }
         };
         match s {
             Ok(s) => {
