@@ -309,6 +309,12 @@ fn score_under_a_ruleset_no_build_has_equals_result_summarizer() {
         out.contains("compliance: the rules of training_6.2.0 read from"),
         "{out}"
     );
+    // The source has no benchmark_meta.py: the counts noted are said to be this build's.
+    assert!(
+        err.contains("the result counts noted are this build's")
+            && err.contains("benchmark_meta.py"),
+        "{err}"
+    );
     // A folder of a benchmark the source has no rules for: an error naming the source and
     // what it has.
     let resnet = tmp.path().join("r/results/sys/resnet");

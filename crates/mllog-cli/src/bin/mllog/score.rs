@@ -11,6 +11,7 @@ use mllog_core::results::required_runs_in;
 use mllog_core::results::ruleset;
 use mllog_core::results::score::{self, BenchmarkScore};
 use mllog_core::results::usage::Usage;
+use mllog_core::results::verify_data::{PACKAGE_VERSION, RESULT_FILE_COUNTS};
 
 /// Output formats of `mllog score`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,26 +91,28 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
-    // With rules read at run time, the package's result counts too: a release candidate may
-    // want other counts than this build knows.
-    let prepared = a
-        .rcps
-        .open_named("training", &choice.ruleset)
-        .and_then(|t| {
-            let counts = match &choice.rules {
-                Some(rules) => {
-                    Some(read_facts(rules.package_root(), &choice.ruleset)?.result_file_counts)
-                }
-                None => None,
-            };
-            Ok((t, counts))
-        });
-    let (tables, counts) = match prepared {
-        Ok(x) => x,
+    let tables = match a.rcps.open_named("training", &choice.ruleset) {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("mllog score: {e}");
             return crate::USAGE_OR_IO;
         }
+    };
+    // With rules read at run time, the package's result counts too (a release candidate may
+    // want other counts than this build knows). They only make a note, so a rules folder
+    // without the package's `benchmark_meta.py` still scores, and says whose counts it notes.
+    let counts = match &choice.rules {
+        Some(rules) => match read_facts(rules.package_root(), &choice.ruleset) {
+            Ok(facts) => facts.result_file_counts,
+            Err(why) => {
+                eprintln!(
+                    "mllog score: note: the result counts noted are this build's \
+                     (mlperf-logging {PACKAGE_VERSION}): {why}"
+                );
+                RESULT_FILE_COUNTS
+            }
+        },
+        None => RESULT_FILE_COUNTS,
     };
     let rcp_opts = rcp::RcpOptions::with_tables(tables.clone());
     let opts = score::ScoreOptions {
@@ -127,14 +130,14 @@ pub fn run(a: Args) -> u8 {
     let mut io_error = !choice.unreadable.is_empty();
     for (folder, files) in folders.iter().zip(&files) {
         progress.working_on(folder);
-        let scored = match (&choice.rules, counts) {
-            (Some(rules), Some(counts)) => score::score_benchmark_as(
+        let scored = match &choice.rules {
+            Some(rules) => score::score_benchmark_as(
                 folder,
                 Usage::Training,
                 required_runs_in(counts, &score::benchmark_of(folder)),
                 &|f| Chosen::verdict(rules, f),
             ),
-            _ => score::score_benchmark(folder, opts),
+            None => score::score_benchmark(folder, opts),
         };
         match scored {
             Ok(s) => {
