@@ -5,7 +5,7 @@
 //! `MLLOG_PYTHON`. These tests never skip; the comparisons on published logs need the corpus
 //! (`MLLOG_CORPUS`, set by `scripts/test`) and say on stderr what they did not check without it.
 //!
-//! `MLLOG_DIFF_CASES` sets the number of mutated logs (default 4000), `MLLOG_DIFF_SEED` the seed
+//! `MLLOG_DIFF_CASES` sets the number of mutated logs (default 2000), `MLLOG_DIFF_SEED` the seed
 //! (default: from the clock; always printed).
 
 mod common;
@@ -418,7 +418,7 @@ fn seeded_mutations_match_official() {
     let n: usize = std::env::var("MLLOG_DIFF_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(4000);
+        .unwrap_or(2000);
     let seed = seed();
     eprintln!("seeded_mutations_match_official: MLLOG_DIFF_SEED={seed} MLLOG_DIFF_CASES={n}");
     // Bases: every generated example, plus the small real logs.
