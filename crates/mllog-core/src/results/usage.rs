@@ -28,6 +28,9 @@ pub enum Usage {
 }
 
 impl Usage {
+    /// Every usage, in the official tools' order.
+    pub const ALL: [Usage; 2] = [Usage::Training, Usage::Hpc];
+
     /// `training` or `hpc`, as the official tools spell it.
     pub fn as_str(self) -> &'static str {
         match self {

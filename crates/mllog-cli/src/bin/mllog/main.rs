@@ -135,7 +135,9 @@ fn main() -> ExitCode {
         },
         Command::DryRun(a) => dry_run::run(a),
         Command::Summary(a) => summary::run(a),
-        Command::Score(a) if a.usage == "hpc" => score_hpc::run(&a),
+        Command::Score(a) if a.usage == mllog_core::results::usage::Usage::Hpc => {
+            score_hpc::run(&a)
+        }
         Command::Score(a) => score::run(a),
         Command::Package(a) => package::run(a),
         Command::Rcp(a) => rcp::run(a),

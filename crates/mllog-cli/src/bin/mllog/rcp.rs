@@ -9,6 +9,7 @@ use mllog_core::results::rcp_tables::RcpTables;
 use mllog_core::results::rules_ruleset::choose_source_ruleset;
 use mllog_core::results::ruleset::{self, RulesetChoice};
 use mllog_core::results::score;
+use mllog_core::results::usage::Usage;
 
 /// Output formats of `mllog rcp`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +42,8 @@ pub struct Args {
     #[arg(long, value_name = "X.Y.Z")]
     pub ruleset: Option<String>,
     /// Whose RCPs: training, or hpc (with --rules) (the RCP checker's --rcp_usage).
-    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = ["training", "hpc"])]
-    pub usage: String,
+    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = crate::rcp_source::usage_parser())]
+    pub usage: Usage,
     /// As the package checker's --rcp-bypass: a failed "RCP found", "RCP Interpolation" or
     /// "Missing RCP" passes (a package_checker_params file whose last line is `rcp-bypass`
     /// does the same for its folder).
@@ -216,10 +217,10 @@ fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
         }
     }
     let built_in = a.ruleset.as_deref().map(Ruleset::from_name);
-    if a.usage == "training" && a.ruleset.is_none() && a.rcps.read_at_run_time() {
+    if a.usage == Usage::Training && a.ruleset.is_none() && a.rcps.read_at_run_time() {
         let src = a.rcps.source().transpose()?.expect("read at run time");
         let c = choose_source_ruleset(&src, None, &a.dir)?;
-        let tables = a.rcps.open_named("training", &c.ruleset)?;
+        let tables = a.rcps.open_named(Usage::Training, &c.ruleset)?;
         let choice = RcpChoice {
             text: ruleset_lines(&c.ruleset, c.given, &c.evidence, &c.unreadable),
             json: machine::value(&c),
@@ -227,7 +228,7 @@ fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
         };
         return Ok((choice, tables));
     }
-    if a.usage == "training" && !matches!(built_in, Some(None)) {
+    if a.usage == Usage::Training && !matches!(built_in, Some(None)) {
         let choice =
             ruleset::choose_ruleset(built_in.flatten(), &a.dir).map_err(|e| e.to_string())?;
         let tables = a.rcps.open(choice.ruleset)?;
@@ -241,17 +242,17 @@ fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
     let Some(name) = &a.ruleset else {
         return Err(format!(
             "--usage {}: give the ruleset (--ruleset X.Y.Z); only training rulesets are inferred",
-            a.usage
+            a.usage.as_str()
         ));
     };
-    if !a.rcps.read_at_run_time() && a.usage == "training" {
+    if !a.rcps.read_at_run_time() && a.usage == Usage::Training {
         return Err(format!(
             "unknown ruleset {name:?} (built in: {}); the RCPs of other rulesets are read from \
              the official package with --rules",
             Ruleset::ALL.map(Ruleset::as_str).join(", ")
         ));
     }
-    let tables = a.rcps.open_named(&a.usage, name)?;
+    let tables = a.rcps.open_named(a.usage, name)?;
     let text = if tables.usage == "training" {
         format!("ruleset {name} (given)\n\n")
     } else {

@@ -13,7 +13,16 @@ use mllog_core::results::rules_ruleset::{
     choose_source_round_ruleset, choose_source_ruleset, SourceChoice,
 };
 use mllog_core::results::ruleset::RulesetChoice;
+use mllog_core::results::usage::Usage;
 use mllog_core::rules_source::{RulesSource, RULES_ENV};
+
+/// The `--usage` of `rcp`, `score` and `verify`: `training` or `hpc`, read into [`Usage`] (the
+/// help lists the values).
+pub fn usage_parser() -> impl clap::builder::TypedValueParser<Value = Usage> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Usage::ALL.map(Usage::as_str))
+        .map(|name| Usage::from_name(&name).expect("one of the possible values"))
+}
 
 /// Where the RCPs come from.
 #[derive(clap::Args, Debug)]
@@ -42,7 +51,7 @@ impl RcpSourceArgs {
 
     /// The tables of a training ruleset, or the error naming the folder or file.
     pub fn open(&self, ruleset: Ruleset) -> Result<Arc<RcpTables>, String> {
-        self.open_named("training", ruleset.as_str())
+        self.open_named(Usage::Training, ruleset.as_str())
     }
 
     /// The package `--rules` (else `MLLOG_RULES`) names; `None` when neither is set, the error
@@ -57,13 +66,13 @@ impl RcpSourceArgs {
     }
 
     /// The tables of `<usage>_<ruleset>`, or the error naming the folder or file.
-    pub fn open_named(&self, usage: &str, ruleset: &str) -> Result<Arc<RcpTables>, String> {
+    pub fn open_named(&self, usage: Usage, ruleset: &str) -> Result<Arc<RcpTables>, String> {
         let tables = match self.source().transpose()? {
-            Some(s) => RcpTables::open(&s.rcp_dir(), usage, ruleset, s.version),
-            None if usage == "training" => RcpTables::built_in(ruleset),
+            Some(s) => RcpTables::open(&s.rcp_dir(), usage.as_str(), ruleset, s.version),
+            None if usage == Usage::Training => RcpTables::built_in(ruleset),
             None => Err(
                 mllog_core::results::rcp_tables::RcpSourceError::NotBuiltIn {
-                    usage: usage.into(),
+                    usage: usage.as_str().into(),
                     ruleset: ruleset.into(),
                 },
             ),

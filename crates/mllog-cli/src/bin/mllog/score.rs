@@ -56,8 +56,8 @@ pub struct Args {
     pub(crate) ruleset: Option<String>,
     /// Whose results: training, or hpc (with --rules and --ruleset; strong- and weak-scaling
     /// folders) (result_summarizer's usage).
-    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = ["training", "hpc"])]
-    pub(crate) usage: String,
+    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = crate::rcp_source::usage_parser())]
+    pub(crate) usage: Usage,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -91,7 +91,7 @@ pub fn run(a: Args) -> u8 {
             return crate::USAGE_OR_IO;
         }
     };
-    let tables = match a.rcps.open_named("training", &choice.ruleset) {
+    let tables = match a.rcps.open_named(Usage::Training, &choice.ruleset) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("mllog score: {e}");

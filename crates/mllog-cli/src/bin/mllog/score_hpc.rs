@@ -71,7 +71,7 @@ pub fn run(a: &Args) -> u8 {
     }
     // The rules, then the RCPs and the result counts of the same package and ruleset.
     let prepared = a.rcps.choose_hpc(a.ruleset.as_deref()).and_then(|c| {
-        let tables = a.rcps.open_named("hpc", &c.ruleset)?;
+        let tables = a.rcps.open_named(Usage::Hpc, &c.ruleset)?;
         let rules = c.rules.as_deref().expect("HPC rules are read at run time");
         let facts = read_usage_facts(rules.package_root(), Usage::Hpc, &c.ruleset)?;
         Ok((c, tables, facts.result_file_counts))

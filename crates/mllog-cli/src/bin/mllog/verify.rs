@@ -2,8 +2,9 @@
 //! system description checker, seed checker, RCP checker, result summarizer and repository
 //! checker make it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use mllog_core::compliance::Ruleset;
 use mllog_core::results::ruleset::{infer_ruleset, RulesetChoice, RulesetError};
 use mllog_core::results::usage::Usage;
 use mllog_core::results::verify::{self, Review, VerifyOptions};
@@ -60,8 +61,8 @@ pub struct Args {
     pub(crate) ruleset: Option<String>,
     /// Whose review: training, or hpc (with --rules and --ruleset; one submitter folder,
     /// results/SYSTEM/strong or weak/BENCHMARK/) (the package checker's usage).
-    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = ["training", "hpc"])]
-    pub(crate) usage: String,
+    #[arg(long, value_name = "USAGE", default_value = "training", value_parser = crate::rcp_source::usage_parser())]
+    pub(crate) usage: Usage,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -90,16 +91,15 @@ impl Args {
     /// The review's options under the chosen ruleset, with its rules and the RCP tables
     /// `--rules` and `--custom-rcps` name (or the error naming the folder or file).
     pub(crate) fn options(&self, chosen: &Chosen) -> Result<VerifyOptions, String> {
-        let usage = Usage::from_name(&self.usage).unwrap_or_default();
         Ok(VerifyOptions {
             ruleset: chosen.ruleset.clone(),
-            rcp_tables: Some(self.rcps.open_named(usage.as_str(), &chosen.ruleset)?),
+            rcp_tables: Some(self.rcps.open_named(self.usage, &chosen.ruleset)?),
             rules: chosen.rules.clone(),
             set_scaling: self.set_scaling,
             rcp_bypass: self.rcp_bypass,
             seed_checker_bypass: self.seed_checker_bypass,
             threads: self.threads,
-            usage,
+            usage: self.usage,
         })
     }
 
@@ -144,32 +144,37 @@ impl Args {
     }
 }
 
+/// A Training submitter folder's built-in ruleset: the one given (the review runs whatever the
+/// folder holds, and an empty one fails it), else the one its files show.
+fn training_ruleset(given: Option<Ruleset>, dir: &Path) -> Result<RulesetChoice, String> {
+    if let Some(r) = given {
+        return Ok(RulesetChoice {
+            ruleset: r,
+            given: true,
+            candidates: vec![r],
+            evidence: Vec::new(),
+            unreadable: Vec::new(),
+        });
+    }
+    // The same words as a review of an empty folder under --ruleset: there, the review runs
+    // and fails; here, not even the ruleset can be inferred.
+    infer_ruleset(dir).map_err(|e| match e {
+        RulesetError::NoResults { .. } if dir.join("results").is_dir() => format!(
+            "nothing was reviewed: no result_*.txt found under {}, so no ruleset can be \
+             inferred either; a review of nothing does not pass",
+            dir.join("results").display()
+        ),
+        e @ RulesetError::NoResults { .. } => format!("nothing was reviewed: {e}"),
+        e => e.to_string(),
+    })
+}
+
 pub fn run(a: Args) -> u8 {
-    let chosen = if a.usage == "hpc" {
-        a.rcps.choose_hpc(a.ruleset.as_deref())
-    } else {
-        a.rcps
-            .choose(a.ruleset.as_deref(), &a.dir, |given| match given {
-                // Given: the review runs whatever the folder holds (an empty one fails it).
-                Some(r) => Ok(RulesetChoice {
-                    ruleset: r,
-                    given: true,
-                    candidates: vec![r],
-                    evidence: Vec::new(),
-                    unreadable: Vec::new(),
-                }),
-                // The same words as a review of an empty folder under --ruleset: there, the review
-                // runs and fails; here, not even the ruleset can be inferred.
-                None => infer_ruleset(&a.dir).map_err(|e| match e {
-                    RulesetError::NoResults { .. } if a.dir.join("results").is_dir() => format!(
-                    "nothing was reviewed: no result_*.txt found under {}, so no ruleset can be \
-                 inferred either; a review of nothing does not pass",
-                    a.dir.join("results").display()
-                ),
-                    e @ RulesetError::NoResults { .. } => format!("nothing was reviewed: {e}"),
-                    e => e.to_string(),
-                }),
-            })
+    let chosen = match a.usage {
+        Usage::Hpc => a.rcps.choose_hpc(a.ruleset.as_deref()),
+        Usage::Training => a.rcps.choose(a.ruleset.as_deref(), &a.dir, |given| {
+            training_ruleset(given, &a.dir)
+        }),
     };
     let chosen = match chosen {
         Ok(c) => c,

@@ -2,18 +2,18 @@
 //! scores for the round.
 
 use mllog_core::results::round::{choose_round_ruleset, verify_round, RoundReview};
+use mllog_core::results::usage::Usage;
 use serde_json::Value;
 
 use crate::machine;
 use crate::verify::{Args, Format};
 
 pub fn run(a: &Args) -> u8 {
-    let chosen = if a.usage == "hpc" {
-        a.rcps.choose_hpc(a.ruleset.as_deref())
-    } else {
-        a.rcps.choose_round(a.ruleset.as_deref(), &a.dir, |given| {
+    let chosen = match a.usage {
+        Usage::Hpc => a.rcps.choose_hpc(a.ruleset.as_deref()),
+        Usage::Training => a.rcps.choose_round(a.ruleset.as_deref(), &a.dir, |given| {
             choose_round_ruleset(given, &a.dir).map_err(|e| e.to_string())
-        })
+        }),
     };
     let chosen = match chosen {
         Ok(c) => c,
