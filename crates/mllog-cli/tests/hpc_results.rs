@@ -809,6 +809,14 @@ fn hpc_reviews_equal_package_checker() {
         write_folder(sub, "dell", "closed", "strong", "deepcam", &runs);
         write_folder(sub, "dell", "closed", "weak", "deepcam", &deepcam);
     });
+    case(
+        "a second system, described, with an empty strong folder",
+        &|sub| {
+            write_folder(sub, "dell", "closed", "strong", "deepcam", &five);
+            write_folder(sub, "dell-spare", "closed", "strong", "deepcam", &[]);
+            std::fs::remove_dir(sub.join("results/dell-spare/strong/deepcam")).unwrap();
+        },
+    );
     case("a seed used twice, closed and open", &|sub| {
         let mut runs = five.clone();
         runs[4] = moved(&deepcam[0], 7_200_000, 1_662_603_983);
@@ -820,7 +828,7 @@ fn hpc_reviews_equal_package_checker() {
         compared +=
             assert_review_agrees(name, sub, &python, &tmp.path().join(format!("work-{name}")));
     }
-    assert_eq!(compared, 9);
+    assert_eq!(compared, 10);
     // The same folders as one round: each submitter's verdict in it is its own review's (held
     // to the package checker above), and the round passes only if every one does.
     let round = tmp.path().join("round");

@@ -406,6 +406,21 @@ const MUTATIONS: &[Mutation] = &[
         },
     },
     Mutation {
+        name: "a second system, described, with an empty results folder (a row of empty cells)",
+        base: "5.1/Lenovo",
+        ruleset: "5.1.0",
+        apply: |sub, _| {
+            let name = format!(
+                "{}-spare",
+                system_dir(sub).file_name().unwrap().to_string_lossy()
+            );
+            std::fs::create_dir(sub.join("results").join(&name)).unwrap();
+            let json = sub.join("systems").join(format!("{name}.json"));
+            std::fs::copy(system_json(sub), json).unwrap();
+            repeat_seed(sub);
+        },
+    },
+    Mutation {
         name: "an open-division system (no seed or RCP check, the committed factor)",
         base: "5.0/AMD",
         ruleset: "5.0.0",

@@ -688,6 +688,8 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     // The package checker's walk: results/<system>/<benchmark>/.
     let results = dir.join("results");
     let mut folders: Vec<FolderPlan> = Vec::new();
+    // The systems the summarizer's detailed table has a row for, with benchmark folders or not.
+    let mut table_systems: Vec<String> = Vec::new();
     match entries(&results) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => problems.push(Problem::new(
             Severity::Error,
@@ -712,6 +714,9 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
                         "package_checker",
                         "the folder name is not valid UTF-8: shown with U+FFFD in its place",
                     ));
+                }
+                if opts.usage == Usage::Training || sys.path.join("strong").is_dir() {
+                    table_systems.push(sys.name.clone());
                 }
                 plan_system(&sys, opts, facts, &mut folders, &mut problems);
             }
@@ -762,7 +767,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<Review, VerifyError> {
     for ((plan, runs), rcp) in folders.into_iter().zip(runs_of).zip(rcp_of) {
         benchmarks.push(finish_folder(plan, runs, rcp, opts));
     }
-    let table = summary_table(&benchmarks, &systems, facts, opts);
+    let table = summary_table(&table_systems, &benchmarks, &systems, facts, opts);
     // The summarizer scores only the systems of its table (of strong scaling: a weak-scaling
     // folder's score is in its own table).
     let strong = |b: &BenchmarkReview| b.scaling != Some(HpcScaling::Weak);
@@ -1889,25 +1894,24 @@ fn committed_scaling(folder: &Path) -> Result<Option<f64>, Problem> {
     }
 }
 
-/// The summarizer's detailed table: one row per system with a valid description.
+/// The summarizer's detailed table: one row per system of `table_systems` (the system folders
+/// under results/; of HPC, those with a strong/ folder, as the detailed table is of strong
+/// scaling) with a valid description, its cells empty where it has no benchmark folder.
 fn summary_table(
+    table_systems: &[String],
     benchmarks: &[BenchmarkReview],
     systems: &[SystemReview],
     facts: &RulesetFacts,
     opts: &VerifyOptions,
 ) -> Vec<TableRow> {
-    let mut by_system: BTreeMap<&str, Vec<&BenchmarkReview>> = BTreeMap::new();
-    // The detailed table is of strong scaling (HPC's weak scaling has its own): an HPC system
-    // has a row when it has a strong/ folder, as the summarizer fills one then.
-    let strong_dir = |b: &BenchmarkReview| {
-        b.scaling.is_none()
-            || b.folder
-                .parent()
-                .and_then(Path::parent)
-                .is_some_and(|sys| sys.join("strong").is_dir())
-    };
-    for b in benchmarks.iter().filter(|b| strong_dir(b)) {
-        by_system.entry(b.system.as_str()).or_default().push(b);
+    let mut by_system: BTreeMap<&str, Vec<&BenchmarkReview>> = table_systems
+        .iter()
+        .map(|s| (s.as_str(), Vec::new()))
+        .collect();
+    for b in benchmarks {
+        if let Some(list) = by_system.get_mut(b.system.as_str()) {
+            list.push(b);
+        }
     }
     let mut rows = Vec::new();
     for (system, list) in by_system {
