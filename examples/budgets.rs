@@ -146,7 +146,7 @@ fn counts(workload: &str) -> (u64, u64) {
     }
 }
 /// The queue's capacity in the measured stack.
-const QUEUE: u64 = 1 << 16;
+const QUEUE: u64 = 1 << 14;
 /// Events that cycle the record pool (`QUEUE` + 2 records) before the counted ones.
 const POOL_WARMUP: u64 = 2 * QUEUE;
 
