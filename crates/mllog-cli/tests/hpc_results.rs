@@ -22,11 +22,12 @@ use support::copy_dir;
 
 const RULESET: &str = "3.0.0";
 
-/// The rounds corpus and the official tools' Python, or the one skip line without the corpus.
-fn oracle(what: &str) -> Option<(PathBuf, String)> {
+/// The rounds corpus, or the one skip line without it (the official tools are required:
+/// `common::python` fails the test without them).
+fn oracle(what: &str) -> Option<PathBuf> {
     let rounds = common::corpus("rounds", what)?;
-    let python = common::python().to_str().unwrap().to_owned();
-    Some((rounds, python))
+    common::python();
+    Some(rounds)
 }
 
 /// The three published runs of `benchmark` in the corpus: deepcam results 1, 3, 4 (Dell) or
@@ -138,15 +139,15 @@ struct Summarized {
     output: String,
 }
 
-fn summarize(python: &str, sub: &Path, work: &Path) -> Summarized {
+fn summarize(sub: &Path, work: &Path) -> Summarized {
     let copy = work.join("copy");
     copy_dir(sub, &copy);
-    summarize_copy(python, &copy, work)
+    summarize_copy(&copy, work)
 }
 
 /// [`summarize`] of a copy already made (which the package checker may have changed).
-fn summarize_copy(python: &str, copy: &Path, work: &Path) -> Summarized {
-    let (out, err) = summarizer_csv(python, copy, "hpc", RULESET, work);
+fn summarize_copy(copy: &Path, work: &Path) -> Summarized {
+    let (out, err) = summarizer_csv(copy, "hpc", RULESET, work);
     tables(work, format!("{out}{err}"))
 }
 
@@ -287,7 +288,7 @@ print(json.dumps({os.path.basename(f): m for f, m in track.items()}))
 
 #[test]
 fn hpc_scores_equal_result_summarizer() {
-    let Some((rounds, python)) = oracle("HPC scores against result_summarizer") else {
+    let Some(rounds) = oracle("HPC scores against result_summarizer") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -317,7 +318,7 @@ fn hpc_scores_equal_result_summarizer() {
     write_folder(&sub, "weak-sys", "closed", "strong", "deepcam", &deepcam);
 
     let (code, ours, err) = score(&sub);
-    let theirs = summarize(&python, &sub, &tmp.path().join("work"));
+    let theirs = summarize(&sub, &tmp.path().join("work"));
     let agreed = assert_scores_agree(&ours, &theirs);
     assert_eq!(agreed, 7, "{ours:#?}");
     // Which runs count: each strong folder's kept runs and their minutes, as
@@ -329,7 +330,6 @@ fn hpc_scores_equal_result_summarizer() {
         let folder = Path::new(b["folder"].as_str().unwrap());
         let rel = folder.strip_prefix(&sub).unwrap();
         let theirs = support::python(
-            Path::new(&python),
             KEPT_RUNS,
             &[
                 copy.join(rel).as_os_str(),
@@ -411,7 +411,7 @@ fn hpc_scores_equal_result_summarizer() {
 
 #[test]
 fn weak_models_on_different_scales_are_a_clear_error() {
-    let Some((rounds, python)) = oracle("HPC weak scaling on mixed scales") else {
+    let Some(rounds) = oracle("HPC weak scaling on mixed scales") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -425,7 +425,6 @@ fn weak_models_on_different_scales_are_a_clear_error() {
     let copy = work.join("copy");
     copy_dir(&sub, &copy);
     let (_, err) = py(
-        &python,
         &[
             "-m",
             "mlperf_logging.result_summarizer",
@@ -468,7 +467,7 @@ fn weak_models_on_different_scales_are_a_clear_error() {
 /// (5) scores it; `verify` and the strong folder's note say the copy's count too.
 #[test]
 fn hpc_result_counts_are_the_packages() {
-    let Some((rounds, python)) = oracle("HPC result counts read from the package") else {
+    let Some(rounds) = oracle("HPC result counts read from the package") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -486,11 +485,10 @@ fn hpc_result_counts_are_the_packages() {
     assert_eq!(weak(&ours)["required_runs"], 5, "{err}");
     assert!(weak(&ours)["time_to_train_all"].is_number(), "{ours:#?}");
     let work = tmp.path().join("work");
-    let installed = summarize(&python, &sub, &work);
+    let installed = summarize(&sub, &work);
     assert!(cell(&installed.weak["five"], "deepcam:time_to_train_all").is_some());
     // A copy of the package wanting 6.
     let (out, _) = py(
-        &python,
         &[
             "-c",
             "import os, mlperf_logging; print(os.path.dirname(mlperf_logging.__file__))",
@@ -510,7 +508,7 @@ fn hpc_result_counts_are_the_packages() {
     std::fs::create_dir_all(&theirs).unwrap();
     let folder = theirs.join("copy");
     copy_dir(&sub, &folder);
-    let run = std::process::Command::new(&python)
+    let run = std::process::Command::new(common::python())
         .args(["-m", "mlperf_logging.result_summarizer"])
         .arg(&folder)
         .args(["hpc", RULESET, "--csv"])
@@ -598,12 +596,11 @@ struct Checked {
     summary: Summarized,
 }
 
-fn package_check(python: &str, sub: &Path, work: &Path) -> Checked {
+fn package_check(sub: &Path, work: &Path) -> Checked {
     let copy = work.join("copy");
     copy_dir(sub, &copy);
     let log_path = work.join("package_checker.log");
     let (_, stderr) = py(
-        python,
         &[
             "-m",
             "mlperf_logging.package_checker",
@@ -634,7 +631,7 @@ fn package_check(python: &str, sub: &Path, work: &Path) -> Checked {
             }
         }
     }
-    let summary = summarize_copy(python, &copy, work);
+    let summary = summarize_copy(&copy, work);
     let table = std::fs::read_to_string(work.join("out_detailed.csv"))
         .map(|t| read_csv(&t))
         .unwrap_or_default();
@@ -667,9 +664,9 @@ const REASONS: [(&str, &str); 5] = [
 
 /// The package checker's verdict, each folder's verdict and reasons, and the summarizer's
 /// table, said by `mllog verify --usage hpc` too; the number of folders compared.
-fn assert_review_agrees(label: &str, sub: &Path, python: &str, work: &Path) -> usize {
+fn assert_review_agrees(label: &str, sub: &Path, work: &Path) -> usize {
     let (code, out, err) = verify(sub, "json");
-    let theirs = package_check(python, sub, work);
+    let theirs = package_check(sub, work);
     let ctx = || {
         format!(
             "{label}\n--- package checker:\n{}\n--- ours:\n{out}{err}",
@@ -768,7 +765,7 @@ fn assert_review_agrees(label: &str, sub: &Path, python: &str, work: &Path) -> u
 
 #[test]
 fn hpc_reviews_equal_package_checker() {
-    let Some((rounds, python)) = oracle("HPC reviews against the package checker") else {
+    let Some(rounds) = oracle("HPC reviews against the package checker") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -825,8 +822,7 @@ fn hpc_reviews_equal_package_checker() {
     });
     let mut compared = 0;
     for (name, sub) in &cases {
-        compared +=
-            assert_review_agrees(name, sub, &python, &tmp.path().join(format!("work-{name}")));
+        compared += assert_review_agrees(name, sub, &tmp.path().join(format!("work-{name}")));
     }
     assert_eq!(compared, 10);
     // The same folders as one round: each submitter's verdict in it is its own review's (held
@@ -877,7 +873,7 @@ fn hpc_reviews_equal_package_checker() {
 
 #[test]
 fn a_stray_folder_under_an_hpc_system_is_a_clear_error() {
-    let Some((rounds, python)) = oracle("a stray folder in an HPC review") else {
+    let Some(rounds) = oracle("a stray folder in an HPC review") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -885,7 +881,7 @@ fn a_stray_folder_under_an_hpc_system_is_a_clear_error() {
     let deepcam = published(&rounds, "deepcam");
     write_folder(&sub, "dell", "closed", "strong", "deepcam", &deepcam);
     write_folder(&sub, "dell", "closed", "medium", "deepcam", &deepcam);
-    let theirs = package_check(&python, &sub, &tmp.path().join("work"));
+    let theirs = package_check(&sub, &tmp.path().join("work"));
     assert!(
         theirs.crashed && theirs.log.contains("AssertionError"),
         "{}",
@@ -902,7 +898,7 @@ fn a_stray_folder_under_an_hpc_system_is_a_clear_error() {
 
 #[test]
 fn a_training_layout_under_hpc_reviews_nothing_and_does_not_pass() {
-    let Some((rounds, python)) = oracle("a Training layout reviewed under --usage hpc") else {
+    let Some(rounds) = oracle("a Training layout reviewed under --usage hpc") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -916,7 +912,7 @@ fn a_training_layout_under_hpc_reviews_nothing_and_does_not_pass() {
         "deepcam",
         &published(&rounds, "deepcam"),
     );
-    let theirs = package_check(&python, &sub, &tmp.path().join("work"));
+    let theirs = package_check(&sub, &tmp.path().join("work"));
     // The official checker finds no benchmark folder, and says SUCCESS.
     assert!(
         theirs.success && theirs.folder_errors.is_empty(),

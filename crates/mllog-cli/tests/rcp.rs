@@ -17,7 +17,7 @@ use common::mllog;
 use support::copy_dir;
 
 fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
-    support::python(common::python(), code, args)
+    support::python(code, args)
 }
 
 /// `$MLLOG_CORPUS/submissions`, or `None` after saying on stderr what was skipped.

@@ -135,11 +135,10 @@ fn older_rounds_rcp_verdicts_equal_the_official_checker() {
         .map(|(_, d, u, r)| (d.display().to_string(), u.as_str(), r.as_str()))
         .collect();
     let arg = serde_json::to_string(&arg).unwrap();
-    let py = common::python();
-    let Value::Array(official) = support::python(py, OFFICIAL, &[arg.as_ref()]) else {
+    let Value::Array(official) = support::python(OFFICIAL, &[arg.as_ref()]) else {
         panic!("not a list")
     };
-    let rules = format!("python:{}", py.display());
+    let rules = format!("python:{}", common::python().display());
     let mut outcomes = std::collections::BTreeSet::new();
     for ((variant, dir, usage, ruleset), o) in cases.iter().zip(&official) {
         let what = format!("{} ({variant})", dir.display());

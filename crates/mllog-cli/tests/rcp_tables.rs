@@ -22,7 +22,7 @@ use common::mllog;
 use support::copy_dir;
 
 fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
-    support::python(common::python(), code, args)
+    support::python(code, args)
 }
 
 /// The rulesets whose RCPs are built in.

@@ -21,7 +21,7 @@ use common::mllog;
 use support::copy_dir;
 
 fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
-    support::python(common::python(), code, args)
+    support::python(code, args)
 }
 
 /// One benchmark folder of the rounds corpus: `(ruleset, system, benchmark, logs)`.
@@ -481,7 +481,6 @@ fn verify_under_older_rulesets_agrees_with_the_package_checker() {
         return;
     };
     let groups = round_groups(&c);
-    let python = common::python().display().to_string();
     let pkg = package();
     let tmp = tempfile::tempdir().unwrap();
     let mut rounds: Vec<&str> = groups.iter().map(|g| g.0.as_str()).collect();
@@ -494,7 +493,7 @@ fn verify_under_older_rulesets_agrees_with_the_package_checker() {
         round_submission(&ours_dir, &mine);
         round_submission(&official_dir, &mine);
         let us = review::ours_with(&ours_dir, rs, &["--rules".as_ref(), pkg.as_os_str()]);
-        let off = review::official(&python, &official_dir, rs, &base.join("work"));
+        let off = review::official(&official_dir, rs, &base.join("work"));
         review::assert_agree(&format!("round {rs}"), &off, &us);
         let benches = us.json["benchmarks"].as_array().unwrap();
         assert!(

@@ -25,11 +25,12 @@ use common::mllog;
 use review::{assert_agree, close, official, ours, py, read_csv, same_cell, Ours};
 use support::copy_dir;
 
-/// The submissions corpus and the official tools' Python, or the one skip line without the
-/// corpus (the official tools are required: `common::python` fails the test without them).
-fn oracle(what: &str) -> Option<(PathBuf, String)> {
+/// The submissions corpus, or the one skip line without it (the official tools are required:
+/// `common::python` fails the test without them).
+fn oracle(what: &str) -> Option<PathBuf> {
     let corpus = common::corpus("submissions", what)?;
-    Some((corpus, common::python().display().to_string()))
+    common::python();
+    Some(corpus)
 }
 
 /// The MANIFEST's factors and final scores (the committed record of the official runs).
@@ -84,7 +85,7 @@ fn submitters(subs: &Path) -> Vec<(String, PathBuf)> {
 
 #[test]
 fn every_corpus_submitter_agrees_with_the_official_tools() {
-    let Some((subs, python)) = oracle(
+    let Some(subs) = oracle(
         "mllog verify on every corpus submitter folder against package_checker and \
          result_summarizer",
     ) else {
@@ -101,12 +102,7 @@ fn every_corpus_submitter_agrees_with_the_official_tools() {
         let before = snapshot(dir);
         let us = ours(dir, ruleset);
         assert_eq!(snapshot(dir), before, "verify wrote into {}", dir.display());
-        let off = official(
-            &python,
-            &copy,
-            ruleset,
-            &tmp.path().join(&name).join("work"),
-        );
+        let off = official(&copy, ruleset, &tmp.path().join(&name).join("work"));
         assert_agree(&name, &off, &us);
         // --set-scaling, on a copy without the committed files, writes what the package
         // checker leaves, byte for byte.
@@ -436,7 +432,7 @@ const MUTATIONS: &[Mutation] = &[
 
 #[test]
 fn mutated_copies_agree_with_the_official_tools() {
-    let Some((subs, python)) = oracle(
+    let Some(subs) = oracle(
         "mllog verify on mutated copies of corpus folders against package_checker and \
          result_summarizer",
     ) else {
@@ -453,7 +449,7 @@ fn mutated_copies_agree_with_the_official_tools() {
         let official_dir = root.join("official");
         copy_dir(&ours_dir, &official_dir);
         let us = ours(&ours_dir, m.ruleset);
-        let off = official(&python, &official_dir, m.ruleset, &root.join("work"));
+        let off = official(&official_dir, m.ruleset, &root.join("work"));
         assert_agree(m.name, &off, &us);
         assert!(
             !off.success
@@ -472,7 +468,7 @@ fn mutated_copies_agree_with_the_official_tools() {
 /// rest.
 #[test]
 fn a_benchmark_the_ruleset_does_not_allow() {
-    let Some((subs, python)) = oracle(
+    let Some(subs) = oracle(
         "a benchmark folder the ruleset does not allow, against package_checker and \
          result_summarizer",
     ) else {
@@ -488,7 +484,7 @@ fn a_benchmark_the_ruleset_does_not_allow() {
     let copy = tmp.path().join("official");
     copy_dir(&sub, &copy);
     let us = ours(&sub, "5.1.0");
-    let off = official(&python, &copy, "5.1.0", &tmp.path().join("work"));
+    let off = official(&copy, "5.1.0", &tmp.path().join("work"));
     assert_eq!(off.skipped, vec!["bert".to_string()], "{}", off.log);
     assert!(off.summarizer_crashed, "{}", off.summarizer_output);
     assert_agree("bert under 5.1.0", &off, &us);
@@ -511,7 +507,7 @@ fn a_benchmark_the_ruleset_does_not_allow() {
 /// not JSON, a system without one), verify names the path and reviews the rest.
 #[test]
 fn where_the_package_checker_crashes_verify_says_why() {
-    let Some((subs, python)) =
+    let Some(subs) =
         oracle("inputs that crash the official package checker (malformed or missing system JSON)")
     else {
         return;
@@ -533,7 +529,7 @@ fn where_the_package_checker_crashes_verify_says_why() {
         let copy = tmp.path().join(name).join("official");
         copy_dir(&sub, &copy);
         let json_path = system_json(&sub).display().to_string();
-        let off = official(&python, &copy, "5.1.0", &tmp.path().join(name).join("work"));
+        let off = official(&copy, "5.1.0", &tmp.path().join(name).join("work"));
         assert!(
             off.crashed && !off.success,
             "{name}: {}\n{}",
@@ -1152,10 +1148,9 @@ fn a_stale_committed_scaling_json_is_said() {
         messages_about(&v, &sub.join("results/a/flux1/scaling.json")).is_empty(),
         "{v:#}"
     );
-    let python = common::python().display().to_string();
     let copy = tmp.path().join("official");
     copy_dir(&sub, &copy);
-    let off = official(&python, &copy, "6.1.0", &tmp.path().join("work"));
+    let off = official(&copy, "6.1.0", &tmp.path().join("work"));
     assert_eq!(off.scaling.get("a/flux1"), Some(&factor), "{}", off.log);
     assert_eq!(off.scaling.get("b/flux1"), None, "{}", off.log);
 }
@@ -1190,7 +1185,7 @@ fn an_unsettled_ruleset_is_refused_with_the_candidates() {
 /// benchmark folder skipped, or results/ emptied); verify does not pass it.
 #[test]
 fn where_the_package_checker_passes_nothing_verify_does_not() {
-    let Some((subs, python)) = oracle(
+    let Some(subs) = oracle(
         "a review of nothing (all folders skipped, results/ emptied) against package_checker",
     ) else {
         return;
@@ -1210,7 +1205,7 @@ fn where_the_package_checker_passes_nothing_verify_does_not() {
         apply(&sub);
         let copy = tmp.path().join(name).join("official");
         copy_dir(&sub, &copy);
-        let off = official(&python, &copy, ruleset, &tmp.path().join(name).join("work"));
+        let off = official(&copy, ruleset, &tmp.path().join(name).join("work"));
         assert!(
             off.success && !off.crashed,
             "{name}: {}\n{}",
@@ -1291,8 +1286,7 @@ fn our_repo_findings(v: &Value) -> std::collections::BTreeSet<(&'static str, Str
 
 #[test]
 fn the_repo_checker_step_agrees_with_the_official_repo_checker() {
-    let Some((subs, python)) = oracle("mllog verify's repo_checker step against repo_checker")
-    else {
+    let Some(subs) = oracle("mllog verify's repo_checker step against repo_checker") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -1325,7 +1319,7 @@ fn the_repo_checker_step_agrees_with_the_official_repo_checker() {
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let log_path = work.join("repo_checker.log");
-    let out = Command::new(&python)
+    let out = Command::new(common::python())
         .args(["-m", "mlperf_logging.repo_checker"])
         .arg(&copy)
         .args(["training", "5.0.0", "--log_output"])
@@ -1394,8 +1388,7 @@ fn the_repo_checker_step_agrees_with_the_official_repo_checker() {
 
 #[test]
 fn no_score_where_the_official_summarizer_gives_none() {
-    let Some((subs, python)) = oracle("mllog verify's missing scores against result_summarizer")
-    else {
+    let Some(subs) = oracle("mllog verify's missing scores against result_summarizer") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -1443,7 +1436,6 @@ fn no_score_where_the_official_summarizer_gives_none() {
         let work = copy.parent().unwrap().join("work");
         std::fs::create_dir_all(&work).unwrap();
         let (out, err) = py(
-            &python,
             &[
                 "-m",
                 "mlperf_logging.result_summarizer",
@@ -1518,7 +1510,7 @@ fn table_of(review: &Value) -> Vec<BTreeMap<String, String>> {
 /// round mode (`'ROUND/{*}'`), cell by cell.
 #[test]
 fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
-    let Some((subs, python)) = oracle("mllog verify on a round against the official tools") else {
+    let Some(subs) = oracle("mllog verify on a round against the official tools") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -1565,7 +1557,6 @@ fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
         let mut all_pass = true;
         for (org, review) in orgs.iter().zip(reviews) {
             let off = official(
-                &python,
                 &official_round.join(org),
                 ruleset,
                 &tmp.path().join(round).join("work").join(org),
@@ -1585,7 +1576,6 @@ fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
         let work = tmp.path().join(round).join("work");
         let pattern = format!("{}/{{*}}", official_round.display());
         let (out, err) = py(
-            &python,
             &[
                 "-m",
                 "mlperf_logging.result_summarizer",

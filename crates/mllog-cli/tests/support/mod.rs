@@ -1,21 +1,23 @@
-//! Shared by `mllog-cli`'s oracle tests: the official tools run as Python snippets, and copies
-//! of folders (the official tools write into the folders they check, so they run on copies).
+//! Shared by `mllog-cli`'s oracle tests: the official tools run as Python snippets and
+//! modules (forked from one interpreter that has imported them: [`forkserver`]), and copies of
+//! folders (the official tools write into the folders they check, so they run on copies).
 #![allow(dead_code)]
+
+pub mod forkserver;
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// Runs `code` with `args` in the interpreter of `common::python`; its last stdout line, as
-/// JSON. Fails the test when Python fails, with what it printed.
-pub fn python(py: &Path, code: &str, args: &[&std::ffi::OsStr]) -> Value {
-    let o = Command::new(py)
-        .arg("-c")
-        .arg(code)
-        .args(args)
-        .output()
-        .expect("run python");
+/// Runs `code` with `args` in the interpreter of `common::python` (forked from
+/// [`forkserver`]'s); its last stdout line, as JSON. Fails the test when Python fails, with
+/// what it printed.
+pub fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
+    let mut all = vec!["-c", code];
+    all.extend(args.iter().map(|a| a.to_str().expect("a UTF-8 argument")));
+    let cwd = std::env::current_dir().expect("the working folder");
+    let o = forkserver::run(&all, &cwd);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),

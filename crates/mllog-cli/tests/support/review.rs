@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -68,12 +67,9 @@ pub struct Official {
     pub table: Vec<BTreeMap<String, String>>,
 }
 
-pub fn py(py: &str, args: &[&str], cwd: &Path) -> (String, String) {
-    let out = Command::new(py)
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("run the official tool");
+/// Runs `python ARGS` in `cwd`, forked from the fork server: its stdout and stderr.
+pub fn py(args: &[&str], cwd: &Path) -> (String, String) {
+    let out = crate::support::forkserver::run(args, cwd);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -81,12 +77,11 @@ pub fn py(py: &str, args: &[&str], cwd: &Path) -> (String, String) {
 }
 
 /// Runs the package checker, then the summarizer, on `copy` (which they modify).
-pub fn official(python: &str, copy: &Path, ruleset: &str, work: &Path) -> Official {
+pub fn official(copy: &Path, ruleset: &str, work: &Path) -> Official {
     std::fs::create_dir_all(work).unwrap();
     let log_path = work.join("package_checker.log");
     let c = copy.to_str().unwrap();
     let (_, stderr) = py(
-        python,
         &[
             "-m",
             "mlperf_logging.package_checker",
@@ -130,7 +125,7 @@ pub fn official(python: &str, copy: &Path, ruleset: &str, work: &Path) -> Offici
             }
         }
     }
-    let (out, err) = summarizer_csv(python, copy, "training", ruleset, work);
+    let (out, err) = summarizer_csv(copy, "training", ruleset, work);
     let table = std::fs::read_to_string(work.join("out_detailed.csv"))
         .map(|t| read_csv(&t))
         .unwrap_or_default();
@@ -150,16 +145,9 @@ pub fn official(python: &str, copy: &Path, ruleset: &str, work: &Path) -> Offici
 
 /// Runs `result_summarizer <copy> <usage> <ruleset> --csv <work>/out.csv` in `work` (its
 /// tables: `out.csv`, `out_detailed.csv`): its stdout and stderr.
-pub fn summarizer_csv(
-    python: &str,
-    copy: &Path,
-    usage: &str,
-    ruleset: &str,
-    work: &Path,
-) -> (String, String) {
+pub fn summarizer_csv(copy: &Path, usage: &str, ruleset: &str, work: &Path) -> (String, String) {
     let csv = work.join("out.csv");
     py(
-        python,
         &[
             "-m",
             "mlperf_logging.result_summarizer",
