@@ -2,12 +2,12 @@
 //!
 //! Importing `mlperf_logging`'s package checker, RCP checker or result summarizer imports
 //! scipy, and that takes longer than most of the runs the oracle tests make, which are many.
-//! So each test process starts one server, which
-//! imports the tools once and forks a child per run: the child starts from the state right
-//! after those imports, which a fresh interpreter reaches too, and runs the snippet (`-c`) or
-//! module (`-m`) as the interpreter would (`__main__`, `sys.argv`, the working folder, the
-//! exit status; an exception's traceback on stderr). Nothing a run does reaches the next one.
-//! The installed package must not change while the server lives; no test changes it.
+//! So each test process starts one server, which imports the tools once and forks a child per
+//! run: the child starts from the state right after those imports, which a fresh interpreter
+//! reaches too, and runs the snippet (`-c`) or module (`-m`) as the interpreter would
+//! (`__main__`, `sys.argv`, the working folder, the exit status; an exception's traceback on
+//! stderr). Nothing a run does reaches the next one. The installed package must not change
+//! while the server lives; no test changes it.
 //!
 //! One request per connection to the server's Unix socket: JSON (the arguments, the working
 //! folder, the files for stdout and stderr), then the child's wait status, 4 bytes, when it
