@@ -162,8 +162,8 @@ fn corpus_rcp_verdicts_factors_and_final_scores_equal_the_official_tools() {
         .collect();
     submitters.sort();
     submitters.dedup();
-    let mut checked = 0;
-    for (round, submitter, ruleset) in &submitters {
+    let checked = std::sync::atomic::AtomicUsize::new(0);
+    support::each(&submitters, |(round, submitter, ruleset)| {
         let src = c.join(round).join(submitter);
         let work = tempfile::tempdir().unwrap();
         let official = python(
@@ -255,10 +255,10 @@ fn corpus_rcp_verdicts_factors_and_final_scores_equal_the_official_tools() {
                 f => assert_eq!(factor, f.parse::<f64>().unwrap(), "{rel}"),
             }
             assert!(close(ours_final, row[11].parse().unwrap()), "{rel}");
-            checked += 1;
+            checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-    }
-    assert_eq!(checked, 15);
+    });
+    assert_eq!(checked.into_inner(), 15);
 }
 
 /// With the committed scaling.json left in place, `score` says whether it agrees.

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use common::mllog;
 use review::{assert_agree, close, official, ours, py, read_csv, same_cell, Ours};
-use support::copy_dir;
+use support::{copy_dir, each};
 
 /// The submissions corpus, or the one skip line without it (the official tools are required:
 /// `common::python` fails the test without them).
@@ -46,27 +46,6 @@ fn manifest(subs: &Path) -> Vec<BTreeMap<String, String>> {
                 .collect()
         })
         .collect()
-}
-
-/// Runs `f` over `items` on two threads (the official tools are slow Python).
-fn two_at_a_time<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(it) = items.get(i) else { break };
-                    f(it);
-                })
-            })
-            .collect();
-        for h in hs {
-            if let Err(e) = h.join() {
-                std::panic::resume_unwind(e);
-            }
-        }
-    });
 }
 
 fn submitters(subs: &Path) -> Vec<(String, PathBuf)> {
@@ -95,7 +74,7 @@ fn every_corpus_submitter_agrees_with_the_official_tools() {
     let folders = submitters(&subs);
     assert!(folders.len() >= 10, "{folders:?}");
     let rows = manifest(&subs);
-    two_at_a_time(&folders, |(ruleset, dir)| {
+    each(&folders, |(ruleset, dir)| {
         let name = format!("{}-{}", ruleset, dir.file_name().unwrap().to_string_lossy());
         let copy = tmp.path().join(&name).join("sub");
         copy_dir(dir, &copy);
@@ -439,7 +418,7 @@ fn mutated_copies_agree_with_the_official_tools() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    two_at_a_time(MUTATIONS, |m| {
+    each(MUTATIONS, |m| {
         let root = tmp
             .path()
             .join(m.name.replace([' ', ',', '(', ')', '\''], "_"));
@@ -522,7 +501,7 @@ fn where_the_package_checker_crashes_verify_says_why() {
             std::fs::remove_file(system_json(sub)).unwrap()
         }),
     ];
-    two_at_a_time(&cases, |(name, apply)| {
+    each(&cases, |(name, apply)| {
         let sub = tmp.path().join(name).join("ours");
         copy_dir(&subs.join("5.1/Lenovo"), &sub);
         apply(&sub);
@@ -1199,7 +1178,7 @@ fn where_the_package_checker_passes_nothing_verify_does_not() {
             std::fs::create_dir(sub.join("results")).unwrap();
         }),
     ];
-    two_at_a_time(&cases, |(name, ruleset, apply)| {
+    each(&cases, |(name, ruleset, apply)| {
         let sub = tmp.path().join(name).join("ours");
         copy_dir(&subs.join("5.0/tinycorp"), &sub);
         apply(&sub);
@@ -1554,15 +1533,15 @@ fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
             "{}",
             us.json["skipped"]
         );
-        let mut all_pass = true;
-        for (org, review) in orgs.iter().zip(reviews) {
+        let all_pass = reviews.iter().all(|r| r["passed"] == true);
+        let pairs: Vec<(&String, &Value)> = orgs.iter().zip(reviews).collect();
+        each(&pairs, |&(org, review)| {
             let off = official(
                 &official_round.join(org),
                 ruleset,
                 &tmp.path().join(round).join("work").join(org),
             );
             let passed = review["passed"] == true;
-            all_pass &= passed;
             let one = Ours {
                 code: if passed { 0 } else { 1 },
                 json: review.clone(),
@@ -1570,7 +1549,7 @@ fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
                 text: us.text.clone(),
             };
             assert_agree(&format!("{round}/{org} in the round"), &off, &one);
-        }
+        });
         assert_eq!(us.code, if all_pass { 0 } else { 1 }, "{}", us.text);
         // The round's table: the summarizer's round mode on the reviewed copies.
         let work = tmp.path().join(round).join("work");

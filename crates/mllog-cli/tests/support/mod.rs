@@ -28,6 +28,33 @@ pub fn python(code: &str, args: &[&std::ffi::OsStr]) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// Runs `f` on every item, spread over as many threads as the machine has cores: the official
+/// tools that these tests wait on are slow Python using one core each, and a long test is often
+/// the last of its binary to run, with the other cores idle. A panic in `f` fails the test with
+/// its own message, as in a loop.
+pub fn each<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(items.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    while let Some(item) =
+                        items.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        f(item);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            if let Err(panic) = w.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+}
+
 /// Copies the folder `from` to `to`, recursively.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
