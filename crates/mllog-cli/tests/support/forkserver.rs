@@ -42,9 +42,11 @@ def run(request):
         sys.modules['__main__'] = main
         exec(compile(target, '<string>', 'exec'), main.__dict__)
     elif flag == '-m':
-        sys.argv = [target, *args]
+        # What `python -m` itself calls: sys.argv[0] becomes the module's file, and a
+        # traceback shows the frames a fresh interpreter's shows.
+        sys.argv = ['-m', *args]
         sys.path[0] = os.getcwd()
-        runpy.run_module(target, run_name='__main__', alter_sys=True)
+        runpy._run_module_as_main(target)
     else:
         raise SystemExit('the fork server runs `-c CODE` or `-m MODULE`, not %r' % flag)
 
@@ -70,8 +72,18 @@ while True:
         if pid == 0:
             for c in [server, conn, *waiting.values()]:
                 c.close()
-            # Exceptions and SystemExit end the child as they would end the interpreter.
-            run(request)
+            # Exceptions and SystemExit end the child as they would end the interpreter, the
+            # traceback without the server's own frames.
+            try:
+                run(request)
+            except SystemExit:
+                raise
+            except BaseException as e:
+                tb = e.__traceback__
+                while tb is not None and tb.tb_frame.f_globals is globals():
+                    tb = tb.tb_next
+                sys.excepthook(type(e), e.with_traceback(tb), tb)
+                sys.exit(1)
             sys.exit(0)
         waiting[pid] = conn
     while waiting:
