@@ -20,8 +20,7 @@ fn fresh(args: &[&str], cwd: &Path) -> Output {
         .expect("run python")
 }
 
-/// The interpreter's own path in a traceback or message differs by nothing here: the cases
-/// print no path but the working folder, which both runs share.
+/// Runs `args` in `cwd` both ways; status, stdout and stderr must be the same, byte for byte.
 fn assert_same(args: &[&str], cwd: &Path) -> Output {
     let forked = forkserver::run(args, cwd);
     let fresh = fresh(args, cwd);

@@ -43,7 +43,7 @@ def run(request):
         exec(compile(target, '<string>', 'exec'), main.__dict__)
     elif flag == '-m':
         # What `python -m` itself calls: sys.argv[0] becomes the module's file, and a
-        # traceback shows the frames a fresh interpreter's shows.
+        # traceback has the frames that a fresh interpreter's has.
         sys.argv = ['-m', *args]
         sys.path[0] = os.getcwd()
         runpy._run_module_as_main(target)
