@@ -283,7 +283,7 @@ fn builder(preset: &Preset, output: &str, device: &Device) -> tracing_mllog::Bui
                 .status(SystemStatus::Research)
                 .org("tracing-mllog")
                 .platform(format!(
-                    "1xCPU-{}core-burn-ndarray",
+                    "1xCPU-{}core-burn-flex",
                     std::thread::available_parallelism().map_or(1, |n| n.get())
                 ))
                 .config_filename("examples/burn-lora/src/main.rs")
