@@ -6,8 +6,11 @@
 //! rewrite `scaling.json`, so they only ever run on copies in a temporary folder.
 
 mod common;
+#[path = "support/review.rs"]
+mod review;
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,50 +102,114 @@ print(json.dumps(out))
 }
 
 /// Runs the official summarizer twice (on a copy without scaling.json) and the standalone
-/// rcp_checker per folder, as the corpus README does; one JSON object per benchmark folder.
-const OFFICIAL: &str = r#"
-import csv, glob, json, os, shutil, subprocess, sys
-src, rs, work = sys.argv[1], sys.argv[2], sys.argv[3]
-py = sys.executable
-noscale = os.path.join(work, "noscale")
-shutil.copytree(src, noscale)
-for f in glob.glob(noscale + "/results/*/*/scaling.json"):
-    os.remove(f)
-def summarize(tag):
-    d = os.path.join(work, tag)
-    os.makedirs(d)
-    p = subprocess.run([py, "-m", "mlperf_logging.result_summarizer", noscale, "training", rs, "--csv", "out.csv"], cwd=d, capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout + p.stderr
-    with open(os.path.join(d, "out.csv")) as f:
-        return list(csv.DictReader(f))
-rows1 = summarize("sum1")
-after = {}
-for f in glob.glob(noscale + "/results/*/*/scaling.json"):
-    with open(f) as g:
-        after[os.path.relpath(os.path.dirname(f), noscale)] = g.read()
-rows2 = summarize("sum2")
-out = {}
-for b in sorted(glob.glob(src + "/results/*/*/")):
-    b = b.rstrip("/")
-    system, bm = os.path.basename(os.path.dirname(b)), os.path.basename(b)
-    rel = os.path.relpath(b, src)
-    def score(rows):
-        for r in rows:
-            if r["details_url"].endswith("/" + system + ".json") and r.get(bm):
-                return float(r[bm])
-        return None
-    pristine = os.path.join(work, "rcp", rel)
-    shutil.copytree(b, pristine)
-    log = os.path.join(work, "rcp_%s_%s.log" % (system, bm))
-    p = subprocess.run([py, "-m", "mlperf_logging.rcp_checker", pristine, "--rcp_usage", "training", "--rcp_version", rs, "--log_output", log], cwd=work, capture_output=True, text=True)
-    msg = None
-    with open(log) as f:
-        for line in f:
-            if ", RCP test " in line:
-                msg = line.split(" - ", 1)[1].rsplit(", RCP test ", 1)[0]
-    out[rel] = dict(unscaled=score(rows1), final=score(rows2), scaling=after.get(rel), rcp_rc=p.returncode, rcp_msg=msg)
-print(json.dumps(out))
-"#;
+/// rcp_checker per folder, as the corpus README does: one JSON object per benchmark folder
+/// (`unscaled` and `final` scores, the `scaling.json` text the first summarizer run wrote, the RCP
+/// checker's exit status `rcp_rc` and message `rcp_msg`). Each tool runs as its command line,
+/// forked from the fork server's interpreter rather than started afresh.
+fn official_rcp_run(src: &Path, rs: &str, work: &Path) -> Value {
+    let noscale = work.join("noscale");
+    copy_dir(src, &noscale);
+    for f in glob_scaling(&noscale) {
+        std::fs::remove_file(f).unwrap();
+    }
+    let tool = |args: &[&str], cwd: &Path| {
+        let out = support::forkserver::run(args, cwd);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status, text(&out.stdout) + &text(&out.stderr))
+    };
+    let summarize = |tag: &str| {
+        let d = work.join(tag);
+        std::fs::create_dir_all(&d).unwrap();
+        let summarizer = [
+            "-m",
+            "mlperf_logging.result_summarizer",
+            noscale.to_str().unwrap(),
+            "training",
+            rs,
+            "--csv",
+            "out.csv",
+        ];
+        let (status, output) = tool(&summarizer, &d);
+        assert!(status.success(), "{output}");
+        review::read_csv(&std::fs::read_to_string(d.join("out.csv")).unwrap())
+    };
+    let rows1 = summarize("sum1");
+    let after: BTreeMap<PathBuf, String> = glob_scaling(&noscale)
+        .into_iter()
+        .map(|f| {
+            let rel = f.parent().unwrap().strip_prefix(&noscale).unwrap();
+            (rel.to_path_buf(), std::fs::read_to_string(&f).unwrap())
+        })
+        .collect();
+    let rows2 = summarize("sum2");
+    let mut out = serde_json::Map::new();
+    // `results/*/*/`: the folders, not the hidden ones, as a glob has them.
+    let visible_dirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect()
+    };
+    let mut folders: Vec<PathBuf> = visible_dirs(&src.join("results"))
+        .iter()
+        .flat_map(|s| visible_dirs(s))
+        .collect();
+    folders.sort();
+    for b in folders {
+        let rel = b.strip_prefix(src).unwrap();
+        let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_owned();
+        let (system, bm) = (name(b.parent().unwrap()), name(&b));
+        let score = |rows: &[BTreeMap<String, String>]| {
+            rows.iter()
+                .find(|r| {
+                    r["details_url"].ends_with(&format!("/{system}.json"))
+                        && r.get(&bm).is_some_and(|v| !v.is_empty())
+                })
+                .map(|r| r[&bm].parse::<f64>().unwrap())
+        };
+        let pristine = work.join("rcp").join(rel);
+        copy_dir(&b, &pristine);
+        let log = work.join(format!("rcp_{system}_{bm}.log"));
+        let checker = [
+            "-m",
+            "mlperf_logging.rcp_checker",
+            pristine.to_str().unwrap(),
+            "--rcp_usage",
+            "training",
+            "--rcp_version",
+            rs,
+            "--log_output",
+            log.to_str().unwrap(),
+        ];
+        let (status, _) = tool(&checker, work);
+        // The last line that gives the verdict, as the README's loop reads it.
+        let msg = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(", RCP test "))
+            .last()
+            .map(|l| {
+                let after = l.split_once(" - ").unwrap().1;
+                after
+                    .rsplit_once(", RCP test ")
+                    .map_or(after, |(m, _)| m)
+                    .to_owned()
+            });
+        out.insert(
+            rel.to_str().unwrap().to_owned(),
+            serde_json::json!({
+                "unscaled": score(&rows1),
+                "final": score(&rows2),
+                "scaling": after.get(rel),
+                "rcp_rc": status.code(),
+                "rcp_msg": msg,
+            }),
+        );
+    }
+    Value::Object(out)
+}
 
 /// Every real folder: the official verdict, message, scaling.json (byte for byte) and final
 /// score against ours (`mllog rcp`, `mllog rcp --set-scaling`, `mllog score`).
@@ -166,14 +233,7 @@ fn corpus_rcp_verdicts_factors_and_final_scores_equal_the_official_tools() {
     support::each(&submitters, |(round, submitter, ruleset)| {
         let src = c.join(round).join(submitter);
         let work = tempfile::tempdir().unwrap();
-        let official = python(
-            OFFICIAL,
-            &[
-                src.as_os_str(),
-                ruleset.as_ref(),
-                work.path().join("w").as_os_str(),
-            ],
-        );
+        let official = official_rcp_run(&src, ruleset, &work.path().join("w"));
         // Ours, on our own copy (never the corpus).
         let mine = work.path().join("mine");
         copy_dir(&src, &mine);
