@@ -244,11 +244,11 @@ fn run(dir: &Path, name: &str, stall: Stall, held: Duration) -> Outcome {
                 lock_sent = true;
                 let _ = lock_tx.send(());
             }
-            if end.is_none() {
-                if let Ok(seen) = done_rx.try_recv() {
-                    current_at_release = Some(seen);
-                    end = Some(Instant::now() + Duration::from_secs(1));
-                }
+            if end.is_none()
+                && let Ok(seen) = done_rx.try_recv()
+            {
+                current_at_release = Some(seen);
+                end = Some(Instant::now() + Duration::from_secs(1));
             }
             let mut s = None;
             timed(&mut latencies, &mut || {

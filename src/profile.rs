@@ -1110,10 +1110,10 @@ impl SegmentProfiler {
         if st.active {
             self.stop_locked(&mut st);
         }
-        if let Repeat::Times(k) = self.repeat {
-            if st.profiled >= k {
-                self.finished.store(true, Ordering::Relaxed);
-            }
+        if let Repeat::Times(k) = self.repeat
+            && st.profiled >= k
+        {
+            self.finished.store(true, Ordering::Relaxed);
         }
     }
 
@@ -1204,9 +1204,12 @@ fn export_tracer_variables(process: &crate::env::Env, export: &Path) -> Result<(
             threads: threads.unwrap_or(0),
         });
     }
-    // One thread: nothing else can read the environment while it changes.
-    std::env::set_var(ENV_RPDT_AUTOSTART, "0");
-    std::env::set_var(ENV_RPDT_FILENAME, OsString::from(export.as_os_str()));
+    // SAFETY: this is the process's one thread (checked above): nothing else can read the
+    // environment while it changes.
+    unsafe {
+        std::env::set_var(ENV_RPDT_AUTOSTART, "0");
+        std::env::set_var(ENV_RPDT_FILENAME, OsString::from(export.as_os_str()));
+    }
     Ok(())
 }
 

@@ -130,10 +130,10 @@ fn url_secret_parts(value: &str, out: &mut Vec<String>) {
         let query = &rest[q + 1..];
         let query = &query[..query.find('#').unwrap_or(query.len())];
         for pair in query.split('&') {
-            if let Some((_, v)) = pair.split_once('=') {
-                if v.len() >= MIN_SECRET_LEN {
-                    out.push(v.to_string());
-                }
+            if let Some((_, v)) = pair.split_once('=')
+                && v.len() >= MIN_SECRET_LEN
+            {
+                out.push(v.to_string());
             }
         }
     }

@@ -145,15 +145,15 @@ impl Session {
 /// The live checker's verdict on the set-up, asked for between `init` and `run`: a set-up
 /// that is not compliant stops here, before any training time is spent.
 pub fn preflight(guard: &Guard) {
-    if let Some(verdict) = guard.preflight() {
-        if !verdict.passed(true) {
-            eprint!(
-                "{}",
-                verdict.render_text("MLLOG output (before run_start)", true)
-            );
-            eprintln!("quickstart: the set-up is not compliant; not starting the run");
-            std::process::exit(1);
-        }
+    if let Some(verdict) = guard.preflight()
+        && !verdict.passed(true)
+    {
+        eprint!(
+            "{}",
+            verdict.render_text("MLLOG output (before run_start)", true)
+        );
+        eprintln!("quickstart: the set-up is not compliant; not starting the run");
+        std::process::exit(1);
     }
 }
 

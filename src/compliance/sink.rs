@@ -382,10 +382,10 @@ impl Sink for ComplianceSink {
                 None
             }
         };
-        if let Some(p) = pending {
-            if !matches!(self.policy, LivePolicy::Off) {
-                self.on_run_start(&p);
-            }
+        if let Some(p) = pending
+            && !matches!(self.policy, LivePolicy::Off)
+        {
+            self.on_run_start(&p);
         }
         Ok(())
     }

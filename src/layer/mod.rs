@@ -346,10 +346,10 @@ impl Shared {
     /// `file` as the caller wrote it, relative to the configured root directory.
     fn file_of(&self, meta: &'static CallsiteMeta<'static>) -> &'static str {
         let file = meta.file().unwrap_or("<unknown>");
-        if let Some(root) = &self.root_dir {
-            if let Some(rest) = file.strip_prefix(root.as_str()) {
-                return rest.trim_start_matches('/');
-            }
+        if let Some(root) = &self.root_dir
+            && let Some(rest) = file.strip_prefix(root.as_str())
+        {
+            return rest.trim_start_matches('/');
         }
         file
     }
@@ -448,10 +448,10 @@ impl Shared {
         let counted = self.stats.samples();
         let given = given();
         // Said once: after that the check has nothing left to say.
-        if let Some(key) = checked {
-            if !self.state.lost_steps_said.load(Ordering::Relaxed) {
-                self.check_progress(key, counted, given);
-            }
+        if let Some(key) = checked
+            && !self.state.lost_steps_said.load(Ordering::Relaxed)
+        {
+            self.check_progress(key, counted, given);
         }
         given.is_none().then_some(counted)
     }
@@ -885,10 +885,11 @@ impl Shared {
             .map(str::to_owned);
         let parts = open.fields.into_parts(spec.kind == Interval::Run);
         let mut value = parts.value;
-        if spec.kind == Interval::Run && value.is_null() {
-            if let Some(last) = self.stats.last_eval() {
-                value = Value::Float(last);
-            }
+        if spec.kind == Interval::Run
+            && value.is_null()
+            && let Some(last) = self.stats.last_eval()
+        {
+            value = Value::Float(last);
         }
         let mut end = self.record(
             meta,
@@ -918,11 +919,11 @@ impl Shared {
                 }
             }
             Interval::Run => {
-                if self.throughput_stats {
-                    if let Some(t) = self.stats.run_throughput_stats() {
-                        let stats = self.throughput_record(meta, time, t, Some(open.ids.id), true);
-                        self.pipeline.push(stats);
-                    }
+                if self.throughput_stats
+                    && let Some(t) = self.stats.run_throughput_stats()
+                {
+                    let stats = self.throughput_record(meta, time, t, Some(open.ids.id), true);
+                    self.pipeline.push(stats);
                 }
                 // An explicit status wins; without one, convergence decides. Unwinding and a
                 // run cut short are always `aborted`. Never missing.
@@ -1244,11 +1245,11 @@ where
         }
         let shared = &*self.shared;
         // Counted steps first, the hot path: found by id in their table, no span lookup.
-        if shared.maybe_step(&id) {
-            if let Some(frame) = shared.state.steps.close(id.into_u64()) {
-                shared.step_bucket(&id).fetch_sub(1, Ordering::Relaxed);
-                return self.close_step(&frame);
-            }
+        if shared.maybe_step(&id)
+            && let Some(frame) = shared.state.steps.close(id.into_u64())
+        {
+            shared.step_bucket(&id).fetch_sub(1, Ordering::Relaxed);
+            return self.close_step(&frame);
         }
         if shared.maybe_tracked(&id) {
             self.close_interval(id, ctx);

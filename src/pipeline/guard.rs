@@ -175,20 +175,20 @@ impl GuardInner {
         if !report.is_clean() || report.received_nothing() || !report.warnings.is_empty() {
             stderr_line!("tracing-mllog: {report}");
         }
-        if let (true, Some(c)) = (self.warn_compliance, &report.compliance) {
-            if !c.passed(true) {
-                // The report's line above said the notes that are also its warnings (that
-                // nothing cleared the page cache): once is enough.
-                let mut c = c.clone();
-                c.findings.retain(|f| {
-                    f.severity != crate::compliance::Severity::Note
-                        || !f
-                            .key
-                            .as_deref()
-                            .is_some_and(|k| report.warnings.iter().any(|w| w.starts_with(k)))
-                });
-                stderr_text!("{}", c.render_text("MLLOG output", true));
-            }
+        if let (true, Some(c)) = (self.warn_compliance, &report.compliance)
+            && !c.passed(true)
+        {
+            // The report's line above said the notes that are also its warnings (that
+            // nothing cleared the page cache): once is enough.
+            let mut c = c.clone();
+            c.findings.retain(|f| {
+                f.severity != crate::compliance::Severity::Note
+                    || !f
+                        .key
+                        .as_deref()
+                        .is_some_and(|k| report.warnings.iter().any(|w| w.starts_with(k)))
+            });
+            stderr_text!("{}", c.render_text("MLLOG output", true));
         }
         if let (true, Some(r)) = (self.warn_compliance, &report.live_rules) {
             // Why the rules could not be run was said when it was found.

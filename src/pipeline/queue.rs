@@ -246,12 +246,12 @@ impl RecordSender {
             record = back;
             q.wake();
             let since = *waited.get_or_insert_with(Instant::now);
-            if let Overflow::DropAfter(limit) = self.overflow {
-                if since.elapsed() >= limit {
-                    q.pushing.fetch_sub(1, Ordering::SeqCst);
-                    q.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
+            if let Overflow::DropAfter(limit) = self.overflow
+                && since.elapsed() >= limit
+            {
+                q.pushing.fetch_sub(1, Ordering::SeqCst);
+                q.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
+                return;
             }
             if q.refuses() {
                 q.pushing.fetch_sub(1, Ordering::SeqCst);

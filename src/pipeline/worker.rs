@@ -132,10 +132,10 @@ pub(super) fn run_worker(q: &Queue, control: Receiver<WorkerControl>, mut sinks:
         }
     }
     for slot in &mut sinks {
-        if let Route::Isolated(i) = slot {
-            if !i.wait_closed(isolated_deadline) {
-                counters.sink_timed_out.store(true, Ordering::Relaxed);
-            }
+        if let Route::Isolated(i) = slot
+            && !i.wait_closed(isolated_deadline)
+        {
+            counters.sink_timed_out.store(true, Ordering::Relaxed);
         }
     }
 }

@@ -488,10 +488,10 @@ impl UploadConfig {
     /// Ranges of the settings made in code (the variables are checked when read).
     fn validate(&self) -> Result<(), UploadError> {
         let bad = |setting, reason| Err(UploadError::InvalidSetting { setting, reason });
-        if let Some(interval) = self.interval {
-            if let Err(reason) = check_interval(interval) {
-                return bad("UploadConfig::interval", reason);
-            }
+        if let Some(interval) = self.interval
+            && let Err(reason) = check_interval(interval)
+        {
+            return bad("UploadConfig::interval", reason);
         }
         if let Err(reason) = check_deadline(self.deadline) {
             return bad("UploadConfig::deadline", reason);
@@ -1141,14 +1141,14 @@ impl Uploading {
                     .into(),
             ),
         };
-        if let Err(message) = &outcome {
-            if !self.shared.final_done.swap(true, Ordering::AcqRel) {
-                self.shared.update(|r| {
-                    r.uploads_failed += 1;
-                    r.final_remote_matches_local = Some(false);
-                    r.last_error = Some(message.clone());
-                });
-            }
+        if let Err(message) = &outcome
+            && !self.shared.final_done.swap(true, Ordering::AcqRel)
+        {
+            self.shared.update(|r| {
+                r.uploads_failed += 1;
+                r.final_remote_matches_local = Some(false);
+                r.last_error = Some(message.clone());
+            });
         }
         outcome.map_err(SinkError::Other)
     }
@@ -1362,12 +1362,12 @@ impl Uploader {
                 return Attempt::Failed(message);
             }
             let pause = self.retry.backoff(retry);
-            if let Some(d) = deadline {
-                if Instant::now().checked_add(pause).is_none_or(|t| t >= d) {
-                    return Attempt::OutOfTime(format!(
-                        "{message} (no time left for a retry before the deadline)"
-                    ));
-                }
+            if let Some(d) = deadline
+                && Instant::now().checked_add(pause).is_none_or(|t| t >= d)
+            {
+                return Attempt::OutOfTime(format!(
+                    "{message} (no time left for a retry before the deadline)"
+                ));
             }
             self.shared.update(|r| {
                 r.retries += 1;

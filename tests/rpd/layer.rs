@@ -238,7 +238,8 @@ fn profiler_settings_come_from_the_builders_map() {
         "{log:?}"
     );
     for k in ["RPDT_FILENAME", "RPDT_AUTOSTART"] {
-        std::env::remove_var(k);
+        // SAFETY: see `env_lock`.
+        unsafe { std::env::remove_var(k) };
     }
 }
 

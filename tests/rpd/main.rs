@@ -21,6 +21,11 @@ use tracing_mllog::record::{
 use tracing_mllog::sink::{RpdConfig, RpdError, RpdSchema, RpdSink, Sink};
 
 /// Tests change the process environment (the profiler exports RPDT_*): one at a time.
+///
+/// Every change to the environment in this binary (`std::env::set_var`, `remove_var`: unsafe,
+/// since another thread may read it meanwhile) is made by a test that holds this lock. The
+/// tests read it through `std::env`, which takes std's own lock, and the stub tracer's
+/// constructor, which reads it with C's `getenv`, is loaded only by tests that hold this lock.
 fn env_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
@@ -35,8 +40,9 @@ fn tracer_env(rpd_file: &Path) -> PathBuf {
     let export = std::fs::canonicalize(parent)
         .unwrap()
         .join(rpd_file.file_name().unwrap());
-    std::env::set_var("RPDT_FILENAME", &export);
-    std::env::set_var("RPDT_AUTOSTART", "0");
+    // SAFETY: see `env_lock`.
+    unsafe { std::env::set_var("RPDT_FILENAME", &export) };
+    unsafe { std::env::set_var("RPDT_AUTOSTART", "0") };
     rpd_file.to_path_buf()
 }
 
@@ -261,8 +267,8 @@ fn read_markers(path: &Path) -> (u32, Vec<Marker>) {
 fn foreign_key_violations(path: &Path) -> usize {
     let conn = Connection::open(path).unwrap();
     let mut st = conn.prepare("PRAGMA foreign_key_check").unwrap();
-    let n = st.query_map([], |_| Ok(())).unwrap().count();
-    n
+
+    st.query_map([], |_| Ok(())).unwrap().count()
 }
 
 fn count(path: &Path, sql: &str) -> i64 {
@@ -627,7 +633,8 @@ struct Env(Vec<&'static str>);
 impl Env {
     fn set(vars: &[(&'static str, &str)]) -> Env {
         for (k, v) in vars {
-            std::env::set_var(k, v);
+            // SAFETY: see `env_lock`.
+            unsafe { std::env::set_var(k, v) };
         }
         Env(vars.iter().map(|(k, _)| *k).collect())
     }
@@ -636,10 +643,12 @@ impl Env {
 impl Drop for Env {
     fn drop(&mut self) {
         for k in &self.0 {
-            std::env::remove_var(k);
+            // SAFETY: see `env_lock`.
+            unsafe { std::env::remove_var(k) };
         }
         for k in ["RPDT_FILENAME", "RPDT_AUTOSTART"] {
-            std::env::remove_var(k);
+            // SAFETY: see `env_lock`.
+            unsafe { std::env::remove_var(k) };
         }
     }
 }

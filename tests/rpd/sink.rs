@@ -341,20 +341,23 @@ fn sink_refuses_a_schema_mismatch_and_bad_env() {
     assert!(err.to_string().contains(path.to_str().unwrap()), "{err}");
     assert!(err.to_string().contains("v2"), "{err}");
 
-    std::env::set_var("MLLOG_RPD_FILE", dir.path().join("env.rpd"));
-    std::env::set_var("MLLOG_RPD_SCHEMA", "4");
+    // SAFETY: see `env_lock`.
+    unsafe { std::env::set_var("MLLOG_RPD_FILE", dir.path().join("env.rpd")) };
+    unsafe { std::env::set_var("MLLOG_RPD_SCHEMA", "4") };
     let err = RpdConfig::from_env(&tracing_mllog::env::Env::process())
         .err()
         .unwrap();
     assert!(err.to_string().contains("MLLOG_RPD_SCHEMA"), "{err}");
-    std::env::set_var("MLLOG_RPD_SCHEMA", "v2");
+    // SAFETY: see `env_lock`.
+    unsafe { std::env::set_var("MLLOG_RPD_SCHEMA", "v2") };
     let config = RpdConfig::from_env(&tracing_mllog::env::Env::process())
         .unwrap()
         .unwrap();
     let sink = config.open().unwrap();
     assert_eq!(sink.schema(), RpdSchema::V2);
-    std::env::remove_var("MLLOG_RPD_FILE");
-    std::env::remove_var("MLLOG_RPD_SCHEMA");
+    // SAFETY: see `env_lock`.
+    unsafe { std::env::remove_var("MLLOG_RPD_FILE") };
+    unsafe { std::env::remove_var("MLLOG_RPD_SCHEMA") };
     assert!(RpdConfig::from_env(&tracing_mllog::env::Env::process())
         .unwrap()
         .is_none());

@@ -223,15 +223,15 @@ impl Follow {
         if self.controls.stop.load(Ordering::Relaxed) {
             return Some(Ending::Signal);
         }
-        if let Some(t) = self.controls.timeout {
-            if self.started.elapsed() >= t {
-                return Some(Ending::Timeout);
-            }
+        if let Some(t) = self.controls.timeout
+            && self.started.elapsed() >= t
+        {
+            return Some(Ending::Timeout);
         }
-        if let Some(pid) = self.controls.pid {
-            if !alive(pid) {
-                return Some(Ending::WriterExited);
-            }
+        if let Some(pid) = self.controls.pid
+            && !alive(pid)
+        {
+            return Some(Ending::WriterExited);
         }
         None
     }

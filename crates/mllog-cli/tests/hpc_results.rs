@@ -625,10 +625,10 @@ fn package_check(sub: &Path, work: &Path) -> Checked {
                 .to_string();
             folder_errors.entry(key.clone()).or_default();
             current = Some(key);
-        } else if line.starts_with("ERROR") {
-            if let Some(k) = &current {
-                folder_errors.get_mut(k).unwrap().push(line.to_owned());
-            }
+        } else if line.starts_with("ERROR")
+            && let Some(k) = &current
+        {
+            folder_errors.get_mut(k).unwrap().push(line.to_owned());
         }
     }
     let summary = summarize_copy(&copy, work);

@@ -188,8 +188,7 @@ fn official_rcp_run(src: &Path, rs: &str, work: &Path) -> Value {
         let msg = std::fs::read_to_string(&log)
             .unwrap()
             .lines()
-            .filter(|l| l.contains(", RCP test "))
-            .last()
+            .rfind(|l| l.contains(", RCP test "))
             .map(|l| {
                 let after = l.split_once(" - ").unwrap().1;
                 after
@@ -463,18 +462,18 @@ fn compare_mutation(name: &str, folder: &Path, ruleset: &str, bypass: bool) -> (
 fn scale_evals(text: &str, f: impl Fn(f64) -> f64) -> String {
     let mut out = String::new();
     for line in text.split_inclusive('\n') {
-        if let Some((pre, body)) = line.split_once(":::MLLOG ") {
-            if body.contains("\"eval_accuracy\"") {
-                let mut j: Value = serde_json::from_str(body.trim_end()).unwrap();
-                if let Some(s) = j["metadata"]["samples_count"].as_f64() {
-                    j["metadata"]["samples_count"] = Value::from(f(s).round() as i64);
-                }
-                out.push_str(&format!(
-                    "{pre}:::MLLOG {}\n",
-                    serde_json::to_string(&j).unwrap()
-                ));
-                continue;
+        if let Some((pre, body)) = line.split_once(":::MLLOG ")
+            && body.contains("\"eval_accuracy\"")
+        {
+            let mut j: Value = serde_json::from_str(body.trim_end()).unwrap();
+            if let Some(s) = j["metadata"]["samples_count"].as_f64() {
+                j["metadata"]["samples_count"] = Value::from(f(s).round() as i64);
             }
+            out.push_str(&format!(
+                "{pre}:::MLLOG {}\n",
+                serde_json::to_string(&j).unwrap()
+            ));
+            continue;
         }
         out.push_str(line);
     }

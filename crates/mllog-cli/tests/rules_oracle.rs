@@ -131,11 +131,11 @@ fn mutations(text: &str) -> Vec<(String, String)> {
         let mut ls = all();
         let mut any = false;
         for (i, k) in keys.iter().enumerate() {
-            if k.as_deref() == Some("eval_accuracy") {
-                if let Some(l) = with_value(lines[i], |v| v["value"] = serde_json::json!(x)) {
-                    ls[i] = l;
-                    any = true;
-                }
+            if k.as_deref() == Some("eval_accuracy")
+                && let Some(l) = with_value(lines[i], |v| v["value"] = serde_json::json!(x))
+            {
+                ls[i] = l;
+                any = true;
             }
         }
         if any {
@@ -168,12 +168,12 @@ fn mutations(text: &str) -> Vec<(String, String)> {
         ls[i].truncate(cut);
         out.push(("a truncated line".into(), join(ls)));
     }
-    if let Some(i) = first("submission_division") {
-        if let Some(l) = with_value(lines[i], |v| v["value"] = serde_json::json!("open")) {
-            let mut ls = all();
-            ls[i] = l;
-            out.push(("open division".into(), join(ls)));
-        }
+    if let Some(i) = first("submission_division")
+        && let Some(l) = with_value(lines[i], |v| v["value"] = serde_json::json!("open"))
+    {
+        let mut ls = all();
+        ls[i] = l;
+        out.push(("open division".into(), join(ls)));
     }
     out
 }

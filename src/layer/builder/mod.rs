@@ -713,13 +713,13 @@ impl Builder {
         }
         self.overlay_env(&env)?;
         #[cfg(feature = "rules")]
-        if let Some(r) = &self.live_rules_ruleset {
-            if !Ruleset::is_well_formed(r) {
-                return Err(Error::Config(format!(
-                    "LiveRules::ruleset {r:?}: {}",
-                    crate::compliance::RULESET_FORM
-                )));
-            }
+        if let Some(r) = &self.live_rules_ruleset
+            && !Ruleset::is_well_formed(r)
+        {
+            return Err(Error::Config(format!(
+                "LiveRules::ruleset {r:?}: {}",
+                crate::compliance::RULESET_FORM
+            )));
         }
         if self.device_sync.is_none() && self.device_sync_at.is_some_and(|at| at != SyncAt::Off) {
             return Err(Error::Config(

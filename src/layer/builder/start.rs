@@ -67,12 +67,12 @@ impl Settings {
         }
         for (sink, _, chosen) in &b.sinks {
             let named = b.deliveries.iter().rev().find(|(n, _)| n == sink.name());
-            if let (Some(chosen), Some((name, by_name))) = (chosen, named) {
-                if chosen != by_name {
-                    return Err(Error::Config(format!(
+            if let (Some(chosen), Some((name, by_name))) = (chosen, named)
+                && chosen != by_name
+            {
+                return Err(Error::Config(format!(
                         "the sink `{name}` is given with {chosen:?} (Builder::sink_with) and                          {by_name:?} (Builder::sink_delivery): give one"
                     )));
-                }
             }
         }
         let mut sinks: Vec<(Place, Box<dyn Sink>, Delivery)> = std::mem::take(&mut b.sinks)

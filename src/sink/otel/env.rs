@@ -209,15 +209,15 @@ pub(crate) fn overlay(mut config: OtelConfig, env: &Env) -> Result<OtelConfig, O
     })? {
         config = config.trace_id(id);
     }
-    if config.rank.is_none() {
-        if let Some((r, _)) = env.rank()? {
-            config = config.rank(r);
-        }
+    if config.rank.is_none()
+        && let Some((r, _)) = env.rank()?
+    {
+        config = config.rank(r);
     }
-    if config.world_size.is_none() {
-        if let Some((n, _)) = env.world_size()? {
-            config = config.world_size(n);
-        }
+    if config.world_size.is_none()
+        && let Some((n, _)) = env.world_size()?
+    {
+        config = config.world_size(n);
     }
     if config.service_name.is_none() {
         config.env_service_name = Some(env.string(ENV_SERVICE_NAME)?.map(str::to_owned));

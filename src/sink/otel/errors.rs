@@ -162,10 +162,10 @@ fn http_status(e: &str) -> Option<u16> {
                 .chars()
                 .take_while(char::is_ascii_digit)
                 .collect();
-            if let Ok(code) = digits.parse::<u16>() {
-                if (100..600).contains(&code) {
-                    return Some(code);
-                }
+            if let Ok(code) = digits.parse::<u16>()
+                && (100..600).contains(&code)
+            {
+                return Some(code);
             }
         }
     }

@@ -748,10 +748,10 @@ impl OtelSink {
                 }
             }
             span.add_attributes(attrs);
-            if let Some(status) = record.metadata.get("status").and_then(Value::as_str) {
-                if status != "success" {
-                    span.set_status(Status::error(status.to_owned()));
-                }
+            if let Some(status) = record.metadata.get("status").and_then(Value::as_str)
+                && status != "success"
+            {
+                span.set_status(Status::error(status.to_owned()));
             }
             // `otel.status_code` wins, as with tracing-opentelemetry.
             if let Some(status) = record.otel.as_deref().and_then(otel_status) {
@@ -774,12 +774,13 @@ impl OtelSink {
             OpenSpan::Span { start_ns, step, .. } => (*start_ns, *step),
             OpenSpan::Skipped { start_ns, .. } => (*start_ns, true),
         };
-        if step && !incomplete {
-            if let Some(ins) = &self.instruments {
-                let secs = (end_ns - start_ns) as f64 / 1e9;
-                ins.step_time.record(secs, &self.metric_attrs);
-                self.counters.metrics_points.fetch_add(1, Ordering::Relaxed);
-            }
+        if step
+            && !incomplete
+            && let Some(ins) = &self.instruments
+        {
+            let secs = (end_ns - start_ns) as f64 / 1e9;
+            ins.step_time.record(secs, &self.metric_attrs);
+            self.counters.metrics_points.fetch_add(1, Ordering::Relaxed);
         }
         if let OpenSpan::Span { mut span, .. } = open {
             if incomplete {

@@ -105,10 +105,10 @@ pub fn official(copy: &Path, ruleset: &str, work: &Path) -> Official {
             current = Some(key);
         } else if let Some(b) = line.split("Skipping benchmark: ").nth(1) {
             skipped.push(b.trim().to_string());
-        } else if line.starts_with("ERROR") {
-            if let Some(k) = &current {
-                folder_errors.get_mut(k).unwrap().push(line.to_string());
-            }
+        } else if line.starts_with("ERROR")
+            && let Some(k) = &current
+        {
+            folder_errors.get_mut(k).unwrap().push(line.to_string());
         }
     }
     let mut scaling = BTreeMap::new();

@@ -366,7 +366,7 @@ impl Run {
             }
             Post::EnqueueDivision => {
                 enq.push(Enqueue::Division(l.value.clone()));
-                let open = matches!(l.value, Value::Str(ref v) if v == "open");
+                let open = matches!(l.value, Value::Str(v) if v == "open");
                 s.set("compile_time_mins", Value::Int(if open { 240 } else { 30 }));
             }
             Post::EnqueueBenchmark => {
@@ -413,28 +413,30 @@ impl Run {
         for (ki, rule) in file.keys.iter().enumerate() {
             let t = &self.tallies[ki];
             let (_, passed, crashed) = self.atleast[ki];
-            if let Some(c) = &rule.atleast_one {
-                if t.count > 0 && passed == 0 && !crashed {
-                    self.findings.push(Raw {
-                        keyed: None,
-                        needs: None,
-                        finding: Finding {
-                            severity: Severity::Error,
-                            kind: FindingKind::Target,
-                            line: Some(t.last_line),
-                            key: Some(rule.name.into()),
-                            message: format!(
-                                "no `{}` reached the target{}: {} (of {} logged)",
-                                rule.name,
-                                file.context(),
-                                c.words(),
-                                t.count
-                            ),
-                            rule: format!("ATLEAST_ONE_CHECK {}", c.code()),
-                            source: file.name.clone(),
-                        },
-                    });
-                }
+            if let Some(c) = &rule.atleast_one
+                && t.count > 0
+                && passed == 0
+                && !crashed
+            {
+                self.findings.push(Raw {
+                    keyed: None,
+                    needs: None,
+                    finding: Finding {
+                        severity: Severity::Error,
+                        kind: FindingKind::Target,
+                        line: Some(t.last_line),
+                        key: Some(rule.name.into()),
+                        message: format!(
+                            "no `{}` reached the target{}: {} (of {} logged)",
+                            rule.name,
+                            file.context(),
+                            c.words(),
+                            t.count
+                        ),
+                        rule: format!("ATLEAST_ONE_CHECK {}", c.code()),
+                        source: file.name.clone(),
+                    },
+                });
             }
             let Some(req) = rule.req else { continue };
             let rule_text = format!("REQ {req}");

@@ -31,28 +31,29 @@ impl Submission {
                 continue;
             };
             for check in &rule.checks {
-                if let Check::OneOf(allowed) = check {
-                    if !allowed.contains(&value.as_str()) {
-                        return Err(Error::Submission(format!(
-                            "`{key}` must be one of {} under ruleset {ruleset}, found {value:?}",
-                            allowed.join(", ")
-                        )));
-                    }
+                if let Check::OneOf(allowed) = check
+                    && !allowed.contains(&value.as_str())
+                {
+                    return Err(Error::Submission(format!(
+                        "`{key}` must be one of {} under ruleset {ruleset}, found {value:?}",
+                        allowed.join(", ")
+                    )));
                 }
             }
         }
-        if let Some(b) = self.benchmark {
-            if self.division.is_some() && !rules.allows(b) {
-                return Err(Error::Submission(format!(
-                    "benchmark `{b}` is not part of ruleset {ruleset} (allowed: {})",
-                    rules
-                        .benchmarks()
-                        .iter()
-                        .map(|b| b.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
+        if let Some(b) = self.benchmark
+            && self.division.is_some()
+            && !rules.allows(b)
+        {
+            return Err(Error::Submission(format!(
+                "benchmark `{b}` is not part of ruleset {ruleset} (allowed: {})",
+                rules
+                    .benchmarks()
+                    .iter()
+                    .map(|b| b.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
         }
         if self.division != Some(Division::Closed) {
             return Ok(());

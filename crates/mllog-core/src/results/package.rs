@@ -425,14 +425,14 @@ pub fn package(files: &[PathBuf], opts: &PackageOptions) -> std::io::Result<Pack
             .collect();
         let mut notes = Vec::new();
         let required = required_runs(&benchmark);
-        if let Some(r) = required {
-            if r != runs.len() {
-                notes.push(format!(
-                    "the package checker wants exactly {r} result files for {benchmark}; \
+        if let Some(r) = required
+            && r != runs.len()
+        {
+            notes.push(format!(
+                "the package checker wants exactly {r} result files for {benchmark}; \
                      {} given",
-                    runs.len()
-                ));
-            }
+                runs.len()
+            ));
         }
         let existing = if dir.is_dir() {
             super::score::result_files(&dir)?

@@ -155,10 +155,10 @@ fn infer(source: &RulesSource, dir: &Path) -> Result<Inferred, String> {
         for f in &files {
             match super::summary::summarize_file(f) {
                 Ok(s) => {
-                    if let Some(b) = s.benchmark {
-                        if !names.contains(&b) {
-                            names.push(b);
-                        }
+                    if let Some(b) = s.benchmark
+                        && !names.contains(&b)
+                    {
+                        names.push(b);
                     }
                     readable.push(f.clone());
                 }

@@ -384,10 +384,10 @@ impl SummaryBuilder {
             }
             _ => {}
         }
-        if let Some(ms) = r.metadata.get(WALL_CLOCK_STEP_MS).and_then(Value::as_f64) {
-            if self.s.wall_clock_step_ms.is_none_or(|m| ms.abs() > m.abs()) {
-                self.s.wall_clock_step_ms = Some(ms);
-            }
+        if let Some(ms) = r.metadata.get(WALL_CLOCK_STEP_MS).and_then(Value::as_f64)
+            && self.s.wall_clock_step_ms.is_none_or(|m| ms.abs() > m.abs())
+        {
+            self.s.wall_clock_step_ms = Some(ms);
         }
         if matches!(
             &*r.key,
@@ -462,10 +462,11 @@ impl SummaryBuilder {
             evals = pick("eval_accuracy");
         }
         s.evals = evals;
-        if let (Some(n), Some(min)) = (s.samples_to_converge, s.time_to_train_min) {
-            if s.x_unit == "samples" && min > 0.0 {
-                s.throughput = Some(n / (min * 60.0));
-            }
+        if let (Some(n), Some(min)) = (s.samples_to_converge, s.time_to_train_min)
+            && s.x_unit == "samples"
+            && min > 0.0
+        {
+            s.throughput = Some(n / (min * 60.0));
         }
         s.logged_throughput = self.overall_throughput.or_else(|| {
             (!self.throughputs.is_empty())

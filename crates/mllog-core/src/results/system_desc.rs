@@ -144,7 +144,7 @@ impl Description {
 }
 
 /// `key: value` lines (`/proc/cpuinfo`, `lscpu`, `/proc/meminfo`): the values of `key`.
-fn values<'a>(text: &'a str, key: &str) -> impl Iterator<Item = &'a str> + 'a {
+fn values<'a>(text: &'a str, key: &str) -> impl Iterator<Item = &'a str> + use<'a> {
     let key = key.to_string();
     text.lines().filter_map(move |l| {
         let (k, v) = l.split_once(':')?;
@@ -255,19 +255,19 @@ struct Builder {
 
 impl Builder {
     fn set(&mut self, name: &str, value: impl Into<String>, source: impl Into<String>) {
-        if let Some(f) = self.fields.iter_mut().find(|f| f.name == name) {
-            if f.value.is_none() {
-                f.value = Some(value.into());
-                f.source = source.into();
-            }
+        if let Some(f) = self.fields.iter_mut().find(|f| f.name == name)
+            && f.value.is_none()
+        {
+            f.value = Some(value.into());
+            f.source = source.into();
         }
     }
 
     fn why_not(&mut self, name: &str, why: impl Into<String>) {
-        if let Some(f) = self.fields.iter_mut().find(|f| f.name == name) {
-            if f.value.is_none() {
-                f.source = why.into();
-            }
+        if let Some(f) = self.fields.iter_mut().find(|f| f.name == name)
+            && f.value.is_none()
+        {
+            f.source = why.into();
         }
     }
 
@@ -392,22 +392,21 @@ fn host(b: &mut Builder, s: &Sources) {
             );
         }
     }
-    if let Some((src, text)) = &s.meminfo {
-        if let Some(kb) = first(text, "MemTotal")
+    if let Some((src, text)) = &s.meminfo
+        && let Some(kb) = first(text, "MemTotal")
             .and_then(|v| v.strip_suffix("kB"))
             .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            b.set(
-                "host_memory_capacity",
-                format!("{:.1} GiB", kb as f64 / (1024.0 * 1024.0)),
-                format!("{src}: MemTotal ({kb} kB, the memory the kernel manages)"),
-            );
-        }
+    {
+        b.set(
+            "host_memory_capacity",
+            format!("{:.1} GiB", kb as f64 / (1024.0 * 1024.0)),
+            format!("{src}: MemTotal ({kb} kB, the memory the kernel manages)"),
+        );
     }
-    if let Some((src, text)) = &s.os_release {
-        if let Some(v) = os_release_value(text, "PRETTY_NAME") {
-            b.set("operating_system", v, format!("{src}: PRETTY_NAME"));
-        }
+    if let Some((src, text)) = &s.os_release
+        && let Some(v) = os_release_value(text, "PRETTY_NAME")
+    {
+        b.set("operating_system", v, format!("{src}: PRETTY_NAME"));
     }
 }
 

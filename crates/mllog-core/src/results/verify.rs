@@ -1085,19 +1085,19 @@ fn plan_system(
                     ),
                 ));
             }
-        } else if let Some(n) = required {
-            if results.len() != n {
-                fp.problems.push(Problem::new(
-                    Severity::Error,
-                    &b.path,
-                    "package_checker",
-                    format!(
-                        "Incorrect number of files in dir, or wrong file names in directory: \
+        } else if let Some(n) = required
+            && results.len() != n
+        {
+            fp.problems.push(Problem::new(
+                Severity::Error,
+                &b.path,
+                "package_checker",
+                format!(
+                    "Incorrect number of files in dir, or wrong file names in directory: \
                          found {}, expected {n} result_*.txt",
-                        results.len()
-                    ),
-                ));
-            }
+                    results.len()
+                ),
+            ));
         }
         let params_count = usize::from(has_params);
         let others: Vec<&str> = visible
@@ -1276,17 +1276,16 @@ fn review_system(path: &Path, name: &str, facts: &RulesetFacts) -> SystemReview 
             r.problems.push(err(format!("Missing field {f}")));
         }
     }
-    if facts.status_checked {
-        if let Some(s) = map.get("status") {
-            if !s.as_str().is_some_and(|s| AVAILABILITY.contains(&s)) {
-                valid = false;
-                r.problems.push(err(format!(
-                    "Field status contains a non valid value: {}, must be one of {}",
-                    s.as_str().map_or_else(|| s.to_string(), str::to_string),
-                    AVAILABILITY.join(", ")
-                )));
-            }
-        }
+    if facts.status_checked
+        && let Some(s) = map.get("status")
+        && !s.as_str().is_some_and(|s| AVAILABILITY.contains(&s))
+    {
+        valid = false;
+        r.problems.push(err(format!(
+            "Field status contains a non valid value: {}, must be one of {}",
+            s.as_str().map_or_else(|| s.to_string(), str::to_string),
+            AVAILABILITY.join(", ")
+        )));
     }
     // The checker joins these into its table prefix with ",".join: a value that is there but
     // not a string stops it with a TypeError.
@@ -1299,14 +1298,14 @@ fn review_system(path: &Path, name: &str, facts: &RulesetFacts) -> SystemReview 
         "accelerators_per_node",
         "framework",
     ] {
-        if let Some(v) = map.get(f) {
-            if !v.is_string() {
-                valid = false;
-                r.problems.push(err(format!(
-                    "`{f}` is {v}, not a string (the official system_desc_checker stops here \
+        if let Some(v) = map.get(f)
+            && !v.is_string()
+        {
+            valid = false;
+            r.problems.push(err(format!(
+                "`{f}` is {v}, not a string (the official system_desc_checker stops here \
                      with a TypeError: its table joins the field as text)"
-                )));
-            }
+            )));
         }
     }
     r.valid = valid;
@@ -1656,25 +1655,25 @@ fn finish_folder(
         None => committed.unwrap_or(1.0),
     };
     // A committed factor the RCP step replaces: the score is not the one the file says.
-    if let (Some(c), Some(r)) = (committed, &rcp) {
-        if c != r.scaling_factor {
-            problems.push(Problem::new(
-                Severity::Warning,
-                &plan.path.join("scaling.json"),
-                "rcp_checker",
-                format!(
-                    "the committed scaling.json says {} instead (the review {} it): the score \
+    if let (Some(c), Some(r)) = (committed, &rcp)
+        && c != r.scaling_factor
+    {
+        problems.push(Problem::new(
+            Severity::Warning,
+            &plan.path.join("scaling.json"),
+            "rcp_checker",
+            format!(
+                "the committed scaling.json says {} instead (the review {} it): the score \
                      uses factor {}",
-                    py_float(c),
-                    if r.detail.scaling == Scaling::Delete {
-                        "removes"
-                    } else {
-                        "rewrites"
-                    },
-                    py_float(r.scaling_factor)
-                ),
-            ));
-        }
+                py_float(c),
+                if r.detail.scaling == Scaling::Delete {
+                    "removes"
+                } else {
+                    "rewrites"
+                },
+                py_float(r.scaling_factor)
+            ),
+        ));
     }
     let max_dropped = super::max_dropped_runs(&review.benchmark);
     let mut scores = Vec::new();
@@ -1744,12 +1743,11 @@ fn finish_folder(
             })
         });
     }
-    if opts.set_scaling {
-        if let Some(r) = &rcp {
-            if let Err(e) = write_scaling(&plan.path, &r.detail) {
-                problems.push(Problem::io(&plan.path.join("scaling.json"), "write", &e));
-            }
-        }
+    if opts.set_scaling
+        && let Some(r) = &rcp
+        && let Err(e) = write_scaling(&plan.path, &r.detail)
+    {
+        problems.push(Problem::io(&plan.path.join("scaling.json"), "write", &e));
     }
     review.runs = runs;
     review.rcp = rcp;
@@ -2068,10 +2066,10 @@ fn system_cells(desc: &serde_json::Map<String, Json>) -> Option<Vec<(String, Cel
         accel = "TPUv3".into();
     }
     let mut framework = s("framework")?;
-    if framework.contains("TensorFlow") {
-        if let Some(i) = framework.find(" commit hash = ") {
-            framework.truncate(i);
-        }
+    if framework.contains("TensorFlow")
+        && let Some(i) = framework.find(" commit hash = ")
+    {
+        framework.truncate(i);
     }
     let notes: Vec<String> = [s("hw_notes")?, s("sw_notes")?]
         .into_iter()

@@ -65,10 +65,10 @@ impl<'a> Input<'a> {
                     if std::io::BufRead::read_until(&mut reader, b'\n', &mut line)? == 0 {
                         return Ok(None);
                     }
-                    if line.windows(20).any(|w| w == b"submission_benchmark") {
-                        if let Some(b) = first_benchmark(&line) {
-                            return Ok(Some(b));
-                        }
+                    if line.windows(20).any(|w| w == b"submission_benchmark")
+                        && let Some(b) = first_benchmark(&line)
+                    {
+                        return Ok(Some(b));
                     }
                 }
             }

@@ -138,12 +138,12 @@ fn help(report: &ComplianceReport, f: &mllog_core::compliance::Finding) -> Optio
                 .into(),
         );
     }
-    if let (Some(first), Some(l)) = (state_setter(&f.rule), f.line) {
-        if Some(first) != key {
-            return Some(format!(
-                "log `{first}` before line {l}: that line should have come first"
-            ));
-        }
+    if let (Some(first), Some(l)) = (state_setter(&f.rule), f.line)
+        && Some(first) != key
+    {
+        return Some(format!(
+            "log `{first}` before line {l}: that line should have come first"
+        ));
     }
     match f.kind {
         FindingKind::Check | FindingKind::FirstCheck => {

@@ -207,14 +207,15 @@ struct RcpChoice {
 fn choose(a: &Args) -> Result<(RcpChoice, std::sync::Arc<RcpTables>), String> {
     // The package's RCPs are read from its `<usage>_X.Y.Z` folders, and its checker refuses
     // any other name; the short forms `from_name` reads are the built-in tables' only.
-    if let Some(name) = a.ruleset.as_deref() {
-        if a.rcps.read_at_run_time() && !Ruleset::is_well_formed(name) {
-            return Err(format!(
-                "--ruleset {name:?}: with RCPs read from a package the ruleset is written \
+    if let Some(name) = a.ruleset.as_deref()
+        && a.rcps.read_at_run_time()
+        && !Ruleset::is_well_formed(name)
+    {
+        return Err(format!(
+            "--ruleset {name:?}: with RCPs read from a package the ruleset is written \
                  X.Y.Z (e.g. 5.0.0), as its rcp_checker/<usage>_X.Y.Z folders are named and as \
                  the official rcp_checker requires"
-            ));
-        }
+        ));
     }
     let built_in = a.ruleset.as_deref().map(Ruleset::from_name);
     if a.usage == Usage::Training && a.ruleset.is_none() && a.rcps.read_at_run_time() {

@@ -113,10 +113,10 @@ fn collect(logs: &[PathBuf], notes: &mut Vec<String>) -> Result<Sources, String>
     if s.amd_smi.is_some() {
         s.amd_smi_version = tool("amd-smi", &["version"], notes);
     }
-    if let Ok(v) = std::env::var("NVIDIA_PYTORCH_VERSION") {
-        if !v.is_empty() {
-            s.framework_env = Some(("NVIDIA_PYTORCH_VERSION".into(), v));
-        }
+    if let Ok(v) = std::env::var("NVIDIA_PYTORCH_VERSION")
+        && !v.is_empty()
+    {
+        s.framework_env = Some(("NVIDIA_PYTORCH_VERSION".into(), v));
     }
     for log in logs {
         let f = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;

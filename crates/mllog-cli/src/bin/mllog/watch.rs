@@ -554,24 +554,23 @@ pub fn run(a: Args) -> u8 {
     let live_wrong_benchmark = live.wrong_benchmark;
     let (report, detected, older) = live.check.finish();
     let mut out = diag::render(&report, &a.file, &shown, werror);
-    if !given {
-        if let Some(n) = choice_note(&report, detected, &older).note {
-            out.push_str(&format!("  = note: {n}\n"));
-        }
+    if !given && let Some(n) = choice_note(&report, detected, &older).note {
+        out.push_str(&format!("  = note: {n}\n"));
     }
     if !crate::emit(&out) {
         return crate::USAGE_OR_IO;
     }
     let mut passed = report.passed(werror);
-    if let Some(b) = bench {
-        if report.benchmark.as_deref() != Some(b.as_str()) && !live_wrong_benchmark {
-            say!(
-                "mllog watch: error: the log is not a {} run (its submission_benchmark: {})",
-                b.as_str(),
-                report.benchmark.as_deref().unwrap_or("none")
-            );
-            passed = false;
-        }
+    if let Some(b) = bench
+        && report.benchmark.as_deref() != Some(b.as_str())
+        && !live_wrong_benchmark
+    {
+        say!(
+            "mllog watch: error: the log is not a {} run (its submission_benchmark: {})",
+            b.as_str(),
+            report.benchmark.as_deref().unwrap_or("none")
+        );
+        passed = false;
     }
     if live_wrong_benchmark {
         passed = false;

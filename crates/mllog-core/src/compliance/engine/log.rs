@@ -119,11 +119,11 @@ impl Parsed {
     /// Keeps `obj` as the object of record `i`.
     pub(crate) fn keep(&mut self, i: usize, obj: Obj) {
         // Past four billion objects (which no memory holds) one would be built again instead.
-        if let Ok(at) = u32::try_from(self.built.len()) {
-            if at != NOT_BUILT {
-                self.records[i].built = at;
-                self.built.push(obj);
-            }
+        if let Ok(at) = u32::try_from(self.built.len())
+            && at != NOT_BUILT
+        {
+            self.records[i].built = at;
+            self.built.push(obj);
         }
     }
 }
@@ -281,10 +281,8 @@ impl<'w> Scan<'w> {
     /// The number of the key of a record in the common form (`body`: the text after the token,
     /// stripped); `None` for any other record. `tried`: the shapes seen did not match it.
     fn key(&mut self, body: &[u8], tried: bool) -> Option<u32> {
-        if !tried {
-            if let Some(key) = self.shapes.find(body) {
-                return Some(key);
-            }
+        if !tried && let Some(key) = self.shapes.find(body) {
+            return Some(key);
         }
         let (key, shape) = if body.len() <= MAX_SHAPE_LEN {
             let (key, shape) = skim::head_shape(body)?;
@@ -584,8 +582,8 @@ mod tests {
         let Obj::Line(l) = obj else {
             panic!("not a line")
         };
-        let l = l.borrow().clone();
-        l
+
+        l.borrow().clone()
     }
 
     #[test]

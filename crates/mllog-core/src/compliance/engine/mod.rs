@@ -87,13 +87,12 @@ pub fn rulesets(compliance_dir: &Path) -> Vec<(String, String)> {
             continue;
         }
         let name = e.file_name().to_string_lossy().to_string();
-        if let Some((usage, ruleset)) = name.split_once('_') {
-            if super::Ruleset::is_well_formed(ruleset)
-                && !usage.is_empty()
-                && usage.chars().all(|c| c.is_alphanumeric())
-            {
-                out.push((usage.to_string(), ruleset.to_string()));
-            }
+        if let Some((usage, ruleset)) = name.split_once('_')
+            && super::Ruleset::is_well_formed(ruleset)
+            && !usage.is_empty()
+            && usage.chars().all(|c| c.is_alphanumeric())
+        {
+            out.push((usage.to_string(), ruleset.to_string()));
         }
     }
     out.sort_by(|a, b| (&a.0, version_key(&a.1)).cmp(&(&b.0, version_key(&b.1))));

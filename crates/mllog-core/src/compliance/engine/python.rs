@@ -412,32 +412,32 @@ impl Lower<'_> {
         if c.args.iter().any(|a| matches!(a, ast::Expr::Starred(_))) {
             return Err(self.no(e, "`*` arguments"));
         }
-        if let ast::Expr::Attribute(a) = &*c.func {
-            if !is_math(&a.value) {
-                let name = a.attr.as_str();
-                let Some(m) = method(name) else {
-                    // What the method is called on is said first when it is itself refused
-                    // (`__import__('os').getcwd()` is refused for `__import__`).
-                    self.expr(&a.value)?;
-                    return Err(self.no(e, format!("the method `.{name}()`")));
-                };
-                if !c.keywords.is_empty() {
-                    return Err(self.no(e, format!("keyword arguments to `.{name}()`")));
-                }
-                if m == Method::Format
-                    && !matches!(&*a.value, ast::Expr::Constant(k) if matches!(&k.value, Constant::Str(s) if plain_format(s)))
-                {
-                    return Err(self.no(
-                        e,
-                        "`.format()` of anything but a string literal with plain `{}` fields",
-                    ));
-                }
-                return Ok(Expr::MethodCall(
-                    Box::new(self.expr(&a.value)?),
-                    m,
-                    self.exprs(&c.args)?,
+        if let ast::Expr::Attribute(a) = &*c.func
+            && !is_math(&a.value)
+        {
+            let name = a.attr.as_str();
+            let Some(m) = method(name) else {
+                // What the method is called on is said first when it is itself refused
+                // (`__import__('os').getcwd()` is refused for `__import__`).
+                self.expr(&a.value)?;
+                return Err(self.no(e, format!("the method `.{name}()`")));
+            };
+            if !c.keywords.is_empty() {
+                return Err(self.no(e, format!("keyword arguments to `.{name}()`")));
+            }
+            if m == Method::Format
+                && !matches!(&*a.value, ast::Expr::Constant(k) if matches!(&k.value, Constant::Str(s) if plain_format(s)))
+            {
+                return Err(self.no(
+                    e,
+                    "`.format()` of anything but a string literal with plain `{}` fields",
                 ));
             }
+            return Ok(Expr::MethodCall(
+                Box::new(self.expr(&a.value)?),
+                m,
+                self.exprs(&c.args)?,
+            ));
         }
         let allowed: &[&str] = match &*c.func {
             ast::Expr::Name(n) => match n.id.as_str() {

@@ -353,17 +353,18 @@ impl Loader<'_> {
                 ),
             ));
         }
-        if let Some(Node::Str(req, at)) = body.get("REQ") {
-            if kind == "KEY" && !counted(req) {
-                out.push(self.note(
-                    *at,
-                    format!(
-                        "REQ `{req}` is none the checker counts (EXACTLY_ONE, AT_LEAST_ONE, \
+        if let Some(Node::Str(req, at)) = body.get("REQ")
+            && kind == "KEY"
+            && !counted(req)
+        {
+            out.push(self.note(
+                *at,
+                format!(
+                    "REQ `{req}` is none the checker counts (EXACTLY_ONE, AT_LEAST_ONE, \
                          AT_LEAST(n), AT_LEAST_ONE_OR(a, b), OPTIONAL): the key's occurrences \
                          are not counted"
-                    ),
-                ));
-            }
+                ),
+            ));
         }
         out.sort_by_key(|i| i.line);
         out

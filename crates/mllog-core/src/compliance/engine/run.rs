@@ -429,15 +429,16 @@ impl Run<'_> {
 
     /// Keeps the first raise at one of the engine's limits: the check then has no verdict.
     fn note_limit(&mut self, r: &Result<Obj, Raise>, what: &str, snippet: &Snippet, file: &str) {
-        if let Err(e) = r {
-            if e.limit && self.load_error.is_none() {
-                self.load_error = Some(super::LoadError::Limit {
-                    file: file.to_string(),
-                    what: what.to_string(),
-                    snippet: snippet.text.trim().to_string(),
-                    message: e.to_string(),
-                });
-            }
+        if let Err(e) = r
+            && e.limit
+            && self.load_error.is_none()
+        {
+            self.load_error = Some(super::LoadError::Limit {
+                file: file.to_string(),
+                what: what.to_string(),
+                snippet: snippet.text.trim().to_string(),
+                message: e.to_string(),
+            });
         }
     }
 

@@ -24,7 +24,7 @@ impl LogText<'_> {
     pub(crate) fn read(&self, span: (usize, usize)) -> std::io::Result<Cow<'_, [u8]>> {
         match self {
             LogText::Bytes(b) => Ok(Cow::Borrowed(&b[span.0..span.1])),
-            LogText::File(mut f) => {
+            &LogText::File(mut f) => {
                 let mut buf = vec![0; span.1 - span.0];
                 f.seek(SeekFrom::Start(span.0 as u64))?;
                 f.read_exact(&mut buf)?;
