@@ -15,6 +15,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use mllog_core::compliance::{example_log, Division, Ruleset};
 use mllog_core::record::{parse_line, Value as LogValue};
@@ -22,7 +23,7 @@ use mllog_core::Benchmark;
 use serde_json::Value;
 
 use common::mllog;
-use review::{assert_agree, close, official, ours, py, read_csv, same_cell, Ours};
+use review::{assert_agree, close, official, ours, py, read_csv, same_cell, Official, Ours};
 use support::{copy_dir, each};
 
 /// The submissions corpus, or the one skip line without it (the official tools are required:
@@ -62,11 +63,14 @@ fn submitters(subs: &Path) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Every corpus submitter folder, reviewed alone, then each round's, reviewed in one pass
+/// (`a_round_agrees`). The round's review is held to the official runs made on each submitter
+/// alone, which are most of what this test costs.
 #[test]
-fn every_corpus_submitter_agrees_with_the_official_tools() {
+fn every_corpus_submitter_agrees_with_the_official_tools_alone_and_in_its_round() {
     let Some(subs) = oracle(
-        "mllog verify on every corpus submitter folder against package_checker and \
-         result_summarizer",
+        "mllog verify on every corpus submitter folder, and on each round of them, against \
+         package_checker and result_summarizer",
     ) else {
         return;
     };
@@ -74,6 +78,8 @@ fn every_corpus_submitter_agrees_with_the_official_tools() {
     let folders = submitters(&subs);
     assert!(folders.len() >= 10, "{folders:?}");
     let rows = manifest(&subs);
+    // Per submitter folder: the copy the official tools ran on, and what they said.
+    let officials = Mutex::new(BTreeMap::new());
     each(&folders, |(ruleset, dir)| {
         let name = format!("{}-{}", ruleset, dir.file_name().unwrap().to_string_lossy());
         let copy = tmp.path().join(&name).join("sub");
@@ -83,6 +89,10 @@ fn every_corpus_submitter_agrees_with_the_official_tools() {
         assert_eq!(snapshot(dir), before, "verify wrote into {}", dir.display());
         let off = official(&copy, ruleset, &tmp.path().join(&name).join("work"));
         assert_agree(&name, &off, &us);
+        officials
+            .lock()
+            .unwrap()
+            .insert(dir.clone(), (copy.clone(), off));
         // --set-scaling, on a copy without the committed files, writes what the package
         // checker leaves, byte for byte.
         let bare = tmp.path().join(&name).join("bare");
@@ -191,6 +201,10 @@ fn every_corpus_submitter_agrees_with_the_official_tools() {
             assert_eq!(pick(&inferred), pick(&us.json), "{name}: {out}");
         }
     });
+    let officials = officials.into_inner().unwrap();
+    for (round, ruleset) in [("5.0", "5.0.0"), ("5.1", "5.1.0")] {
+        a_round_agrees(&subs, round, ruleset, &officials, tmp.path());
+    }
 }
 
 /// Every file's path and bytes under `dir`.
@@ -1483,139 +1497,136 @@ fn table_of(review: &Value) -> Vec<BTreeMap<String, String>> {
         .collect()
 }
 
-/// A round made of the corpus submitter folders of each round, reviewed in one pass: every
-/// submitter's verdicts, factors and table cells agree with package_checker and
-/// result_summarizer run on that submitter, and the round's table with result_summarizer's
-/// round mode (`'ROUND/{*}'`), cell by cell.
-#[test]
-fn a_round_of_corpus_submitters_agrees_with_the_official_tools() {
-    let Some(subs) = oracle("mllog verify on a round against the official tools") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    for (round, ruleset) in [("5.0", "5.0.0"), ("5.1", "5.1.0")] {
-        let dir = tmp.path().join(round).join("round");
-        let official_round = tmp.path().join(round).join("official");
-        let mut orgs = Vec::new();
-        for e in std::fs::read_dir(subs.join(round)).unwrap() {
-            let p = e.unwrap().path();
-            let org = p.file_name().unwrap().to_string_lossy().into_owned();
-            copy_dir(&p, &dir.join(&org));
-            copy_dir(&p, &official_round.join(&org));
-            orgs.push(org);
-        }
-        orgs.sort();
-        // A folder that is no submitter's is named and skipped.
-        std::fs::create_dir_all(dir.join("tools")).unwrap();
-        let us = ours(&dir, ruleset);
-        assert_eq!(us.json["round"], true, "{}", us.text);
-        let reviews = us.json["submitters"].as_array().unwrap();
-        let names: Vec<String> = reviews
-            .iter()
-            .map(|r| {
-                let d = r["dir"].as_str().unwrap();
-                Path::new(d)
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
-        assert_eq!(
-            names, orgs,
-            "one review per submitter folder, in name order"
-        );
-        assert!(
-            us.json["skipped"][0]
-                .as_str()
+/// The corpus submitter folders of `round` (`subs/<round>`) as one round, reviewed in one pass:
+/// every submitter's verdicts, factors and table cells agree with package_checker and
+/// result_summarizer run on that submitter (`officials`: the copy they ran on, which has the
+/// package checker's `scaling.json` files, and what they said), and the round's table with
+/// result_summarizer's round mode (`'ROUND/{*}'`) on those copies, cell by cell.
+fn a_round_agrees(
+    subs: &Path,
+    round: &str,
+    ruleset: &str,
+    officials: &BTreeMap<PathBuf, (PathBuf, Official)>,
+    tmp: &Path,
+) {
+    let dir = tmp.join(round).join("round");
+    let official_round = tmp.join(round).join("official");
+    let mut orgs = Vec::new();
+    for e in std::fs::read_dir(subs.join(round)).unwrap() {
+        let p = e.unwrap().path();
+        let org = p.file_name().unwrap().to_string_lossy().into_owned();
+        copy_dir(&p, &dir.join(&org));
+        copy_dir(&officials[&p].0, &official_round.join(&org));
+        orgs.push(org);
+    }
+    orgs.sort();
+    // A folder that is no submitter's is named and skipped.
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    let us = ours(&dir, ruleset);
+    assert_eq!(us.json["round"], true, "{}", us.text);
+    let reviews = us.json["submitters"].as_array().unwrap();
+    let names: Vec<String> = reviews
+        .iter()
+        .map(|r| {
+            let d = r["dir"].as_str().unwrap();
+            Path::new(d)
+                .file_name()
                 .unwrap()
-                .contains("tools: no results/ or systems/"),
-            "{}",
-            us.json["skipped"]
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        names, orgs,
+        "one review per submitter folder, in name order"
+    );
+    assert!(
+        us.json["skipped"][0]
+            .as_str()
+            .unwrap()
+            .contains("tools: no results/ or systems/"),
+        "{}",
+        us.json["skipped"]
+    );
+    let all_pass = reviews.iter().all(|r| r["passed"] == true);
+    let pairs: Vec<(&String, &Value)> = orgs.iter().zip(reviews).collect();
+    each(&pairs, |&(org, review)| {
+        let off = &officials[&subs.join(round).join(org)].1;
+        let passed = review["passed"] == true;
+        let one = Ours {
+            code: if passed { 0 } else { 1 },
+            json: review.clone(),
+            table: table_of(review),
+            text: us.text.clone(),
+        };
+        assert_agree(&format!("{round}/{org} in the round"), off, &one);
+    });
+    assert_eq!(us.code, if all_pass { 0 } else { 1 }, "{}", us.text);
+    // The round's table: the summarizer's round mode on the reviewed copies.
+    let work = tmp.join(round).join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let pattern = format!("{}/{{*}}", official_round.display());
+    let (out, err) = py(
+        &[
+            "-m",
+            "mlperf_logging.result_summarizer",
+            &pattern,
+            "training",
+            ruleset,
+            "--csv",
+            "round.csv",
+        ],
+        &work,
+    );
+    assert!(!err.contains("Traceback"), "{out}{err}");
+    let theirs = read_csv(&std::fs::read_to_string(work.join("round_detailed.csv")).unwrap());
+    let key = |r: &BTreeMap<String, String>| r["details_url"].clone();
+    let mut mine: BTreeMap<String, BTreeMap<String, String>> =
+        us.table.iter().map(|r| (key(r), r.clone())).collect();
+    assert_eq!(mine.len(), us.table.len(), "one row per system");
+    assert_eq!(theirs.len(), mine.len(), "{out}");
+    for t in &theirs {
+        let m = mine
+            .remove(&key(t))
+            .unwrap_or_else(|| panic!("no row {}", key(t)));
+        assert_eq!(t.keys().collect::<Vec<_>>(), m.keys().collect::<Vec<_>>());
+        for (col, tv) in t {
+            let mv = &m[col];
+            assert!(
+                same_cell(tv, mv),
+                "{round} {} {col}: official {tv:?}, ours {mv:?}",
+                key(t)
+            );
+        }
+    }
+    // The text's table: a line per reviewed benchmark folder, with its final score.
+    assert!(us.text.contains("Final scores of the round"), "{}", us.text);
+    for s in us.json["scores"].as_array().unwrap() {
+        let score = s["score"]
+            .as_f64()
+            .map_or("-".into(), |x| format!("{x:.4}"));
+        assert!(
+            us.text
+                .lines()
+                .any(|l| l.starts_with(s["submitter"].as_str().unwrap())
+                    && l.contains(s["system"].as_str().unwrap())
+                    && l.contains(&score)),
+            "{s}: {}",
+            us.text
         );
-        let all_pass = reviews.iter().all(|r| r["passed"] == true);
-        let pairs: Vec<(&String, &Value)> = orgs.iter().zip(reviews).collect();
-        each(&pairs, |&(org, review)| {
-            let off = official(
-                &official_round.join(org),
-                ruleset,
-                &tmp.path().join(round).join("work").join(org),
-            );
-            let passed = review["passed"] == true;
-            let one = Ours {
-                code: if passed { 0 } else { 1 },
-                json: review.clone(),
-                table: table_of(review),
-                text: us.text.clone(),
-            };
-            assert_agree(&format!("{round}/{org} in the round"), &off, &one);
-        });
-        assert_eq!(us.code, if all_pass { 0 } else { 1 }, "{}", us.text);
-        // The round's table: the summarizer's round mode on the reviewed copies.
-        let work = tmp.path().join(round).join("work");
-        let pattern = format!("{}/{{*}}", official_round.display());
-        let (out, err) = py(
-            &[
-                "-m",
-                "mlperf_logging.result_summarizer",
-                &pattern,
-                "training",
-                ruleset,
-                "--csv",
-                "round.csv",
-            ],
-            &work,
+    }
+    // Without --ruleset: the round's own ruleset, or a refusal that names it.
+    let (code, out, err) = mllog(["verify".as_ref(), dir.as_os_str()]);
+    if code == 2 {
+        assert!(
+            err.contains("the ruleset cannot be inferred") && err.contains(ruleset),
+            "{err}"
         );
-        assert!(!err.contains("Traceback"), "{out}{err}");
-        let theirs = read_csv(&std::fs::read_to_string(work.join("round_detailed.csv")).unwrap());
-        let key = |r: &BTreeMap<String, String>| r["details_url"].clone();
-        let mut mine: BTreeMap<String, BTreeMap<String, String>> =
-            us.table.iter().map(|r| (key(r), r.clone())).collect();
-        assert_eq!(mine.len(), us.table.len(), "one row per system");
-        assert_eq!(theirs.len(), mine.len(), "{out}");
-        for t in &theirs {
-            let m = mine
-                .remove(&key(t))
-                .unwrap_or_else(|| panic!("no row {}", key(t)));
-            assert_eq!(t.keys().collect::<Vec<_>>(), m.keys().collect::<Vec<_>>());
-            for (col, tv) in t {
-                let mv = &m[col];
-                assert!(
-                    same_cell(tv, mv),
-                    "{round} {} {col}: official {tv:?}, ours {mv:?}",
-                    key(t)
-                );
-            }
-        }
-        // The text's table: a line per reviewed benchmark folder, with its final score.
-        assert!(us.text.contains("Final scores of the round"), "{}", us.text);
-        for s in us.json["scores"].as_array().unwrap() {
-            let score = s["score"]
-                .as_f64()
-                .map_or("-".into(), |x| format!("{x:.4}"));
-            assert!(
-                us.text
-                    .lines()
-                    .any(|l| l.starts_with(s["submitter"].as_str().unwrap())
-                        && l.contains(s["system"].as_str().unwrap())
-                        && l.contains(&score)),
-                "{s}: {}",
-                us.text
-            );
-        }
-        // Without --ruleset: the round's own ruleset, or a refusal that names it.
-        let (code, out, err) = mllog(["verify".as_ref(), dir.as_os_str()]);
-        if code == 2 {
-            assert!(
-                err.contains("the ruleset cannot be inferred") && err.contains(ruleset),
-                "{err}"
-            );
-        } else {
-            assert_eq!(code, us.code, "{out}");
-            assert!(
-                out.contains(&format!("ruleset {ruleset}: the only one consistent")),
-                "{out}"
-            );
-        }
+    } else {
+        assert_eq!(code, us.code, "{out}");
+        assert!(
+            out.contains(&format!("ruleset {ruleset}: the only one consistent")),
+            "{out}"
+        );
     }
 }
