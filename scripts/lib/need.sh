@@ -2,15 +2,22 @@
 # `need_deb PACKAGE WHAT CHECK...`: runs CHECK; when it fails, installs the Debian PACKAGE
 # (root and apt-get needed) and checks again. Without root or apt-get, or when the install
 # does not help, it prints one line naming the package and what needs it, and returns 1.
+# Scripts that run at once (CI builds beside the tests) install one at a time: apt-get fails
+# while another holds its lock, so the install is made under a lock of our own, and the check
+# made again under it, since the script that waited may find the package installed.
 need_deb() {
   local package=$1 what=$2
   shift 2
   "$@" >/dev/null 2>&1 && return 0
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "installing $package (needed by $what)" >&2
-    apt-get install -y -qq "$package" >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$package" >/dev/null 2>&1; } \
-      || true
+    (
+      flock 9
+      "$@" >/dev/null 2>&1 && exit 0
+      echo "installing $package (needed by $what)" >&2
+      apt-get install -y -qq "$package" >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$package" >/dev/null 2>&1; } \
+        || true
+    ) 9>"${TMPDIR:-/tmp}/mllog-need-deb.lock" || true
     "$@" >/dev/null 2>&1 && return 0
   fi
   echo "error: $what needs the Debian package $package (apt-get install $package); it is missing and could not be installed here" >&2
