@@ -143,7 +143,7 @@ fn official_rcp_run(src: &Path, rs: &str, work: &Path) -> Value {
         .collect();
     let rows2 = summarize("sum2");
     let mut out = serde_json::Map::new();
-    for b in benchmark_folders(src) {
+    for b in review::benchmark_folders(src) {
         let rel = b.strip_prefix(src).unwrap();
         let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_owned();
         let (system, bm) = (name(b.parent().unwrap()), name(&b));
@@ -350,28 +350,9 @@ fn score_says_whether_the_committed_scaling_agrees() {
     );
 }
 
-/// `results/*/*/` of a submitter folder, as a glob has them: the folders, not the hidden ones,
-/// in name order.
-fn benchmark_folders(sub: &Path) -> Vec<PathBuf> {
-    let visible_dirs = |dir: &Path| -> Vec<PathBuf> {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-            .collect()
-    };
-    let mut folders: Vec<PathBuf> = visible_dirs(&sub.join("results"))
-        .iter()
-        .flat_map(|s| visible_dirs(s))
-        .collect();
-    folders.sort();
-    folders
-}
-
 /// `results/*/*/scaling.json` of a submitter folder.
 fn glob_scaling(sub: &Path) -> Vec<PathBuf> {
-    benchmark_folders(sub)
+    review::benchmark_folders(sub)
         .into_iter()
         .map(|b| b.join("scaling.json"))
         .filter(|p| p.exists())

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -112,17 +112,10 @@ pub fn official(copy: &Path, ruleset: &str, work: &Path) -> Official {
         }
     }
     let mut scaling = BTreeMap::new();
-    for sys in std::fs::read_dir(copy.join("results"))
-        .into_iter()
-        .flatten()
-    {
-        let sys = sys.unwrap().path();
-        for b in std::fs::read_dir(&sys).into_iter().flatten() {
-            let b = b.unwrap().path();
-            if let Ok(t) = std::fs::read_to_string(b.join("scaling.json")) {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                scaling.insert(rel_key(&b), v["scaling_factor"].as_f64().unwrap());
-            }
+    for b in benchmark_folders(copy) {
+        if let Ok(t) = std::fs::read_to_string(b.join("scaling.json")) {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            scaling.insert(rel_key(&b), v["scaling_factor"].as_f64().unwrap());
         }
     }
     let (out, err) = summarizer_csv(copy, "training", ruleset, work);
@@ -159,6 +152,25 @@ pub fn summarizer_csv(copy: &Path, usage: &str, ruleset: &str, work: &Path) -> (
         ],
         work,
     )
+}
+
+/// `results/*/*/` of a submitter folder, as a glob has them: the folders, not the hidden ones,
+/// in name order.
+pub fn benchmark_folders(sub: &Path) -> Vec<PathBuf> {
+    let visible_dirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect()
+    };
+    let mut folders: Vec<PathBuf> = visible_dirs(&sub.join("results"))
+        .iter()
+        .flat_map(|s| visible_dirs(s))
+        .collect();
+    folders.sort();
+    folders
 }
 
 /// `system/benchmark` of a benchmark folder path.
